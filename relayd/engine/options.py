@@ -1,0 +1,25 @@
+"""The options of a sweep, as the engine sees them (the CLI maps Settings onto these)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class SweepOptions:
+    """Everything the engine needs to know, with units in the names."""
+
+    prefixes: tuple[str, ...] = ("stm",)
+    batch: int = 1000
+    poll_interval_s: float = 1.0
+    max_attempts: int = 10
+    backoff_base_s: float = 0.5
+    backoff_cap_s: float = 300.0
+    lease_ttl_s: float = 5.0
+    shutdown_grace_s: float = 10.0
+    #: How long a missing seq below delivered ones is waited for before it is passed over
+    #: (the reconcile scan still finds it later).
+    gap_grace_s: float = 30.0
+    #: Most entries kept in memory per kind and prefix while held back or awaiting retry.
+    max_held: int = 50_000
+    once: bool = False

@@ -1,0 +1,79 @@
+"""The sink seam: one small async Protocol and the three outcomes a sink reports.
+
+A sink receives a batch of envelopes and returns exactly one outcome per envelope, in the same
+order. relayd acks an entry only after its outcome is ``Delivered``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from relayd.envelope import Envelope
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """The sink has durably accepted the entry; relayd may ack it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """A transient failure: try again later, no sooner than ``after_s`` seconds when given."""
+
+    error: str = ""
+    after_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Permanent:
+    """The entry can never be delivered; relayd dead-letters it with ``reason`` (free text)."""
+
+    reason: str
+
+
+Outcome = Delivered | Retry | Permanent
+
+#: The one ``Delivered`` instance sinks return (it carries no data).
+DELIVERED = Delivered()
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Where relayd delivers envelopes.
+
+    Lifecycle: ``start()`` once before the first batch; ``deliver()`` any number of times,
+    never concurrently with itself for one sink; ``close()`` once at shutdown.
+    """
+
+    name: str
+
+    async def start(self) -> None:
+        """Open connections and files. Raises ``SinkError`` or ``ConfigError`` when it cannot."""
+
+    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+        """Deliver ``batch`` and return one outcome per envelope, in order.
+
+        An exception raised here counts as ``Retry`` for every envelope of the batch.
+        """
+
+    def ready(self) -> bool:
+        """Whether the sink can take deliveries now (feeds ``/readyz``)."""
+
+    async def close(self) -> None:
+        """Flush and release everything; called once."""
+
+
+@dataclass(frozen=True, slots=True)
+class SinkOptions:
+    """What a sink factory may need beyond its spec text (from Settings; secrets as bytes)."""
+
+    #: HMAC-SHA256 key for webhook signatures, read from ``--webhook-secret-file``.
+    webhook_secret: bytes | None = None
+    webhook_timeout_s: float = 10.0
+    webhook_concurrency: int = 16
+    #: CA bundle for ``rediss://`` destinations (None: the system trust store).
+    redis_ca_file: str | None = None
+    #: Permit plaintext Redis to non-loopback hosts (DESIGN §7).
+    allow_plaintext: bool = False
