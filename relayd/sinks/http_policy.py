@@ -1,0 +1,60 @@
+"""Pure webhook rules: the signature scheme, HTTP status → outcome, and ``Retry-After`` parsing.
+
+No I/O and no clock: callers pass ``now_s`` (epoch seconds). See ``relayd.sinks.webhook`` for
+the receiver-facing description of the signature.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from email.utils import parsedate_to_datetime
+from typing import Final
+
+from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry
+
+#: Statuses that mean "not now": the receiver may accept the same request later.
+RETRYABLE_STATUSES: Final = frozenset({408, 425, 429})
+SIGNATURE_VERSION: Final = "v1"
+
+
+def sign(secret: bytes, timestamp_s: int, body: bytes) -> str:
+    """Return the ``X-Relayd-Signature`` value: ``v1=<hex hmac_sha256(secret, "{ts}." + body)>``."""
+    digest = hmac.new(secret, f"{timestamp_s}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"{SIGNATURE_VERSION}={digest}"
+
+
+def verify(secret: bytes, timestamp: str, body: bytes, signature: str) -> bool:
+    """Check a signature the way a receiver does (constant-time compare)."""
+    if not timestamp.isdigit():
+        return False
+    return hmac.compare_digest(sign(secret, int(timestamp), body), signature)
+
+
+def parse_retry_after(value: str | None, now_s: float) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta seconds or an HTTP-date); None if absent/bad."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - now_s)
+
+
+def classify_status(status: int, retry_after: str | None, now_s: float) -> Outcome:
+    """Map an HTTP response to an outcome.
+
+    2xx → Delivered; 408, 425, 429 and 5xx → Retry (honouring ``Retry-After``); any other
+    status (4xx, and 1xx/3xx since redirects are not followed) → Permanent ``"http <status>"``.
+    """
+    if 200 <= status < 300:
+        return DELIVERED
+    if status in RETRYABLE_STATUSES or status >= 500:
+        return Retry(error=f"http {status}", after_s=parse_retry_after(retry_after, now_s))
+    return Permanent(reason=f"http {status}")

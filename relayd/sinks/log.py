@@ -1,0 +1,48 @@
+"""The ``log`` sink: one structlog line per envelope at info, then Delivered.
+
+Useful to watch a relay in a terminal or to smoke-test a deployment; it is as durable as the
+log pipeline behind it, so production setups use a real sink.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import structlog
+
+from relayd.envelope import Envelope
+from relayd.errors import ConfigError
+from relayd.sinks.base import DELIVERED, Outcome, SinkOptions
+from relayd.sinks.spec import SinkSpec
+
+log = structlog.get_logger(__name__)
+
+
+class LogSink:
+    """Log ``envelope`` (fields ``id``, ``kind``, ``prefix``, ``attempt``) and report it delivered."""
+
+    name = "log"
+
+    def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
+        if spec.target or spec.params:
+            raise ConfigError("sink 'log' takes no argument")
+
+    async def start(self) -> None:
+        """Nothing to open."""
+
+    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+        for envelope in batch:
+            log.info(
+                "envelope",
+                id=envelope.id,
+                kind=envelope.kind,
+                prefix=envelope.prefix,
+                attempt=envelope.attempt,
+            )
+        return [DELIVERED] * len(batch)
+
+    def ready(self) -> bool:
+        return True
+
+    async def close(self) -> None:
+        """Nothing to release."""

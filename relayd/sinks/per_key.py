@@ -1,0 +1,49 @@
+"""Deliver a batch one ordering key at a time: in order within a key, concurrently across keys.
+
+Used by the sinks that send entries one by one (webhook, harel). Within one batch, envelopes
+with the same ``ordering_key`` are sent sequentially in batch order; once one of them is not
+``Delivered``, the later ones of that key are not sent and come back as ``Retry``, so a target
+never receives an entry before an earlier one it has not acknowledged. Envelopes whose
+``ordering_key`` is ``None`` (an outbox entry without a target) have no order to keep and each
+go on their own. No I/O here: the caller passes ``send_one`` and bounds its concurrency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+
+from relayd.envelope import Envelope
+from relayd.sinks.base import Delivered, Outcome, Retry
+
+#: The error text of an entry held back behind an earlier failure of its own key.
+HELD_BACK = "held back: an earlier entry of its target was not delivered"
+
+
+def group_by_key(batch: Sequence[Envelope]) -> list[list[int]]:
+    """Return the batch's indexes grouped by ordering key, each group in batch order."""
+    groups: dict[str, list[int]] = {}
+    loners: list[list[int]] = []
+    for index, envelope in enumerate(batch):
+        if envelope.ordering_key is None:
+            loners.append([index])
+        else:
+            groups.setdefault(envelope.ordering_key, []).append(index)
+    return [*groups.values(), *loners]
+
+
+async def deliver_per_key(
+    batch: Sequence[Envelope], send_one: Callable[[Envelope], Awaitable[Outcome]]
+) -> list[Outcome]:
+    """Send every envelope of ``batch`` with ``send_one``, keeping per-key order; one outcome each."""
+    outcomes: list[Outcome] = [Retry(error=HELD_BACK)] * len(batch)
+
+    async def run_group(indexes: list[int]) -> None:
+        for index in indexes:
+            outcome = await send_one(batch[index])
+            outcomes[index] = outcome
+            if not isinstance(outcome, Delivered):
+                return
+
+    await asyncio.gather(*(run_group(group) for group in group_by_key(batch)))
+    return outcomes

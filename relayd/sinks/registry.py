@@ -1,0 +1,88 @@
+"""Resolve a sink spec to a ready-to-start ``Sink``: entry points ``relayd.sinks`` plus ``python:``.
+
+One mechanism for every sink. The built-ins (``log``, ``jsonl``, ``webhook``, ``redis-stream``,
+``harel``, ``null``) are declared under the entry-point group ``relayd.sinks`` in relayd's own
+``pyproject.toml``, exactly as a plugin declares its sink::
+
+    [project.entry-points."relayd.sinks"]
+    mysink = "my_package.sink:MySink"
+
+**The factory convention.** An entry point (or a ``python:package.module:factory`` path) names
+a class or a callable with the signature ``factory(spec: SinkSpec, options: SinkOptions) -> Sink``.
+``spec.target`` is what follows ``<name>:`` in the spec string (plugins parse it themselves),
+``options`` carries the secrets and TLS settings from relayd's configuration. The factory must
+not do I/O: connections are opened in ``Sink.start()``. It raises ``ConfigError`` with one line
+when the spec cannot work.
+
+Sinks are resolved once at start-up, so a bad spec stops relayd before anything is read.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from importlib.metadata import EntryPoint, entry_points
+from typing import Final, cast
+
+from relayd.errors import ConfigError, UnknownSink
+from relayd.sinks.base import Sink, SinkOptions
+from relayd.sinks.spec import SinkSpec, parse_sink_spec
+
+#: The entry-point group every sink (built-in or plugin) is registered under.
+ENTRY_POINT_GROUP: Final = "relayd.sinks"
+
+SinkFactory = Callable[[SinkSpec, SinkOptions], Sink]
+
+
+def known_sinks() -> list[str]:
+    """Every sink name that resolves: the entry points of ``relayd.sinks`` plus ``python``."""
+    return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)} | {"python"})
+
+
+def resolve_sink(spec: str, options: SinkOptions) -> Sink:
+    """Parse ``spec``, find its factory and build the sink (not yet started).
+
+    Raises:
+        UnknownSink: no entry point and no built-in has that name.
+        ConfigError: the spec is malformed, the factory cannot be imported, or it rejected the spec.
+    """
+    parsed = parse_sink_spec(spec)
+    factory = _python_factory(parsed) if parsed.scheme == "python" else _entry_point_factory(parsed.scheme)
+    sink = factory(parsed, options)
+    if not isinstance(sink, Sink):
+        raise ConfigError(f"sink {parsed.scheme!r}: its factory returned a {type(sink).__name__}, not a Sink")
+    return sink
+
+
+def _entry_point_factory(name: str) -> SinkFactory:
+    found: list[EntryPoint] = list(entry_points(group=ENTRY_POINT_GROUP, name=name))
+    if not found:
+        raise UnknownSink(name, known_sinks())
+    # two distributions registering one name is an install problem an operator must see
+    if len({ep.value for ep in found}) > 1:
+        values = ", ".join(sorted(ep.value for ep in found))
+        raise ConfigError(f"sink {name!r} is registered more than once ({values}); uninstall one")
+    try:
+        loaded = found[0].load()
+    except Exception as exc:  # any import-time failure of a plugin is a configuration problem
+        raise ConfigError(f"sink {name!r} could not be loaded from {found[0].value}: {exc}") from exc
+    return _as_factory(loaded, name)
+
+
+def _python_factory(spec: SinkSpec) -> SinkFactory:
+    module_name, _, attr = spec.target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"sink 'python:{spec.target}': cannot import {module_name!r} ({exc})") from exc
+    try:
+        loaded = getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"sink 'python:{spec.target}': {module_name!r} has no {attr!r}") from None
+    return _as_factory(loaded, f"python:{spec.target}")
+
+
+def _as_factory(obj: object, name: str) -> SinkFactory:
+    if not callable(obj):
+        raise ConfigError(f"sink {name!r} is not a class or callable")
+    return cast(SinkFactory, obj)
