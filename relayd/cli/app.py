@@ -1,0 +1,87 @@
+"""The ``relayd`` command: the Typer app, its command groups, and errors → exit codes (DESIGN §5).
+
+Exit codes: 0 all due work delivered; 1 entries left for retry or dead-lettered; 2 usage or
+configuration error (one line on stderr, no traceback); 3 Redis unreachable or authentication
+failed. The mapping lives here only, in ``_RelaydGroup.invoke``, so ``CliRunner`` tests and the
+console script behave the same.
+
+Adding a command group is one line in ``COMMANDS``: a module with ``register(app)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.exceptions
+import typer
+
+# Typer 0.2x vendors its own click; its exceptions and Context are the ones raised here.
+from typer._click import Context
+from typer._click.exceptions import ClickException
+from typer.core import TyperGroup
+
+from relayd import __version__
+from relayd.cli import demo, dlq, status, sweep
+from relayd.errors import RedisUnreachable, RelaydError
+from store.errors import StoreUnavailable
+
+
+def _fail(message: str, exit_code: int) -> typer.Exit:
+    """Print one line on stderr and return the Exit carrying ``exit_code``."""
+    typer.echo(f"relayd: error: {message}", err=True)
+    return typer.Exit(exit_code)
+
+
+class _RelaydGroup(TyperGroup):
+    """The root group: maps every expected failure of a subcommand to one line and an exit code."""
+
+    def invoke(self, ctx: Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except RelaydError as exc:
+            raise _fail(str(exc), exc.exit_code) from None
+        except ClickException as exc:
+            # A usage error in a subcommand (bad flag or value): one line, exit 2, not a boxed panel.
+            hint = f" (see '{ctx.command_path} {ctx.invoked_subcommand or ''} --help')".replace("  ", " ")
+            raise _fail(exc.format_message() + hint, exc.exit_code) from None
+        except (StoreUnavailable, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            # Redis went away after the first PING answered: still "unreachable", exit 3.
+            error = RedisUnreachable(f"Redis became unreachable ({type(exc).__name__})")
+            raise _fail(str(error), error.exit_code) from None
+
+
+app = typer.Typer(
+    name="relayd",
+    cls=_RelaydGroup,
+    help="Relay a durable statechart engine's outbox, spawn intents and timers from Redis to sinks.",
+    no_args_is_help=True,
+    add_completion=False,
+    # Tracebacks with locals could print a password; plain tracebacks only, for real bugs.
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+#: Each module registers its own command group; a new command is one line here.
+COMMANDS = (sweep, status, dlq, demo)
+for command in COMMANDS:
+    command.register(app)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"relayd {__version__}")
+        raise typer.Exit
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """Relay a durable statechart engine's outbox, spawn intents and timers from Redis to sinks."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The ``relayd`` console script."""
+    app(args=argv, prog_name="relayd")

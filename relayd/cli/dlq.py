@@ -1,0 +1,180 @@
+"""``relayd dlq list|replay|purge``: inspect, put back or drop the dead letters of each prefix."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Annotated, Any, TypeVar
+
+import orjson
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from relayd.cli import options as o
+from relayd.connect import BRIEF, AsyncRedis, connect
+from relayd.errors import ConfigError
+from relayd.settings import Settings
+from store.keys import Keyspace
+
+dlq_app = typer.Typer(help="List, replay or purge dead letters.", no_args_is_help=True)
+
+T = TypeVar("T")
+
+KindOption = Annotated[
+    str | None, typer.Option("--kind", help="Only this kind: outbox, spawn or timer.", show_default=False)
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="JSON instead of a table.")]
+
+_KINDS = ("outbox", "spawn", "timer")
+
+
+def _check_kind(kind: str | None) -> str | None:
+    if kind is not None and kind not in _KINDS:
+        raise ConfigError(f"invalid --kind {kind!r}; expected one of {', '.join(_KINDS)}")
+    return kind
+
+
+def _per_prefix(settings: Settings, action: Callable[[AsyncRedis, Keyspace], Awaitable[T]]) -> list[T]:
+    async def run() -> list[T]:
+        client = await connect(settings, BRIEF)
+        try:
+            return [await action(client, Keyspace(prefix)) for prefix in settings.prefix]
+        finally:
+            await client.aclose()
+
+    return asyncio.run(run())
+
+
+def _as_dict(letter: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(letter) and not isinstance(letter, type):
+        return dataclasses.asdict(letter)
+    if hasattr(letter, "model_dump"):
+        return dict(letter.model_dump(mode="json"))
+    return dict(letter)
+
+
+def dead_letter_table(rows: Sequence[dict[str, Any]]) -> Table:
+    table = Table(title="dead letters")
+    for column in ("prefix", "kind", "id", "reason", "attempts", "first attempt", "last attempt"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            str(row.get("prefix", "")),
+            str(row.get("kind", "")),
+            str(row.get("id", "")),
+            str(row.get("reason", "")),
+            str(row.get("attempts", "")),
+            str(row.get("first_attempt_at", "")),
+            str(row.get("last_attempt_at", "")),
+        )
+    return table
+
+
+def list_(  # noqa: PLR0917 - Typer builds one option per parameter
+    ctx: typer.Context,
+    as_json: JsonOption = False,
+    kind: KindOption = None,
+    redis_url: o.RedisUrl = None,
+    prefix: o.Prefix = None,
+    log_format: o.LogFormat = None,
+    log_level: o.LogLevel = None,
+    redis_username_file: o.RedisUsernameFile = None,
+    redis_password_file: o.RedisPasswordFile = None,
+    redis_ca_file: o.RedisCaFile = None,
+    redis_cert_file: o.RedisCertFile = None,
+    redis_key_file: o.RedisKeyFile = None,
+    allow_plaintext: o.AllowPlaintext = False,
+) -> None:
+    """List the dead letters: id, kind, reason, attempts and attempt times."""
+    from relayd.state.deadletters import list_dead_letters
+
+    settings = o.settings_from(ctx)
+    o.configure_logs(settings)
+    only = _check_kind(kind)
+
+    async def action(client: AsyncRedis, keyspace: Keyspace) -> list[dict[str, Any]]:
+        letters = await list_dead_letters(client, keyspace, kind=only)  # type: ignore[arg-type]
+        return [{"prefix": keyspace.prefix, **_as_dict(letter)} for letter in letters]
+
+    rows = [row for rows in _per_prefix(settings, action) for row in rows]
+    if as_json:
+        typer.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2, default=str).decode())
+    else:
+        Console().print(dead_letter_table(rows))
+
+
+def replay(  # noqa: PLR0917 - Typer builds one option per parameter
+    ctx: typer.Context,
+    ids: Annotated[
+        list[str] | None, typer.Argument(help="Dead-letter ids to replay.", show_default=False)
+    ] = None,
+    replay_all: Annotated[bool, typer.Option("--all", help="Replay every dead letter.")] = False,
+    redis_url: o.RedisUrl = None,
+    prefix: o.Prefix = None,
+    log_format: o.LogFormat = None,
+    log_level: o.LogLevel = None,
+    redis_username_file: o.RedisUsernameFile = None,
+    redis_password_file: o.RedisPasswordFile = None,
+    redis_ca_file: o.RedisCaFile = None,
+    redis_cert_file: o.RedisCertFile = None,
+    redis_key_file: o.RedisKeyFile = None,
+    allow_plaintext: o.AllowPlaintext = False,
+) -> None:
+    """Put dead letters back where they came from (original seq or score), attempts reset."""
+    from relayd.state.deadletters import replay_dead_letters
+
+    if not ids and not replay_all:
+        raise ConfigError("name the dead-letter ids to replay, or pass --all")
+    if ids and replay_all:
+        raise ConfigError("pass either dead-letter ids or --all, not both")
+    settings = o.settings_from(ctx)
+    o.configure_logs(settings)
+    wanted = None if replay_all else list(ids or ())
+
+    async def action(client: AsyncRedis, keyspace: Keyspace) -> int:
+        return int(await replay_dead_letters(client, keyspace, ids=wanted))  # type: ignore[arg-type]
+
+    count = sum(_per_prefix(settings, action))
+    typer.echo(f"replayed {count} dead letter(s)")
+
+
+def purge(  # noqa: PLR0917 - Typer builds one option per parameter
+    ctx: typer.Context,
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm: dead letters are deleted for good.")] = False,
+    kind: KindOption = None,
+    redis_url: o.RedisUrl = None,
+    prefix: o.Prefix = None,
+    log_format: o.LogFormat = None,
+    log_level: o.LogLevel = None,
+    redis_username_file: o.RedisUsernameFile = None,
+    redis_password_file: o.RedisPasswordFile = None,
+    redis_ca_file: o.RedisCaFile = None,
+    redis_cert_file: o.RedisCertFile = None,
+    redis_key_file: o.RedisKeyFile = None,
+    allow_plaintext: o.AllowPlaintext = False,
+) -> None:
+    """Delete dead letters for good (requires --yes)."""
+    from relayd.state.deadletters import purge_dead_letters
+
+    if not yes:
+        raise ConfigError("purge deletes dead letters for good; pass --yes to confirm")
+    settings = o.settings_from(ctx)
+    o.configure_logs(settings)
+    only = _check_kind(kind)
+
+    async def action(client: AsyncRedis, keyspace: Keyspace) -> int:
+        return int(await purge_dead_letters(client, keyspace, kind=only))  # type: ignore[arg-type]
+
+    count = sum(_per_prefix(settings, action))
+    typer.echo(f"purged {count} dead letter(s)")
+
+
+dlq_app.command("list")(list_)
+dlq_app.command("replay")(replay)
+dlq_app.command("purge")(purge)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(dlq_app, name="dlq")

@@ -1,0 +1,146 @@
+"""The command-line options shared by relayd's commands, each with its ``RELAYD_<NAME>`` variable.
+
+Every option defaults to None here: an option given on the command line is passed to
+``Settings`` as a keyword (so it wins), everything else comes from the environment or the
+Settings default, read by ``Settings`` alone. Click also reads the variable (that is what
+``show_envvar`` documents and what type-checks it early), but only command-line values are
+forwarded; ``settings_from`` is the one place that decides.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from typer._click.core import ParameterSource  # typer vendors click; its enum is the one used
+
+from relayd.logs import configure_logging
+from relayd.settings import Settings, load_settings
+
+REDIS = "Redis"
+SINKS = "Sinks"
+TUNING = "Tuning"
+OBSERVE = "Logs and metrics"
+SECURITY = "Credentials and TLS"
+
+
+def _option(name: str, help_text: str, panel: str, **extra: Any) -> Any:
+    field = Settings.model_fields[name]
+    default = field.default
+    shown: str | bool = str(default) if default not in (None, (), False) else False
+    if isinstance(default, tuple):
+        shown = ",".join(default)
+    return typer.Option(
+        f"--{name.replace('_', '-')}",
+        envvar=f"RELAYD_{name.upper()}",
+        show_envvar=True,
+        show_default=shown,
+        help=help_text,
+        rich_help_panel=panel,
+        **extra,
+    )
+
+
+RedisUrl = Annotated[
+    str | None,
+    _option(
+        "redis_url",
+        "Redis URL: redis://, rediss:// (verified TLS), redis+cluster://, rediss+cluster:// (any seed node).",
+        REDIS,
+    ),
+]
+Prefix = Annotated[
+    list[str] | None,
+    _option(
+        "prefix",
+        "Key prefix to relay; repeatable (env: comma-separated). "
+        "'{shard-0..31}' expands to 32 hash-tagged prefixes.",
+        REDIS,
+    ),
+]
+Sink = Annotated[
+    str | None, _option("sink", "Sink for every kind not given its own: log, jsonl:PATH, ...", SINKS)
+]
+OutboxSink = Annotated[str | None, _option("outbox_sink", "Sink for outbox events (default: --sink).", SINKS)]
+SpawnSink = Annotated[str | None, _option("spawn_sink", "Sink for spawn intents (default: --sink).", SINKS)]
+TimerSink = Annotated[str | None, _option("timer_sink", "Sink for due timers (default: --sink).", SINKS)]
+Batch = Annotated[int | None, _option("batch", "Most entries of each kind read per poll.", TUNING)]
+PollInterval = Annotated[
+    float | None, _option("poll_interval", "Longest wait between polls when idle, in seconds.", TUNING)
+]
+MaxAttempts = Annotated[
+    int | None, _option("max_attempts", "Attempts before an entry is dead-lettered.", TUNING)
+]
+LeaseTtl = Annotated[
+    float | None,
+    _option("lease_ttl", "Lease time-to-live per prefix in seconds (renewed every third of it).", TUNING),
+]
+ShutdownGrace = Annotated[
+    float | None,
+    _option("shutdown_grace", "Seconds in-flight deliveries may take after SIGTERM/SIGINT.", TUNING),
+]
+MetricsAddr = Annotated[
+    str | None,
+    _option(
+        "metrics_addr",
+        "HOST:PORT for /metrics, /healthz, /readyz (loopback by default; 0.0.0.0:9464 in containers).",
+        OBSERVE,
+    ),
+]
+LogFormat = Annotated[
+    str | None, _option("log_format", "json or console (default: json unless stderr is a terminal).", OBSERVE)
+]
+LogLevel = Annotated[str | None, _option("log_level", "debug, info, warning or error.", OBSERVE)]
+RedisUsernameFile = Annotated[
+    Path | None, _option("redis_username_file", "File holding the Redis ACL username.", SECURITY)
+]
+RedisPasswordFile = Annotated[
+    Path | None, _option("redis_password_file", "File holding the Redis password.", SECURITY)
+]
+RedisCaFile = Annotated[
+    Path | None,
+    _option("redis_ca_file", "PEM CA bundle trusted for rediss:// instead of the system store.", SECURITY),
+]
+RedisCertFile = Annotated[
+    Path | None,
+    _option("redis_cert_file", "PEM client certificate for mutual TLS (with --redis-key-file).", SECURITY),
+]
+RedisKeyFile = Annotated[
+    Path | None,
+    _option("redis_key_file", "PEM client key for mutual TLS (with --redis-cert-file).", SECURITY),
+]
+AllowPlaintext = Annotated[
+    bool,
+    _option(
+        "allow_plaintext",
+        "Permit plaintext Redis to a non-loopback host (never with credentials).",
+        SECURITY,
+    ),
+]
+WebhookSecretFile = Annotated[
+    Path | None, _option("webhook_secret_file", "File holding the webhook HMAC-SHA256 signing key.", SECURITY)
+]
+WebhookTimeout = Annotated[
+    float | None, _option("webhook_timeout", "Seconds one webhook request may take.", SINKS)
+]
+WebhookConcurrency = Annotated[
+    int | None, _option("webhook_concurrency", "Most webhook requests in flight at once.", SINKS)
+]
+
+
+def settings_from(ctx: typer.Context) -> Settings:
+    """Settings from the options typed on the command line over the environment and defaults."""
+    flags = {
+        name: value
+        for name, value in ctx.params.items()
+        if name in Settings.model_fields and ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+    }
+    return load_settings(**flags)
+
+
+def configure_logs(settings: Settings) -> None:
+    """Set logging up for a command from its Settings (every secret redacted)."""
+    configure_logging(
+        log_format=settings.log_format, log_level=settings.log_level, secrets=settings.secrets()
+    )

@@ -1,0 +1,176 @@
+"""Open relayd's Redis connection from Settings: credential files, verified TLS, retry with backoff.
+
+TLS is always verified (``ssl_cert_reqs="required"``, hostname checked). With
+``--redis-ca-file`` on a standalone Redis the CA bundle *replaces* the system trust store
+(a private CA is then the only thing trusted); on a cluster redis-py builds the TLS context
+itself and the bundle is added to the system store instead.
+
+The first PING is retried with exponential backoff: forever (until ``stop`` is set) for the
+long-running ``sweep``, a few times for ``--once``, ``status`` and ``dlq``. An authentication
+failure is not retried: it raises ``RedisUnreachable`` at once (exit 3). No log line or error
+carries the URL's password: only ``RedisAddress.display`` is ever shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import redis.asyncio as aioredis
+import redis.exceptions
+import structlog
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import ConnectionPool, SSLConnection
+
+from relayd.errors import RedisUnreachable
+from relayd.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+AsyncRedis = aioredis.Redis | RedisCluster
+
+#: How long one TCP connect may take before it counts as a failed attempt, in seconds.
+CONNECT_TIMEOUT_S: Final = 5.0
+#: How long one command may wait for its reply, in seconds (relayd's commands are all bounded).
+SOCKET_TIMEOUT_S: Final = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often the first PING is tried: ``attempts`` None means until stopped."""
+
+    attempts: int | None
+    base_s: float = 0.2
+    cap_s: float = 30.0
+
+    def delay_s(self, attempt: int) -> float:
+        """Delay after the ``attempt``-th failure (1-based), doubling up to the cap."""
+        return float(min(self.cap_s, self.base_s * 2 ** (attempt - 1)))
+
+
+#: ``sweep``: keep trying while Redis is away (a sidecar may start before its Redis).
+FOREVER: Final = RetryPolicy(attempts=None)
+#: ``--once``, ``status``, ``dlq``: a few tries over about 3 s, then exit 3.
+BRIEF: Final = RetryPolicy(attempts=5, base_s=0.2, cap_s=1.6)
+
+
+class _PinnedTrustSSLConnection(SSLConnection):
+    """An SSL connection whose context trusts exactly the given CA bundle (not the system store)."""
+
+    def __init__(self, *, trust_context: ssl.SSLContext, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # RedisSSLContext.get() returns a prepared context as-is.
+        self.ssl_context.context = trust_context
+
+
+def _trust_context(settings: Settings) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(settings.redis_ca_file))
+    context.check_hostname = True
+    context.verify_mode = ssl.CERT_REQUIRED
+    if settings.redis_cert_file is not None and settings.redis_key_file is not None:
+        context.load_cert_chain(str(settings.redis_cert_file), str(settings.redis_key_file))
+    return context
+
+
+def build_client(settings: Settings) -> AsyncRedis:
+    """Create (without connecting) the asyncio client the URL asks for."""
+    address = settings.redis
+    username, password = settings.redis_credentials
+    common: dict[str, Any] = {
+        "username": username,
+        "password": password.get_secret_value() if password is not None else None,
+        "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        "socket_timeout": SOCKET_TIMEOUT_S,
+    }
+    tls: dict[str, Any] = {}
+    if address.tls:
+        tls = {
+            "ssl": True,
+            "ssl_cert_reqs": "required",
+            "ssl_check_hostname": True,
+            "ssl_ca_certs": str(settings.redis_ca_file) if settings.redis_ca_file else None,
+            "ssl_certfile": str(settings.redis_cert_file) if settings.redis_cert_file else None,
+            "ssl_keyfile": str(settings.redis_key_file) if settings.redis_key_file else None,
+        }
+    if address.cluster:
+        return RedisCluster(host=address.host, port=address.port, **common, **tls)
+    if address.tls and settings.redis_ca_file is not None:
+        pool = ConnectionPool(
+            connection_class=_PinnedTrustSSLConnection,
+            trust_context=_trust_context(settings),
+            host=address.host,
+            port=address.port,
+            db=address.db,
+            **common,
+        )
+        return aioredis.Redis(connection_pool=pool)
+    return aioredis.Redis(host=address.host, port=address.port, db=address.db, **common, **tls)
+
+
+def _is_auth_failure(exc: BaseException) -> bool:
+    if isinstance(exc, redis.exceptions.AuthenticationError | redis.exceptions.AuthorizationError):
+        return True
+    text = str(exc)
+    return isinstance(exc, redis.exceptions.ResponseError) and text.startswith(
+        ("WRONGPASS", "NOAUTH", "NOPERM")
+    )
+
+
+async def connect(
+    settings: Settings,
+    policy: RetryPolicy,
+    *,
+    stop: asyncio.Event | None = None,
+    sleep: Callable[[float], Any] = asyncio.sleep,
+    client_factory: Callable[[Settings], AsyncRedis] = build_client,
+) -> AsyncRedis:
+    """Return a client whose PING answered, retrying with backoff per ``policy``.
+
+    Raises:
+        RedisUnreachable: authentication failed, the attempts ran out, or ``stop`` was set.
+    """
+    client = client_factory(settings)
+    shown = settings.redis.display
+    attempt = 0
+    started = time.monotonic()
+    while True:
+        attempt += 1
+        try:
+            await client.ping()
+        except (redis.exceptions.RedisError, OSError) as exc:
+            if _is_auth_failure(exc):
+                await client.aclose()
+                raise RedisUnreachable(f"Redis at {shown} rejected the credentials") from None
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning("redis_unreachable", attempt=attempt, error=error)
+            if policy.attempts is not None and attempt >= policy.attempts:
+                await client.aclose()
+                raise RedisUnreachable(
+                    f"Redis at {shown} unreachable after {attempt} attempts over "
+                    f"{time.monotonic() - started:.1f}s ({type(exc).__name__})"
+                ) from None
+            if stop is not None and stop.is_set():
+                await client.aclose()
+                raise RedisUnreachable(f"stopped while Redis at {shown} was unreachable") from None
+            await _wait(policy.delay_s(attempt), stop, sleep)
+            if stop is not None and stop.is_set():
+                await client.aclose()
+                raise RedisUnreachable(f"stopped while Redis at {shown} was unreachable") from None
+            continue
+        if attempt > 1:
+            log.info("redis_connected", attempt=attempt)
+        return client
+
+
+async def _wait(delay_s: float, stop: asyncio.Event | None, sleep: Callable[[float], Any]) -> None:
+    if stop is None:
+        await sleep(delay_s)
+        return
+    # Wake early on a stop signal rather than finishing a 30 s backoff.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=delay_s)

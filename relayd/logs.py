@@ -1,0 +1,142 @@
+"""Configure structlog for the relayd process: JSON lines or console output, secrets redacted.
+
+Called by the CLI only (libraries never configure logging). Logs go to stderr so that
+``jsonl:-`` can own stdout; the format defaults to JSON lines unless that stream is a terminal.
+Redaction runs twice: on every value of the event dict before rendering, and on the rendered
+line itself, so a secret cannot leak through an exception text or a nested value.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import Iterable, MutableMapping
+from typing import Any, Final, TextIO
+
+import orjson
+import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+#: What a redacted value is replaced with.
+REDACTED: Final = "***"
+
+#: The field names log lines use (STYLE §4.5); listed for documentation and tests.
+FIELDS: Final = (
+    "prefix",
+    "kind",
+    "id",
+    "seq",
+    "target_id",
+    "attempt",
+    "outcome",
+    "error",
+    "count",
+    "duration_s",
+)
+
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s\"']*@")
+
+_LEVELS: Final = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+
+
+class Redactor:
+    """Replace configured secret values and URL ``user:pass@`` parts with ``***``."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        # Longest first so a secret that contains another is replaced whole.
+        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+
+    def text(self, value: str) -> str:
+        for secret in self.secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return _URL_USERINFO.sub(rf"\g<scheme>{REDACTED}@", value)
+
+    def value(self, value: object) -> object:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, bytes):
+            return self.text(value.decode("utf-8", "replace"))
+        if isinstance(value, dict):
+            return {k: self.value(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.value(v) for v in value]
+        if isinstance(value, int | float | bool) or value is None:
+            return value
+        return self.text(str(value))
+
+    def __call__(self, _logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
+        return {key: self.value(v) for key, v in event_dict.items()}
+
+    def wrap(self, renderer: Processor) -> Processor:
+        """A renderer whose output line is redacted once more, whole."""
+
+        def render(logger: WrappedLogger, name: str, event_dict: EventDict) -> str:
+            line = renderer(logger, name, event_dict)
+            text = line.decode() if isinstance(line, bytes | bytearray) else str(line)
+            return self.text(text)
+
+        return render
+
+
+def _json_dumps(obj: MutableMapping[str, Any], **_kw: Any) -> str:
+    return orjson.dumps(obj, default=str).decode()
+
+
+def configure_logging(
+    *,
+    log_format: str | None,
+    log_level: str = "info",
+    secrets: Iterable[str] = (),
+    stream: TextIO | None = None,
+) -> None:
+    """Set structlog (and stdlib logging, for redis-py and friends) up for this process.
+
+    Args:
+        log_format: ``json``, ``console``, or None for json unless ``stream`` is a terminal.
+        secrets: every configured secret value; each is replaced by ``***`` wherever it appears.
+        stream: where lines go; stderr by default.
+    """
+    out = stream if stream is not None else sys.stderr
+    fmt = log_format or ("console" if out.isatty() else "json")
+    redactor = Redactor(secrets)
+    level = _LEVELS[log_level]
+    shared: list[Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: Processor
+    if fmt == "json":
+        shared.append(structlog.processors.format_exc_info)
+        renderer = structlog.processors.JSONRenderer(serializer=_json_dumps)
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=out.isatty())
+    shared.append(redactor)
+    structlog.configure(
+        processors=[*shared, redactor.wrap(renderer)],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
+        cache_logger_on_first_use=False,
+    )
+    # Route stdlib logging (redis-py, httpx) through the same chain so it is redacted too.
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared,
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                redactor.wrap(renderer),
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    # Libraries are noisy at info (httpx logs every request); their warnings still show.
+    root.setLevel(max(level, logging.WARNING))
