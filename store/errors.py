@@ -1,10 +1,10 @@
 """The store's exceptions.
 
-    StoreError                 base of everything the store raises on purpose
-    ├── StoreConflict          the version compare-and-set lost to another writer
-    ├── StoreUnavailable       Redis could not be reached (wraps the redis-py error)
-    └── MalformedEntry         a stored outbox/spawn/timer value cannot be decoded; ``reason``
-                               is one of a small fixed set, so it can label a metric
+StoreError                 base of everything the store raises on purpose
+├── StoreConflict          the version compare-and-set lost to another writer
+├── StoreUnavailable       Redis could not be reached (wraps the redis-py error)
+└── MalformedEntry         a stored outbox/spawn/timer value cannot be decoded; ``reason``
+                           is one of a small fixed set, so it can label a metric
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ from __future__ import annotations
 from typing import Final
 
 #: The fixed set of reasons a stored entry is malformed (bounded metric label values).
-MALFORMED_REASONS: Final = frozenset(
-    {"bad_json", "missing_field", "bad_seq", "bad_member", "wrong_type"}
-)
+MALFORMED_REASONS: Final = frozenset({"bad_json", "missing_field", "bad_seq", "bad_member", "wrong_type"})
 
 
 class StoreError(Exception):

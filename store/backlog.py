@@ -1,0 +1,239 @@
+"""Pure: the bounded, gap-tolerant reader of an outbox or spawns hash (no I/O, no clock).
+
+The hash maps ``seq -> value``; seqs come from an INCR counter *before* the commit
+transaction, so a seq may appear late (a slow writer) or never (an aborted transaction
+burned it). ``SeqWindow`` decides what to read and what is new; ``BacklogReader`` and
+``AsyncBacklogReader`` (``store.readers``) run it against Redis.
+
+State:
+
+* frontier ``f`` — the next seq never examined (restored from ``P:relay:cursor:{kind}``,
+  1 when that key is missing);
+* ``gaps`` — ``{seq: first_seen_missing}``: seqs below the frontier that were allocated
+  but absent when examined;
+* ``open`` — fields returned and not yet resolved (acked or dead-lettered);
+* ``c_start`` — the counter value seen by the first read.
+
+Each read pipelines ``GET <kind>:seq`` and one HMGET of (the tracked gaps and the window
+``[f, f+W)``). Present fields are new entries. Missing seqs above ``c_start`` below the new
+frontier become gaps; missing seqs ``<= c_start`` are treated as resolved (acked or burned
+before this reader existed). A gap that fills is returned late; a gap older than ``grace_s``
+is dropped, and the gap set is capped at ``4 * limit`` (oldest dropped first). ``W`` starts
+at ``limit`` and doubles (up to ``64 * limit``) while windows come back empty, so a long
+acked prefix is skipped quickly.
+
+Reconcile: one incremental HSCAN step (COUNT = limit) at most every
+``reconcile_interval_s``, and whenever a read finds nothing new. It returns entries below the
+frontier that are neither open nor gaps (a commit later than the grace, anything missed) and
+every field that is not a canonical decimal integer (``seq=None``). So a late entry is
+returned within ``grace_s`` through its gap, or else within one full reconcile cycle
+(``hash size / limit`` steps, one per ``reconcile_interval_s`` or per idle read). A burned seq
+never stalls anything: the frontier never waits on it.
+
+A read returns at most ``limit`` entries in seq order (``seq=None`` last). Its cost is
+O(limit + tracked gaps), never O(backlog).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from store.codec import parse_seq
+
+#: The window grows to at most this many times ``limit`` while skipping an empty stretch.
+MAX_WINDOW_FACTOR = 64
+#: Gaps tracked at most, as a multiple of ``limit`` (the oldest are dropped first).
+MAX_GAPS_FACTOR = 4
+
+
+@dataclass(frozen=True, slots=True)
+class RawEntry:
+    """One hash entry exactly as stored."""
+
+    field: str  # the hash field exactly as stored (normally str(seq))
+    seq: int | None  # int(field) when canonical decimal integer, else None (malformed seq)
+    value: bytes  # the stored value, untouched
+
+
+@dataclass(frozen=True, slots=True)
+class RawTimer:
+    """One timers zset entry exactly as stored."""
+
+    member: bytes  # the zset member as stored
+    fire_at: float  # its score (epoch seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowRead:
+    """What one read fetches: HMGET ``fields`` (gap seqs first, then window seqs)."""
+
+    gap_seqs: tuple[int, ...]
+    window_start: int
+    window_size: int
+    budget: int
+
+    @property
+    def fields(self) -> list[str]:
+        seqs = [*self.gap_seqs, *range(self.window_start, self.window_start + self.window_size)]
+        return [str(s) for s in seqs]
+
+
+def _sort_key(entry: RawEntry) -> tuple[int, int, str]:
+    return (0, entry.seq, "") if entry.seq is not None else (1, 0, entry.field)
+
+
+class SeqWindow:
+    """The reader's state machine. Time (``now``, epoch or monotonic seconds) is a parameter."""
+
+    def __init__(self, *, grace_s: float = 30.0, reconcile_interval_s: float = 1.0) -> None:
+        self.grace_s = grace_s
+        self.reconcile_interval_s = reconcile_interval_s
+        self.frontier = 1
+        self.gaps: dict[int, float] = {}
+        self.open: set[str] = set()
+        self.c_start: int | None = None
+        self.scan_cursor = 0
+        self._window = 0
+        self._last_reconcile: float | None = None
+        self._full_cycles = 0
+        # (cycles, cursor) when the frontier last caught up; None while behind
+        self._caught_up: tuple[int, int] | None = None
+        self._found_nothing = False
+
+    # --- state ------------------------------------------------------------------------------
+    def restore(self, cursor: int | None) -> None:
+        """Start at a persisted low-water mark (None: seq 1)."""
+        self.frontier = max(1, cursor or 1)
+
+    def resolve(self, fields: Iterable[str]) -> None:
+        """Forget returned entries that were acked or dead-lettered."""
+        self.open.difference_update(fields)
+
+    @property
+    def open_count(self) -> int:
+        return len(self.open)
+
+    @property
+    def low_water_mark(self) -> int:
+        """Every seq below this was resolved or passed over: a safe restart point."""
+        open_seqs = [s for s in map(parse_seq, self.open) if s is not None]
+        return min([self.frontier, *self.gaps, *open_seqs])
+
+    @property
+    def caught_up(self) -> bool:
+        """The frontier has passed the counter: every allocated seq was examined."""
+        return self._caught_up is not None
+
+    @property
+    def exhausted(self) -> bool:
+        """Nothing new last read, and a full reconcile cycle ran since the frontier caught up."""
+        if not self._found_nothing or self._caught_up is None:
+            return False
+        cycles, cursor = self._caught_up
+        return self._full_cycles > cycles + (0 if cursor == 0 else 1)
+
+    # --- the window -------------------------------------------------------------------------
+    def plan(self, limit: int) -> WindowRead:
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        self._window = max(self._window, limit)
+        return WindowRead(tuple(sorted(self.gaps)), self.frontier, self._window, limit)
+
+    def apply(
+        self, read: WindowRead, counter: int | None, values: Sequence[bytes | None], now: float
+    ) -> list[RawEntry]:
+        """Fold one HMGET reply (aligned with ``read.fields``) into the state; return new entries."""
+        counter = counter or 0
+        if self.c_start is None:
+            self.c_start = counter
+        if self._last_reconcile is None:
+            self._last_reconcile = now
+        n_gaps = len(read.gap_seqs)
+        out: list[RawEntry] = []
+        for seq, value in zip(read.gap_seqs, values[:n_gaps], strict=True):
+            if value is not None and len(out) < read.budget:
+                del self.gaps[seq]
+                out.append(RawEntry(str(seq), seq, value))
+            elif value is None and now - self.gaps[seq] > self.grace_s:
+                del self.gaps[seq]  # passed over: the reconcile scan still finds a late commit
+        window_values = values[n_gaps:]
+        present = [i for i, v in enumerate(window_values) if v is not None]
+        # examined up to the counter, or past anything present beyond it (allocated meanwhile)
+        end = min(read.window_size, max(counter + 1 - read.window_start, 0))
+        if present:
+            end = max(end, present[-1] + 1)
+        taken = 0
+        for i in range(end):
+            value = window_values[i]
+            if value is None:
+                continue
+            if len(out) >= read.budget:
+                end = i  # the rest waits for the next read
+                break
+            seq = read.window_start + i
+            out.append(RawEntry(str(seq), seq, value))
+            taken += 1
+        for i in range(end):
+            seq = read.window_start + i
+            if window_values[i] is None and seq > self.c_start:
+                self.gaps.setdefault(seq, now)
+        self.frontier = read.window_start + end
+        self._cap_gaps(read.budget)
+        self._grow_window(read, taken, counter)
+        self._track_catch_up(counter)
+        self.open.update(e.field for e in out)
+        self._found_nothing = not out
+        return out
+
+    def _grow_window(self, read: WindowRead, taken: int, counter: int) -> None:
+        skipping = taken == 0 and self.frontier <= counter
+        self._window = min(self._window * 2, read.budget * MAX_WINDOW_FACTOR) if skipping else read.budget
+
+    def _cap_gaps(self, limit: int) -> None:
+        excess = len(self.gaps) - MAX_GAPS_FACTOR * limit
+        if excess > 0:
+            for seq in sorted(self.gaps, key=lambda s: (self.gaps[s], s))[:excess]:
+                del self.gaps[seq]
+
+    def _track_catch_up(self, counter: int) -> None:
+        if self.frontier <= counter:
+            self._caught_up = None
+        elif self._caught_up is None:
+            self._caught_up = (self._full_cycles, self.scan_cursor)
+
+    # --- the reconcile scan -----------------------------------------------------------------
+    def reconcile_due(self, now: float, found_new: bool) -> bool:
+        last = self._last_reconcile
+        return not found_new or last is None or now - last >= self.reconcile_interval_s
+
+    def apply_scan(
+        self, next_cursor: int, pairs: Iterable[tuple[str, bytes]], budget: int, now: float
+    ) -> list[RawEntry]:
+        """Fold one HSCAN step; return entries nobody else will return, at most ``budget``."""
+        self._last_reconcile = now
+        out: list[RawEntry] = []
+        overflow = False
+        for field, value in pairs:
+            seq = parse_seq(field)
+            if field in self.open or (seq is not None and (seq >= self.frontier or seq in self.gaps)):
+                continue
+            if len(out) >= budget:
+                overflow = True
+                break
+            out.append(RawEntry(field, seq, value))
+        self.scan_cursor = int(next_cursor)
+        if self.scan_cursor == 0:
+            self._full_cycles += 1
+        if overflow and self._caught_up is not None:
+            # something was left behind in this step: only a fresh full cycle proves exhaustion
+            self._caught_up = (self._full_cycles, self.scan_cursor)
+        self.open.update(e.field for e in out)
+        if out:
+            self._found_nothing = False
+        return out
+
+
+def merge(*batches: Sequence[RawEntry]) -> list[RawEntry]:
+    """One read's entries in seq order, malformed (``seq=None``) last."""
+    return sorted((e for batch in batches for e in batch), key=_sort_key)

@@ -1,0 +1,142 @@
+"""Pure JSON <-> model conversion for every stored value (exe, outbox, spawn, trace, timer).
+
+Writes produce exactly the wire shapes of DESIGN §2 (compact JSON through orjson; readers
+on both sides parse JSON, so spacing is not part of the contract). Reads of relay entries
+raise ``MalformedEntry`` with a reason from ``MALFORMED_REASONS`` so the relay can
+dead-letter them with a bounded label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import orjson
+import pydantic
+
+from store.errors import MalformedEntry
+from store.keys import parse_timer_member
+from store.models import ExecutionSummary, OutboxEntry, SpawnEntry
+from store.protocols import JsonModel
+
+M = TypeVar("M", bound=JsonModel)
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes | bytearray) else raw
+
+
+def parse_seq(field: bytes | str) -> int | None:
+    """The seq a hash field names, or None unless it is a canonical decimal integer."""
+    try:
+        text = _text(field)
+    except UnicodeDecodeError:
+        return None
+    if not (text.isascii() and text.isdigit()) or str(int(text)) != text:
+        return None
+    return int(text)
+
+
+def _object(raw: bytes | str) -> dict[str, Any]:
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedEntry("bad_json", str(exc)) from None
+    if not isinstance(doc, dict):
+        raise MalformedEntry("wrong_type", f"expected a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def stored_version(raw: bytes | str) -> int | None:
+    """The ``version`` inside a stored execution JSON, None when absent or unreadable."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    version = doc.get("version") if isinstance(doc, dict) else None
+    return version if isinstance(version, int) else None
+
+
+def encode_outbox_value(target_id: str | None, event: JsonModel) -> bytes:
+    """``{"t": target_id, "e": event_json_string}``: the event nested as a JSON *string*."""
+    return orjson.dumps({"t": target_id, "e": event.model_dump_json()})
+
+
+def encode_spawn_value(parent_id: str, child_id: str, root_path: str, context: Mapping[str, Any]) -> bytes:
+    """``{"p": parent_id, "c": child_id, "r": root_path, "x": context}``."""
+    return orjson.dumps({"p": parent_id, "c": child_id, "r": root_path, "x": dict(context)})
+
+
+def encode_trace_step(step: Mapping[str, Any], index: int) -> bytes:
+    """A trace step stamped with its index (an index already on the step wins, as in harel)."""
+    return orjson.dumps({**step, "index": step.get("index", index)})
+
+
+def decode_trace_step(raw: bytes | str) -> dict[str, Any]:
+    return _object(raw)
+
+
+def decode_outbox(field: bytes | str, value: bytes | str, event_model: type[M]) -> OutboxEntry[M]:
+    """One outbox hash field and value → ``OutboxEntry``.
+
+    Raises:
+        MalformedEntry: ``bad_seq``, ``bad_json``, ``wrong_type`` or ``missing_field``.
+    """
+    seq = parse_seq(field)
+    if seq is None:
+        raise MalformedEntry("bad_seq", f"outbox field {_text(field)!r} is not a decimal seq")
+    doc = _object(value)
+    if "t" not in doc or "e" not in doc:
+        raise MalformedEntry("missing_field", "outbox value needs 't' and 'e'")
+    target, event_raw = doc["t"], doc["e"]
+    if target is not None and not isinstance(target, str):
+        raise MalformedEntry("wrong_type", "outbox 't' must be a string or null")
+    # The wire nests the event as a JSON string; a JSON object is accepted too (lenient read).
+    if isinstance(event_raw, dict):
+        event_raw = orjson.dumps(event_raw)
+    if not isinstance(event_raw, str | bytes):
+        raise MalformedEntry("wrong_type", "outbox 'e' must be the event JSON")
+    try:
+        event = event_model.model_validate_json(event_raw)
+    except pydantic.ValidationError as exc:
+        reason = "bad_json" if any(e["type"] == "json_invalid" for e in exc.errors()) else "missing_field"
+        raise MalformedEntry(reason, f"outbox event: {exc.error_count()} error(s)") from None
+    return OutboxEntry(seq, target, event)
+
+
+def decode_spawn(field: bytes | str, value: bytes | str) -> SpawnEntry:
+    """One spawns hash field and value → ``SpawnEntry``.
+
+    Raises:
+        MalformedEntry: ``bad_seq``, ``bad_json``, ``wrong_type`` or ``missing_field``.
+    """
+    seq = parse_seq(field)
+    if seq is None:
+        raise MalformedEntry("bad_seq", f"spawn field {_text(field)!r} is not a decimal seq")
+    doc = _object(value)
+    missing = [k for k in ("p", "c", "r", "x") if k not in doc]
+    if missing:
+        raise MalformedEntry("missing_field", f"spawn value lacks {','.join(missing)}")
+    parent, child, root, context = doc["p"], doc["c"], doc["r"], doc["x"]
+    if not all(isinstance(v, str) for v in (parent, child, root)) or not isinstance(context, dict):
+        raise MalformedEntry("wrong_type", "spawn p/c/r must be strings and x an object")
+    return SpawnEntry(seq, parent, child, root, context)
+
+
+def decode_timer(member: bytes | str, score: float) -> tuple[str, str, float]:
+    """A timers zset member and score → ``(execution_id, path, fire_at)``.
+
+    Raises:
+        MalformedEntry: ``bad_member`` when it is not UTF-8 or has no ``\\x00``.
+    """
+    execution_id, path = parse_timer_member(member)
+    return execution_id, path, float(score)
+
+
+def decode_summary(raw: bytes | str) -> ExecutionSummary | None:
+    """A listing row from a stored execution; None when the JSON is not an execution."""
+    try:
+        doc = orjson.loads(raw)
+        return ExecutionSummary.from_data(doc, doc.get("version", 0))
+    except (orjson.JSONDecodeError, pydantic.ValidationError, KeyError, TypeError, AttributeError):
+        return None

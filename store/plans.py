@@ -1,0 +1,215 @@
+"""Pure: every request → the exact keys, commands and script arguments both stores run.
+
+``RedisStore`` and ``AsyncRedisStore`` only execute what these functions return, so the sync
+and async twins cannot drift. Nothing here touches Redis or the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from store import codec
+from store.keys import Keyspace, timer_member
+from store.models import ExecutionPage, ExecutionSummary, Status
+from store.protocols import JsonModel, SpawnIntent, TimerOpLike
+from store.scripts import CONFLICT_TAG
+
+#: One Redis command for a pipeline: the redis-py method name and its positional arguments.
+Command = tuple[str, tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """What to INCRBY before a complex commit (INCR cannot answer from inside MULTI)."""
+
+    outbox: int
+    spawns: int
+    trace: bool
+
+    def commands(self, ks: Keyspace, execution_id: str) -> list[Command]:
+        out: list[Command] = []
+        if self.outbox:
+            out.append(("incrby", (ks.outbox_seq, self.outbox)))
+        if self.spawns:
+            out.append(("incrby", (ks.spawns_seq, self.spawns)))
+        if self.trace:
+            out.append(("incr", (ks.trace_seq(execution_id),)))
+        return out
+
+    def split(self, replies: Sequence[Any]) -> tuple[list[int], list[int], int | None]:
+        """Replies of ``commands`` → (outbox seqs, spawn seqs, 0-based trace index)."""
+        it = iter(replies)
+        outbox = _range_ending(int(next(it)), self.outbox) if self.outbox else []
+        spawns = _range_ending(int(next(it)), self.spawns) if self.spawns else []
+        trace = int(next(it)) - 1 if self.trace else None
+        return outbox, spawns, trace
+
+
+def _range_ending(last: int, count: int) -> list[int]:
+    return list(range(last - count + 1, last + 1))
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPlan:
+    """A commit, encoded before any seq is spent: a bad value fails without side effects."""
+
+    exe_key: str
+    processed_key: str
+    old_version: int
+    outbox_values: list[bytes]
+    spawn_values: list[bytes]
+    timer_commands: list[Command]
+    processed_event_id: str | None
+    trace: Mapping[str, Any] | None
+
+    @property
+    def fast(self) -> bool:
+        """A state-only commit takes the one-call Lua compare-and-set."""
+        return not (self.outbox_values or self.spawn_values or self.timer_commands) and self.trace is None
+
+    @property
+    def allocation(self) -> Allocation:
+        return Allocation(len(self.outbox_values), len(self.spawn_values), self.trace is not None)
+
+    def cas_args(self, exe_json: str) -> tuple[list[str], list[str | int]]:
+        """KEYS and ARGV of the fast-path script."""
+        return [self.exe_key, self.processed_key], [exe_json, self.old_version, self.processed_event_id or ""]
+
+    def writes(
+        self,
+        ks: Keyspace,
+        *,
+        exe_json: str,
+        outbox_seqs: Sequence[int],
+        spawn_seqs: Sequence[int],
+        trace_index: int | None,
+        trace_max: int,
+        execution_id: str,
+    ) -> list[Command]:
+        """Everything the MULTI block queues, in the order harel queues it."""
+        cmds: list[Command] = [("set", (self.exe_key, exe_json))]
+        cmds += [
+            ("hset", (ks.outbox, str(s), v)) for s, v in zip(outbox_seqs, self.outbox_values, strict=True)
+        ]
+        if self.processed_event_id is not None:
+            cmds.append(("sadd", (self.processed_key, self.processed_event_id)))
+        cmds += [("hset", (ks.spawns, str(s), v)) for s, v in zip(spawn_seqs, self.spawn_values, strict=True)]
+        cmds += self.timer_commands
+        if self.trace is not None and trace_index is not None:
+            cmds += trace_commands(
+                ks, execution_id, codec.encode_trace_step(self.trace, trace_index), trace_max
+            )
+        return cmds
+
+
+def plan_commit(
+    ks: Keyspace,
+    execution_id: str,
+    old_version: int,
+    *,
+    emits: Sequence[tuple[str | None, JsonModel]],
+    processed_event_id: str | None,
+    timers: Sequence[TimerOpLike],
+    spawns: Sequence[SpawnIntent],
+    trace: Mapping[str, Any] | None,
+) -> CommitPlan:
+    """Encode a commit. Raises (before anything is written) when a value cannot be encoded."""
+    timer_cmds: list[Command] = []
+    for op in timers:
+        member = timer_member(execution_id, op.path)
+        if op.action == "schedule":
+            timer_cmds.append(("zadd", (ks.timers, {member: float(op.fire_at)})))
+        elif op.action == "cancel":
+            timer_cmds.append(("zrem", (ks.timers, member)))
+        else:
+            raise ValueError(f"unknown timer action {op.action!r}")
+    return CommitPlan(
+        exe_key=ks.exe(execution_id),
+        processed_key=ks.processed(execution_id),
+        old_version=old_version,
+        outbox_values=[codec.encode_outbox_value(t, e) for t, e in emits],
+        spawn_values=[codec.encode_spawn_value(execution_id, c, r, x) for c, r, x in spawns],
+        timer_commands=timer_cmds,
+        processed_event_id=processed_event_id,
+        trace=trace,
+    )
+
+
+def version_conflict(current: bytes | str | None, old_version: int) -> tuple[bool, int | None]:
+    """(conflict?, stored version): a fresh insert needs no row and version 0, else equal versions."""
+    if current is None:
+        return old_version != 0, None
+    found = codec.stored_version(current)
+    return found != old_version, found
+
+
+def conflict_version(message: str) -> tuple[bool, int | None]:
+    """Parse a fast-path error reply: (is it our conflict tag?, the stored version it names)."""
+    if CONFLICT_TAG not in message:
+        return False, None
+    tail = message.split(CONFLICT_TAG, 1)[1].strip()
+    return True, int(tail) if tail.lstrip("-").isdigit() else None
+
+
+def trace_commands(ks: Keyspace, execution_id: str, step_json: bytes, trace_max: int) -> list[Command]:
+    """RPUSH the step, then LTRIM to the last ``trace_max`` (0 = unbounded): the ring."""
+    key = ks.trace(execution_id)
+    cmds: list[Command] = [("rpush", (key, step_json))]
+    if trace_max:
+        cmds.append(("ltrim", (key, -trace_max, -1)))
+    return cmds
+
+
+def timer_delete_args(timers: Iterable[tuple[bytes | str, float]]) -> list[bytes | str]:
+    """ARGV for the compare-and-delete script; ``repr`` is the shortest exact decimal of a double."""
+    args: list[bytes | str] = []
+    for member, fire_at in timers:
+        args += [member, repr(float(fire_at))]
+    return args
+
+
+def ack_fields(fields: Iterable[str | int]) -> list[str]:
+    """Hash fields to HDEL for acked seqs, de-duplicated in order."""
+    return list(dict.fromkeys(str(f) for f in fields))
+
+
+def scan_request(ks: Keyspace, limit: int, cursor: str | None) -> tuple[int, str, int]:
+    """(SCAN cursor, MATCH pattern, COUNT) for one listing page (``cursor`` is opaque)."""
+    try:
+        start = int(cursor) if cursor else 0
+    except ValueError:
+        start = 0
+    return start, f"{_glob_escape(ks.prefix)}:exe:*", max(limit, 20)
+
+
+def _glob_escape(text: str) -> str:
+    # a hash-tag prefix such as "{stm}" must match literally inside a SCAN MATCH glob
+    return "".join("\\" + c if c in "\\*?[]" else c for c in text)
+
+
+def listing_page(
+    rows: Iterable[bytes | str | None],
+    next_cursor: int,
+    *,
+    status: Iterable[Status] | None,
+    definition_id: str | None,
+    roots_only: bool,
+) -> ExecutionPage:
+    """Filter one SCAN batch client-side; order within the page by id (SCAN has no order)."""
+    wanted = {Status(s) for s in status} if status is not None else None
+    items: list[ExecutionSummary] = []
+    for raw in rows:
+        summary = codec.decode_summary(raw) if raw else None
+        if summary is None:
+            continue  # vanished between SCAN and MGET, or not an execution: a monitor skips it
+        if wanted is not None and summary.status not in wanted:
+            continue
+        if definition_id is not None and summary.definition_id != definition_id:
+            continue
+        if roots_only and summary.parent_id is not None:
+            continue
+        items.append(summary)
+    items.sort(key=lambda s: s.id)
+    return ExecutionPage(items=items, next_cursor=str(next_cursor) if int(next_cursor) else None)

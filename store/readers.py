@@ -1,0 +1,137 @@
+"""I/O shells over ``SeqWindow``: the sync ``BacklogReader`` and the ``AsyncBacklogReader``.
+
+Each read is one pipelined round-trip (counter GET + one HMGET of gaps and window), plus one
+HSCAN step when the reconcile is due. The persisted cursor ``P:relay:cursor:{kind}`` is the
+only key a reader writes, and only on ``checkpoint()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from store.backlog import RawEntry, SeqWindow, WindowRead, merge
+from store.keys import Keyspace
+
+BacklogKind = Literal["outbox", "spawns"]
+
+
+def _as_bytes(value: bytes | str) -> bytes:
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+def _as_text(value: bytes | str) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes | bytearray) else value
+
+
+class _ReaderKeys:
+    __slots__ = ("counter", "cursor", "hash")
+
+    def __init__(self, keyspace: Keyspace, kind: BacklogKind) -> None:
+        if kind not in ("outbox", "spawns"):
+            raise ValueError(f"unknown backlog kind {kind!r}")
+        self.hash = keyspace.outbox if kind == "outbox" else keyspace.spawns
+        self.counter = keyspace.outbox_seq if kind == "outbox" else keyspace.spawns_seq
+        self.cursor = keyspace.relay(f"cursor:{kind}")
+
+
+class _ReaderBase:
+    """What both readers share: the state machine and the reply decoding."""
+
+    def __init__(
+        self,
+        client: Any,
+        keyspace: Keyspace,
+        kind: BacklogKind,
+        *,
+        grace_s: float,
+        reconcile_interval_s: float,
+    ) -> None:
+        self.client = client
+        self.kind = kind
+        self.keys = _ReaderKeys(keyspace, kind)
+        self.window = SeqWindow(grace_s=grace_s, reconcile_interval_s=reconcile_interval_s)
+
+    def resolve(self, fields: Iterable[str]) -> None:
+        """Forget returned entries that were acked or dead-lettered."""
+        self.window.resolve(fields)
+
+    @property
+    def open_count(self) -> int:
+        return self.window.open_count
+
+    @property
+    def low_water_mark(self) -> int:
+        return self.window.low_water_mark
+
+    @property
+    def exhausted(self) -> bool:
+        return self.window.exhausted
+
+    def _restore(self, raw: bytes | str | None) -> None:
+        text = _as_text(raw) if raw is not None else ""
+        self.window.restore(int(text) if text.isdigit() else None)
+
+    def _fold_window(
+        self, read: WindowRead, counter: bytes | str | None, values: Sequence[bytes | str | None], now: float
+    ) -> list[RawEntry]:
+        count = int(counter) if counter is not None else None
+        return self.window.apply(read, count, [None if v is None else _as_bytes(v) for v in values], now)
+
+    def _fold_scan(
+        self, cursor: int | bytes, pairs: Mapping[Any, Any], budget: int, now: float
+    ) -> list[RawEntry]:
+        decoded = [(_as_text(f), _as_bytes(v)) for f, v in pairs.items()]
+        return self.window.apply_scan(int(cursor), decoded, budget, now)
+
+
+class BacklogReader(_ReaderBase):
+    """Bounded, gap-tolerant reads of one hash on a sync redis-py client (see ``store.backlog``)."""
+
+    def start(self) -> None:
+        """Load the persisted cursor (a missing key starts at seq 1)."""
+        self._restore(self.client.get(self.keys.cursor))
+
+    def read_new(self, limit: int, *, now: float) -> list[RawEntry]:
+        """Entries never returned before, at most ``limit``, in seq order (``seq=None`` last)."""
+        read = self.window.plan(limit)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(self.keys.counter)
+        pipe.hmget(self.keys.hash, read.fields)
+        counter, values = pipe.execute()
+        entries = self._fold_window(read, counter, values, now)
+        budget = limit - len(entries)
+        if budget > 0 and self.window.reconcile_due(now, bool(entries)):
+            cursor, pairs = self.client.hscan(self.keys.hash, self.window.scan_cursor, count=limit)
+            return merge(entries, self._fold_scan(cursor, pairs, budget, now))
+        return entries
+
+    def checkpoint(self) -> None:
+        """Persist the low-water mark as the restart point."""
+        self.client.set(self.keys.cursor, self.window.low_water_mark)
+
+
+class AsyncBacklogReader(_ReaderBase):
+    """The asyncio twin of ``BacklogReader`` (same state machine, awaited I/O)."""
+
+    async def start(self) -> None:
+        """Load the persisted cursor (a missing key starts at seq 1)."""
+        self._restore(await self.client.get(self.keys.cursor))
+
+    async def read_new(self, limit: int, *, now: float) -> list[RawEntry]:
+        """Entries never returned before, at most ``limit``, in seq order (``seq=None`` last)."""
+        read = self.window.plan(limit)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(self.keys.counter)
+        pipe.hmget(self.keys.hash, read.fields)
+        counter, values = await pipe.execute()
+        entries = self._fold_window(read, counter, values, now)
+        budget = limit - len(entries)
+        if budget > 0 and self.window.reconcile_due(now, bool(entries)):
+            cursor, pairs = await self.client.hscan(self.keys.hash, self.window.scan_cursor, count=limit)
+            return merge(entries, self._fold_scan(cursor, pairs, budget, now))
+        return entries
+
+    async def checkpoint(self) -> None:
+        """Persist the low-water mark as the restart point."""
+        await self.client.set(self.keys.cursor, self.window.low_water_mark)

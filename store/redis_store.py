@@ -1,0 +1,278 @@
+"""RedisStore: the synchronous execution store over an injected redis-py-compatible client.
+
+Every operation of the specification (``seeds/000``) with the relay's additions: bounded
+reads, many acks per round-trip and an atomic timer compare-and-delete. The commands come
+from ``store.plans``; this module only executes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any, Literal, Self
+
+from store import codec, plans
+from store._base import EvtT, ExeT, StoreCore
+from store.backlog import RawEntry, RawTimer
+from store.keys import timer_member
+from store.models import ExecutionPage, OutboxEntry, SpawnEntry, Status
+from store.protocols import SpawnIntent, TimerOpLike
+from store.readers import BacklogKind, BacklogReader
+
+
+class RedisStore(StoreCore[ExeT, EvtT]):
+    """A durable execution store in Redis (sync). See ``StoreCore`` for the constructor.
+
+    ``RedisStore(client, prefix="stm", execution_model=Execution, event_model=Event,
+    conflict_error=StoreConflict, trace_max=200)``: an engine hands in its own model classes
+    and conflict error and gets its own types back.
+    """
+
+    _readers: dict[str, BacklogReader]
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> Self:
+        """Build the client with ``redis.Redis.from_url`` (redis is imported only here)."""
+        import redis
+
+        return cls(redis.Redis.from_url(url), **kwargs)
+
+    # --- executions -------------------------------------------------------------------------
+    def load(self, execution_id: str) -> ExeT | None:
+        with self._io():
+            return self._load_model(self.client.get(self.keyspace.exe(execution_id)))
+
+    def load_for_event(self, execution_id: str, event_id: str) -> tuple[ExeT | None, bool]:
+        """Load and the dedupe check in one pipelined round-trip."""
+        with self._io():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.get(self.keyspace.exe(execution_id))
+            pipe.sismember(self.keyspace.processed(execution_id), event_id)
+            raw, hit = pipe.execute()
+        exe = self._load_model(raw)
+        return exe, bool(hit) if exe is not None else False
+
+    def list_executions(
+        self,
+        *,
+        status: Iterable[Status] | None = None,
+        definition_id: str | None = None,
+        roots_only: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ExecutionPage:
+        """One SCAN step + MGET, filtered client-side; keep paging while ``next_cursor`` is set."""
+        start, match, count = plans.scan_request(self.keyspace, limit, cursor)
+        with self._io():
+            next_cursor, keys = self.client.scan(cursor=start, match=match, count=count)
+            rows = self.client.mget(keys) if keys else []
+        return plans.listing_page(
+            rows, int(next_cursor), status=status, definition_id=definition_id, roots_only=roots_only
+        )
+
+    def save(self, exe: ExeT) -> None:
+        self.commit(exe, [])
+
+    def commit(  # noqa: PLR0917  # the specification's positional signature
+        self,
+        exe: ExeT,
+        emits: Sequence[tuple[str | None, EvtT]],
+        processed_event_id: str | None = None,
+        timers: Sequence[TimerOpLike] = (),
+        spawns: Sequence[SpawnIntent] = (),
+        trace: Mapping[str, Any] | None = None,
+        step: object | None = None,
+    ) -> list[int]:
+        """Persist ``exe`` at ``version + 1`` with everything it enqueues, all or nothing.
+
+        ``step`` (harel's commit description) is accepted and ignored. Returns the outbox
+        seqs in ``emits`` order. Raises the conflict error, version rolled back, when the
+        stored version is not ``exe.version``.
+        """
+        old = exe.version
+        plan = plans.plan_commit(
+            self.keyspace,
+            exe.id,
+            old,
+            emits=emits,
+            processed_event_id=processed_event_id,
+            timers=timers,
+            spawns=spawns,
+            trace=trace,
+        )
+        with self._io():
+            if plan.fast:
+                self._commit_fast(exe, plan)
+                return []
+            return self._commit_complex(exe, plan)
+
+    def _commit_fast(self, exe: ExeT, plan: plans.CommitPlan) -> None:
+        old = exe.version
+        exe.version = old + 1
+        try:
+            keys, args = plan.cas_args(exe.model_dump_json())
+            self._cas_script(keys=keys, args=args)
+        except self._ResponseError as exc:
+            exe.version = old
+            conflict = self._fast_conflict(exc, exe.id, old)
+            if conflict is None:
+                raise
+            raise conflict from None
+        except BaseException:
+            exe.version = old
+            raise
+
+    def _commit_complex(self, exe: ExeT, plan: plans.CommitPlan) -> list[int]:
+        alloc = plan.allocation
+        pipe = self.client.pipeline(transaction=False)
+        for name, args in alloc.commands(self.keyspace, exe.id):
+            getattr(pipe, name)(*args)
+        outbox_seqs, spawn_seqs, trace_index = alloc.split(pipe.execute())
+        old = exe.version
+        with self.client.pipeline() as tx:
+            try:
+                tx.watch(plan.exe_key)
+                conflict, found = plans.version_conflict(tx.get(plan.exe_key), old)
+                if conflict:
+                    tx.unwatch()
+                    raise self._conflict(exe.id, old, found)
+                exe.version = old + 1
+                tx.multi()
+                writes = plan.writes(
+                    self.keyspace,
+                    exe_json=exe.model_dump_json(),
+                    outbox_seqs=outbox_seqs,
+                    spawn_seqs=spawn_seqs,
+                    trace_index=trace_index,
+                    trace_max=self.trace_max,
+                    execution_id=exe.id,
+                )
+                for name, args in writes:
+                    getattr(tx, name)(*args)
+                tx.execute()
+            except self._WatchError:
+                exe.version = old  # a concurrent writer won between WATCH and EXEC
+                raise self._conflict(exe.id, old, None) from None
+            except BaseException:
+                exe.version = old
+                raise
+        return outbox_seqs
+
+    def is_processed(self, execution_id: str, event_id: str) -> bool:
+        with self._io():
+            return bool(self.client.sismember(self.keyspace.processed(execution_id), event_id))
+
+    # --- trace ------------------------------------------------------------------------------
+    def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
+        """The kept trace steps, oldest first (each with its stable ``index``)."""
+        with self._io():
+            rows = self.client.lrange(self.keyspace.trace(execution_id), 0, -1)
+        return [codec.decode_trace_step(r) for r in rows]
+
+    def append_trace(self, execution_id: str, entry: Mapping[str, Any]) -> None:
+        with self._io():
+            index = int(self.client.incr(self.keyspace.trace_seq(execution_id))) - 1
+            step = codec.encode_trace_step(entry, index)
+            pipe = self.client.pipeline(transaction=False)
+            for name, args in plans.trace_commands(self.keyspace, execution_id, step, self.trace_max):
+                getattr(pipe, name)(*args)
+            pipe.execute()
+
+    # --- outbox and spawns ------------------------------------------------------------------
+    def backlog(
+        self, kind: Literal["outbox", "spawns"], *, grace_s: float = 30.0, reconcile_interval_s: float = 1.0
+    ) -> BacklogReader:
+        """A new bounded, gap-tolerant reader of one hash (call ``start()`` first)."""
+        return BacklogReader(
+            self.client, self.keyspace, kind, grace_s=grace_s, reconcile_interval_s=reconcile_interval_s
+        )
+
+    def _pending_raw(self, kind: BacklogKind, limit: int) -> list[tuple[str, bytes]]:
+        """The first ``limit`` pending entries of a hash via the store's own reader, O(limit)."""
+        reader = self._readers.get(kind)
+        if reader is None:
+            reader = self._readers[kind] = self.backlog(kind)
+            reader.start()
+        held = sorted(reader.window.open)
+        values = self.client.hmget(reader.keys.hash, held) if held else []
+        present = [(f, v) for f, v in zip(held, values, strict=True) if v is not None]
+        reader.resolve(f for f, v in zip(held, values, strict=True) if v is None)
+        fresh: list[RawEntry] = []
+        while (wanted := limit - len(present) - len(fresh)) > 0:
+            got = reader.read_new(wanted, now=self.clock())
+            fresh += got
+            if reader.window.caught_up and len(got) < wanted:
+                break  # the frontier reached the counter: nothing more to find now
+        return [*present, *((e.field, e.value) for e in fresh)]
+
+    def pending_outbox(self, limit: int | None = None) -> list[OutboxEntry[EvtT]]:
+        """Undelivered outbox entries, oldest first: all of them (HGETALL) or the first ``limit``."""
+        with self._io():
+            if limit is None:
+                return self._outbox(self.client.hgetall(self.keyspace.outbox).items())
+            return self._outbox(self._pending_raw("outbox", limit))[:limit]
+
+    def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
+        """Undelivered spawn intents, oldest first: all of them or the first ``limit``."""
+        with self._io():
+            if limit is None:
+                return self._spawns(self.client.hgetall(self.keyspace.spawns).items())
+            return self._spawns(self._pending_raw("spawns", limit))[:limit]
+
+    def _ack(self, kind: BacklogKind, fields: Iterable[str | int]) -> int:
+        names = plans.ack_fields(fields)
+        if not names:
+            return 0
+        key = self.keyspace.outbox if kind == "outbox" else self.keyspace.spawns
+        with self._io():
+            removed = int(self.client.hdel(key, *names))
+        if kind in self._readers:
+            self._readers[kind].resolve(names)
+        return removed
+
+    def ack_outbox(self, seq: int) -> None:
+        self._ack("outbox", [seq])
+
+    def ack_spawn(self, seq: int) -> None:
+        self._ack("spawns", [seq])
+
+    def ack_outbox_many(self, fields: Iterable[str | int]) -> int:
+        """HDEL many outbox fields in one round-trip; returns how many existed."""
+        return self._ack("outbox", fields)
+
+    def ack_spawns_many(self, fields: Iterable[str | int]) -> int:
+        """HDEL many spawn fields in one round-trip; returns how many existed."""
+        return self._ack("spawns", fields)
+
+    # --- timers -----------------------------------------------------------------------------
+    def due_timers(self, now: float, limit: int | None = None) -> list[tuple[str, str, float]]:
+        """``(execution_id, path, fire_at)`` with fire_at <= now, in fire_at order."""
+        with self._io():
+            rows = self.client.zrangebyscore(
+                self.keyspace.timers, "-inf", now, **self._zrange_args(now, limit)
+            )
+        return self._timers(rows)
+
+    def due_timer_entries(self, now: float, limit: int, *, skip: Collection[bytes] = ()) -> list[RawTimer]:
+        """Due timers exactly as stored, minus ``skip``, at most ``limit``, in fire_at order."""
+        if limit <= 0:
+            return []
+        with self._io():
+            rows = self.client.zrangebyscore(
+                self.keyspace.timers, "-inf", now, start=0, num=limit + len(skip), withscores=True
+            )
+        return self._raw_timers(rows, limit, skip)
+
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> bool:
+        """Remove the timer only if it still fires at ``fire_at`` (one atomic Lua call)."""
+        return self.delete_timers_many([(timer_member(execution_id, path), fire_at)]) == 1
+
+    def delete_timers_many(self, timers: Iterable[tuple[bytes | str, float]]) -> int:
+        """Compare-and-delete many timers in one Lua call; returns how many were removed."""
+        args = plans.timer_delete_args(timers)
+        if not args:
+            return 0
+        with self._io():
+            return int(self._timer_delete_script(keys=[self.keyspace.timers], args=args))
+
+    def close(self) -> None:
+        self.client.close()
