@@ -1,0 +1,74 @@
+"""Envelope builders for the sink tests, written from DESIGN §3 (independent of the engine's)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from relayd.envelope import Envelope
+
+RELAYED_AT = 1_700_000_000.0
+
+
+def outbox(prefix: str, seq: int, target: str | None, event: dict[str, Any] | None = None) -> Envelope:
+    """An outbox envelope for ``seq`` to ``target``; the event id is unique per seq."""
+    event = event if event is not None else {"id": f"ev-{seq}", "kind": "Ping", "data": {"n": seq}}
+    id_ = f"{prefix}:outbox:{seq}"
+    body: dict[str, object] = {
+        "v": "relayd/1",
+        "kind": "outbox",
+        "id": id_,
+        "prefix": prefix,
+        "attempt": 1,
+        "relayed_at": RELAYED_AT,
+        "seq": seq,
+        "target_id": target,
+        "event": event,
+    }
+    return Envelope(id=id_, kind="outbox", prefix=prefix, attempt=1, body=body, ordering_key=target)
+
+
+def timer(prefix: str, execution_id: str, path: str, fire_at: float) -> Envelope:
+    """A timer envelope whose event is the engine's Timeout (DESIGN §3)."""
+    event_id = f"timeout:{execution_id}:{path}:{fire_at}"
+    body: dict[str, object] = {
+        "v": "relayd/1",
+        "kind": "timer",
+        "id": event_id,
+        "prefix": prefix,
+        "attempt": 1,
+        "relayed_at": RELAYED_AT,
+        "execution_id": execution_id,
+        "path": path,
+        "fire_at": fire_at,
+        "event": {"id": event_id, "kind": "Timeout", "data": {"path": path, "fire_at": fire_at}},
+    }
+    return Envelope(id=event_id, kind="timer", prefix=prefix, attempt=1, body=body, ordering_key=execution_id)
+
+
+def spawn(
+    prefix: str, seq: int, parent: str, child: str, *, root_path: str, context: dict[str, Any]
+) -> Envelope:
+    """A spawn envelope: ``parent`` asks for ``child`` running ``root_path``."""
+    id_ = f"{prefix}:spawn:{seq}"
+    body: dict[str, object] = {
+        "v": "relayd/1",
+        "kind": "spawn",
+        "id": id_,
+        "prefix": prefix,
+        "attempt": 1,
+        "relayed_at": RELAYED_AT,
+        "seq": seq,
+        "parent_id": parent,
+        "child_id": child,
+        "root_path": root_path,
+        "context": context,
+    }
+    return Envelope(id=id_, kind="spawn", prefix=prefix, attempt=1, body=body, ordering_key=child)
+
+
+@pytest.fixture
+def hprefix(prefix: str) -> str:
+    """The per-test prefix (already a harel-valid identifier)."""
+    return prefix

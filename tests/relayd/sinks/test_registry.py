@@ -1,0 +1,168 @@
+"""Resolving sink specs: built-ins and plugins through entry points, ``python:`` paths, unknown names."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from relayd.envelope import Envelope
+from relayd.errors import ConfigError, UnknownSink
+from relayd.sinks import DELIVERED, Outcome, Sink, SinkOptions, SinkSpec, known_sinks, resolve_sink
+from relayd.sinks.jsonl import JsonlSink
+from relayd.sinks.log import LogSink
+from relayd.sinks.null import NullSink
+from relayd.sinks.redis_stream import RedisStreamSink
+from relayd.sinks.webhook import WebhookSink
+
+from .conftest import outbox
+
+PLUGIN_DIR = Path(__file__).parents[2] / "plugins" / "relayd-test-sink"
+
+
+class RecordingSink:
+    """A sink built by ``python:`` in these tests; remembers the spec it was given."""
+
+    name = "recording"
+
+    def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
+        self.spec, self.options = spec, options
+
+    async def start(self) -> None:
+        """Nothing to open."""
+
+    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+        return [DELIVERED] * len(batch)
+
+    def ready(self) -> bool:
+        return True
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+def make_recording(spec: SinkSpec, options: SinkOptions) -> RecordingSink:
+    return RecordingSink(spec, options)
+
+
+def not_a_sink(spec: SinkSpec, options: SinkOptions) -> object:
+    return object()
+
+
+BUILT_INS = [
+    ("log", LogSink),
+    ("null", NullSink),
+    ("jsonl:-", JsonlSink),
+    ("webhook:http://127.0.0.1:9/hook", WebhookSink),
+    ("redis-stream:redis://127.0.0.1:6379/0?stream=s", RedisStreamSink),
+]
+
+
+@pytest.mark.parametrize(("spec", "cls"), BUILT_INS, ids=[s for s, _ in BUILT_INS])
+def test_built_ins_resolve_through_entry_points(spec: str, cls: type) -> None:
+    """Every built-in is found by name and satisfies the Sink Protocol."""
+    sink = resolve_sink(spec, SinkOptions())
+
+    assert cls is type(sink)
+    assert isinstance(sink, Sink)
+
+
+def test_harel_resolves_when_harel_is_installed() -> None:
+    """The optional harel sink resolves like any other when its extra is installed."""
+    sink = resolve_sink("harel:redis://127.0.0.1:6379/0", SinkOptions())
+
+    assert sink.name == "harel"
+
+
+def test_known_sinks_lists_built_ins_and_python() -> None:
+    """known_sinks() is the entry-point names plus the python: resolver."""
+    known = known_sinks()
+
+    assert {"harel", "jsonl", "log", "null", "python", "redis-stream", "webhook"} <= set(known)
+    assert sorted(known) == known
+
+
+def test_python_path_resolves_a_factory_with_its_params() -> None:
+    """python:module:factory calls the factory with the parsed spec and the options."""
+    options = SinkOptions(webhook_timeout_s=3.0)
+
+    sink = resolve_sink(f"python:{__name__}:make_recording?level=3", options)
+
+    assert isinstance(sink, RecordingSink)
+    assert SinkSpec("python", f"{__name__}:make_recording", {"level": "3"}) == sink.spec
+    assert options is sink.options
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("python:no_such_module_xyz:f", "cannot import 'no_such_module_xyz'"),
+        (f"python:{__name__}:missing", "has no 'missing'"),
+        (f"python:{__name__}:not_a_sink", "not a Sink"),
+        (f"python:{__name__}:PLUGIN_DIR", "not a class or callable"),
+    ],
+    ids=["no-module", "no-attribute", "not-a-sink", "not-callable"],
+)
+def test_python_path_errors_are_config_errors(spec: str, message: str) -> None:
+    """A python: path that cannot give a Sink stops start-up with one line."""
+    with pytest.raises(ConfigError, match=message):
+        resolve_sink(spec, SinkOptions())
+
+
+def test_unknown_sink_lists_the_known_ones() -> None:
+    """An unregistered name is UnknownSink, naming what is known."""
+    with pytest.raises(UnknownSink) as info:
+        resolve_sink("kafka:broker:9092", SinkOptions())
+
+    assert info.value.scheme == "kafka"
+    assert set(known_sinks()) == set(info.value.known)
+    assert "known: harel, jsonl, log" in str(info.value)
+
+
+@pytest.fixture(scope="module")
+def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test plugin distribution, really built and installed into a private directory."""
+    site = tmp_path_factory.mktemp("plugin-site")
+    build = tmp_path_factory.mktemp("plugin-build")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--target",
+            str(site),
+            str(PLUGIN_DIR),
+        ],
+        check=True,
+        cwd=build,
+        capture_output=True,
+    )
+    return site
+
+
+async def test_plugin_distribution_resolves_by_name(
+    plugin_site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installed distribution declaring relayd.sinks:testsink is found by name via importlib.metadata."""
+    monkeypatch.syspath_prepend(str(plugin_site))
+    assert any(p.name.startswith("relayd_test_sink-") for p in plugin_site.glob("*.dist-info"))
+
+    sink = resolve_sink("testsink:some/target", SinkOptions())
+    await sink.start()
+    outcomes = await sink.deliver([outbox("p", 1, "t1"), outbox("p", 2, "t2")])
+    await sink.close()
+
+    assert "testsink" in known_sinks()
+    assert type(sink).__module__ == "relayd_test_sink"
+    assert sink.target == "some/target"  # type: ignore[attr-defined]
+    assert list(outcomes) == [DELIVERED, DELIVERED]
+    assert sink.ids == ["p:outbox:1", "p:outbox:2"]  # type: ignore[attr-defined]
