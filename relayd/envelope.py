@@ -1,7 +1,10 @@
 """The ``relayd/1`` delivery envelope (DESIGN §3): what every sink receives for every entry.
 
-``Envelope`` is the value type shared by the engine and the sinks. The pure builders that turn
-raw stored entries into envelopes live beside it (added by the engine).
+``Envelope`` is the value type shared by the engine and the sinks. The pure builders below turn
+raw stored entries (``store.backlog.RawEntry`` / ``RawTimer``) into envelopes; they import no
+Redis and read no clock (``relayed_at`` is a parameter). A stored value that cannot be decoded
+raises ``store.errors.MalformedEntry`` with one of the fixed reasons, so the engine can
+dead-letter it with a bounded ``reason_code``.
 """
 
 from __future__ import annotations
@@ -10,6 +13,10 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 import orjson
+
+from store.backlog import RawEntry, RawTimer
+from store.errors import MalformedEntry
+from store.keys import parse_timer_member
 
 #: The envelope format tag; a receiver refuses what it does not know.
 ENVELOPE_VERSION: Final = "relayd/1"
@@ -40,3 +47,145 @@ class Envelope:
         if not self._json:
             self._json.append(orjson.dumps(self.body))
         return self._json[0]
+
+
+def outbox_id(prefix: str, field_: str) -> str:
+    """The stable delivery id of an outbox entry: ``P:outbox:{seq}``."""
+    return f"{prefix}:outbox:{field_}"
+
+
+def spawn_id(prefix: str, field_: str) -> str:
+    """The stable delivery id of a spawn intent: ``P:spawn:{seq}``."""
+    return f"{prefix}:spawn:{field_}"
+
+
+def timer_event_id(execution_id: str, path: str, fire_at: float) -> str:
+    """The engine's own Timeout event id; ``fire_at`` rendered by ``str(float)`` as harel does."""
+    return f"timeout:{execution_id}:{path}:{float(fire_at)}"
+
+
+def timeout_event(execution_id: str, path: str, fire_at: float) -> dict[str, object]:
+    """The Timeout event the engine builds for a due timer (harel's ``timeout_event``, as JSON)."""
+    fire_at = float(fire_at)
+    return {
+        "id": timer_event_id(execution_id, path, fire_at),
+        "kind": "Timeout",
+        "data": {"path": path, "fire_at": fire_at},
+    }
+
+
+def _object(value: bytes, what: str) -> dict[str, object]:
+    try:
+        decoded = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedEntry("bad_json", f"{what} is not JSON") from exc
+    if not isinstance(decoded, dict):
+        raise MalformedEntry("wrong_type", f"{what} is not a JSON object")
+    return decoded
+
+
+def _require(obj: dict[str, object], key: str, what: str) -> object:
+    if key not in obj:
+        raise MalformedEntry("missing_field", f"{what} has no {key!r}")
+    return obj[key]
+
+
+def _string(obj: dict[str, object], key: str, what: str, *, nullable: bool = False) -> str | None:
+    value = _require(obj, key, what)
+    if value is None and nullable:
+        return None
+    if not isinstance(value, str):
+        raise MalformedEntry("wrong_type", f"{what} field {key!r} is not a string")
+    return value
+
+
+def _seq(entry: RawEntry) -> int:
+    if entry.seq is None:
+        raise MalformedEntry("bad_seq", "hash field is not a decimal integer")
+    return entry.seq
+
+
+def _header(kind: Kind, id_: str, prefix: str, attempt: int, relayed_at: float) -> dict[str, object]:
+    return {
+        "v": ENVELOPE_VERSION,
+        "kind": kind,
+        "id": id_,
+        "prefix": prefix,
+        "attempt": attempt,
+        "relayed_at": relayed_at,
+    }
+
+
+def outbox_envelope(entry: RawEntry, *, prefix: str, attempt: int, relayed_at: float) -> Envelope:
+    """Build the envelope of one outbox entry ``{"t": target_id|null, "e": event_json_string}``.
+
+    Raises:
+        MalformedEntry: ``bad_seq``, ``bad_json``, ``missing_field`` or ``wrong_type``.
+    """
+    seq = _seq(entry)
+    value = _object(entry.value, "outbox value")
+    target_id = _string(value, "t", "outbox value", nullable=True)
+    event_text = _string(value, "e", "outbox value")
+    assert event_text is not None  # not nullable, checked above
+    event = _object(event_text.encode(), "outbox event")
+    id_ = outbox_id(prefix, entry.field)
+    body = _header("outbox", id_, prefix, attempt, relayed_at)
+    body.update(seq=seq, target_id=target_id, event=event)
+    return Envelope(id=id_, kind="outbox", prefix=prefix, attempt=attempt, body=body, ordering_key=target_id)
+
+
+def spawn_envelope(entry: RawEntry, *, prefix: str, attempt: int, relayed_at: float) -> Envelope:
+    """Build the envelope of one spawn intent ``{"p", "c", "r", "x"}``.
+
+    Raises:
+        MalformedEntry: ``bad_seq``, ``bad_json``, ``missing_field`` or ``wrong_type``.
+    """
+    seq = _seq(entry)
+    value = _object(entry.value, "spawn value")
+    parent_id = _string(value, "p", "spawn value")
+    child_id = _string(value, "c", "spawn value")
+    root_path = _string(value, "r", "spawn value")
+    context = _require(value, "x", "spawn value")
+    if not isinstance(context, dict):
+        raise MalformedEntry("wrong_type", "spawn value field 'x' is not an object")
+    id_ = spawn_id(prefix, entry.field)
+    body = _header("spawn", id_, prefix, attempt, relayed_at)
+    body.update(seq=seq, parent_id=parent_id, child_id=child_id, root_path=root_path, context=context)
+    # Keyed by the child: its events (outbox entries targeted at it) must not overtake it.
+    return Envelope(id=id_, kind="spawn", prefix=prefix, attempt=attempt, body=body, ordering_key=child_id)
+
+
+def timer_envelope(timer: RawTimer, *, prefix: str, attempt: int, relayed_at: float) -> Envelope:
+    """Build the envelope of one due timer, carrying the engine's own Timeout event.
+
+    Raises:
+        MalformedEntry: ``bad_member`` when the member is not UTF-8 or has no ``\\x00``.
+    """
+    execution_id, path = parse_timer_member(timer.member)
+    fire_at = float(timer.fire_at)
+    event = timeout_event(execution_id, path, fire_at)
+    id_ = str(event["id"])
+    body = _header("timer", id_, prefix, attempt, relayed_at)
+    body.update(execution_id=execution_id, path=path, fire_at=fire_at, event=event)
+    return Envelope(
+        id=id_, kind="timer", prefix=prefix, attempt=attempt, body=body, ordering_key=execution_id
+    )
+
+
+def restamp(envelope: Envelope, *, attempt: int, relayed_at: float) -> Envelope:
+    """Return ``envelope`` for another delivery attempt: same id and fields, new stamp.
+
+    The stored value is decoded once when the entry is first read; each attempt copies the body
+    (shallowly) instead of parsing the JSON again.
+    """
+    body = dict(envelope.body)
+    body["attempt"] = attempt
+    body["relayed_at"] = relayed_at
+    return Envelope(
+        id=envelope.id,
+        kind=envelope.kind,
+        prefix=envelope.prefix,
+        attempt=attempt,
+        body=body,
+        ordering_key=envelope.ordering_key,
+    )

@@ -1,0 +1,402 @@
+"""One prefix's delivery passes: read, envelope, deliver, ack / retry / dead-letter, report.
+
+A pass goes spawns → outbox → due timers (a child must exist before events reach it). Each
+kind reads at most ``batch`` new entries into memory, where entries stay until they are acked
+or dead-lettered; ``plan.choose`` picks what may go now (per-target order, retry backoff),
+the kind's sink delivers, ``plan.judge`` classifies the outcomes, and the shell acts on them in
+batched round-trips. While more than ``max_held`` entries of a kind wait in memory, no new
+ones are read. Any Redis error propagates: the loop counts it and starts a fresh ``Sweeper``
+(everything unacked is read and delivered again; attempt counts live in Redis).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from relayd.engine.backoff import retry_delay
+from relayd.engine.clock import Clock
+from relayd.engine.options import SweepOptions
+from relayd.engine.plan import MAX_ATTEMPTS, PERMANENT, Dead, Held, Verdicts, choose, judge
+from relayd.envelope import Envelope, Kind, outbox_envelope, restamp, spawn_envelope, timer_envelope
+from relayd.metrics import RelayMetrics
+from relayd.sinks.base import Outcome, Retry, Sink
+from relayd.state import RedisClient
+from relayd.state.attempts import AttemptRecord, forget_attempts, load_attempts, save_attempts
+from relayd.state.deadletters import DeadMove, encode_dead_letter, move_to_dead_letters
+from relayd.state.keys import RelayKeys
+from store import AsyncRedisStore
+from store.backlog import RawEntry, RawTimer
+from store.errors import MalformedEntry
+from store.readers import AsyncBacklogReader
+
+log = structlog.get_logger(__name__)
+
+_BUILDERS = {"outbox": outbox_envelope, "spawn": spawn_envelope}
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    """What one pass did, per kind, and whether there is more to do at once."""
+
+    delivered: dict[Kind, int] = field(default_factory=dict)
+    retried: dict[Kind, int] = field(default_factory=dict)
+    dead_lettered: dict[Kind, int] = field(default_factory=dict)
+    read: int = 0
+    attempted: int = 0
+    full: bool = False  # a read or a delivery hit its bound: poll again at once
+    drained: bool = False  # nothing new, readers exhausted, nothing eligible left
+    held: int = 0  # entries waiting in memory (retry backoff, or behind a failing head)
+    next_retry_in_s: float | None = None  # until the earliest held entry may go again
+
+
+def timer_ref(timer: RawTimer) -> str:
+    """A timer's stable id: its Timeout event id, or a readable stand-in when malformed."""
+    try:
+        return timer_envelope(timer, prefix="", attempt=1, relayed_at=0.0).id
+    except MalformedEntry:
+        member = timer.member.decode("utf-8", "backslashreplace").replace("\x00", "\\x00")
+        return f"timeout:{member}:{float(timer.fire_at)}"
+
+
+@dataclass(slots=True)
+class _Lane:
+    kind: Kind
+    sink: Sink
+    lock: asyncio.Lock
+    reader: AsyncBacklogReader | None  # None for timers (read straight from the zset)
+    held: dict[str, Held] = field(default_factory=dict)
+
+
+class Sweeper:
+    """Delivery passes over one prefix. Create a fresh one after any Redis error."""
+
+    def __init__(
+        self,
+        store: AsyncRedisStore,
+        *,
+        sinks: Mapping[Kind, Sink],
+        options: SweepOptions,
+        metrics: RelayMetrics,
+        clock: Clock,
+        rng: random.Random | None = None,
+        sink_locks: Mapping[Kind, asyncio.Lock] | None = None,
+        may_deliver: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.store = store
+        self.prefix = store.keyspace.prefix
+        self.keys = RelayKeys(store.keyspace)
+        self.options = options
+        self.metrics = metrics
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.may_deliver = may_deliver
+        locks = sink_locks or {}
+        self.lanes: list[_Lane] = []
+        for kind in ("spawn", "outbox", "timer"):
+            reader = None
+            if kind != "timer":
+                reader = store.backlog(
+                    "spawns" if kind == "spawn" else "outbox",
+                    grace_s=options.gap_grace_s,
+                    reconcile_interval_s=min(1.0, options.poll_interval_s),
+                )
+            self.lanes.append(_Lane(kind, sinks[kind], locks.get(kind) or asyncio.Lock(), reader))
+
+    @property
+    def client(self) -> RedisClient:
+        return self.store.client  # type: ignore[no-any-return]
+
+    async def start(self) -> None:
+        """Load the readers' persisted cursors."""
+        for lane in self.lanes:
+            if lane.reader is not None:
+                await lane.reader.start()
+
+    def has_eligible(self) -> bool:
+        """Whether some held entry may be attempted now (not waiting, not behind a waiting head)."""
+        now, blocked = self.clock.now(), set[str]()
+        for lane in self.lanes:
+            picked, _ = choose(lane.held.values(), now=now, limit=1, blocked=blocked)
+            if picked:
+                return True
+            if lane.kind == "spawn":
+                blocked = {k for h in lane.held.values() if (k := h.envelope.ordering_key)}
+        return False
+
+    def held_count(self) -> int:
+        return sum(len(lane.held) for lane in self.lanes)
+
+    async def checkpoint(self) -> None:
+        for lane in self.lanes:
+            if lane.reader is not None:
+                await lane.reader.checkpoint()
+
+    async def run_pass(self, stop: asyncio.Event | None = None) -> PassResult:
+        """Run one pass; with ``stop`` set, start no new read or delivery."""
+        started_s = self.clock.monotonic()
+        result = _Tally()
+        blocked_children: set[str] = set()
+        for lane in self.lanes:
+            if (stop is not None and stop.is_set()) or not self.may_deliver():
+                result.interrupted = True
+                break
+            await self._run_lane(lane, result, blocked_children)
+            if lane.kind == "spawn":
+                # Events to a child whose spawn is still pending wait for it (DESIGN §4).
+                blocked_children = {k for h in lane.held.values() if (k := h.envelope.ordering_key)}
+        await self.checkpoint()
+        await self._refresh_gauges()
+        duration_s = self.clock.monotonic() - started_s
+        self.metrics.sweep_duration.labels(self.prefix).observe(duration_s)
+        self.metrics.last_sweep.labels(self.prefix).set(self.clock.now())
+        done = result.freeze(self, duration_s)
+        emit = log.info if done.read or done.attempted else log.debug
+        emit(
+            "pass_finished",
+            prefix=self.prefix,
+            delivered=sum(done.delivered.values()),
+            retried=sum(done.retried.values()),
+            dead_lettered=sum(done.dead_lettered.values()),
+            count=done.read,
+            held=done.held,
+            duration_s=round(duration_s, 6),
+        )
+        return done
+
+    # --- one kind ---------------------------------------------------------------------------
+    async def _run_lane(self, lane: _Lane, tally: _Tally, blocked: set[str]) -> None:
+        batch = self.options.batch
+        room = self.options.max_held - len(lane.held)
+        malformed: list[Dead] = []
+        if room > 0:
+            fresh, malformed = await self._read(lane, min(batch, room))
+            tally.read += len(fresh) + len(malformed)
+            tally.full |= len(fresh) + len(malformed) >= min(batch, room)
+        picked, _ = choose(lane.held.values(), now=self.clock.now(), limit=batch, blocked=blocked)
+        tally.full |= len(picked) >= batch
+        verdicts = Verdicts()
+        if picked:
+            tally.attempted += len(picked)
+            outcomes = await self._deliver(lane, picked)
+            verdicts = judge(
+                picked,
+                outcomes,
+                now=self.clock.now(),
+                max_attempts=self.options.max_attempts,
+                delay_s=self._delay,
+            )
+        verdicts.dead.extend(malformed)
+        await self._apply(lane, verdicts)
+        tally.count(lane.kind, verdicts)
+        self._count(lane.kind, verdicts)
+
+    def _count(self, kind: Kind, verdicts: Verdicts) -> None:
+        m, p = self.metrics, self.prefix
+        gave_up = sum(1 for d in verdicts.dead if d.reason_code == MAX_ATTEMPTS)
+        permanent = sum(1 for d in verdicts.dead if d.reason_code == PERMANENT)
+        m.delivered.labels(p, kind).inc(len(verdicts.ack))
+        m.attempts.labels(p, kind, "delivered").inc(len(verdicts.ack))
+        m.attempts.labels(p, kind, "retry").inc(len(verdicts.retry) + gave_up)
+        m.attempts.labels(p, kind, "permanent").inc(permanent)
+        for d in verdicts.dead:
+            m.dead_lettered.labels(p, kind, d.reason_code).inc()
+
+    def _delay(self, attempt: int) -> float:
+        return retry_delay(
+            attempt, base_s=self.options.backoff_base_s, cap_s=self.options.backoff_cap_s, rng=self.rng
+        )
+
+    async def _read(self, lane: _Lane, limit: int) -> tuple[list[Held], list[Dead]]:
+        now = self.clock.now()
+        raws: Sequence[RawEntry | RawTimer]
+        if lane.reader is not None:
+            raws = await lane.reader.read_new(limit, now=self.clock.monotonic())
+        else:
+            skip = [h.raw.member for h in lane.held.values() if isinstance(h.raw, RawTimer)]
+            raws = await self.store.due_timer_entries(now, limit, skip=skip)
+        fresh: list[Held] = []
+        malformed: list[Dead] = []
+        for raw in raws:
+            try:
+                held = self._decode(lane.kind, raw, now)
+            except MalformedEntry as exc:
+                ref = timer_ref(raw) if isinstance(raw, RawTimer) else raw.field
+                placeholder = Envelope(id=ref, kind=lane.kind, prefix=self.prefix, attempt=0, body={})
+                malformed.append(Dead(Held(ref, raw, placeholder, now), exc.reason, str(exc)))
+                continue
+            fresh.append(held)
+        records = await load_attempts(self.client, self.keys.attempts(lane.kind), [h.ref for h in fresh])
+        for held in fresh:
+            record = records.get(held.ref)
+            if record is not None:  # attempts made before a restart still count
+                held.attempts = record.attempts
+                held.first_attempt_at = record.first_attempt_at
+                held.last_attempt_at = record.last_attempt_at
+            lane.held[held.ref] = held
+        return fresh, malformed
+
+    def _decode(self, kind: Kind, raw: RawEntry | RawTimer, now: float) -> Held:
+        if isinstance(raw, RawTimer):
+            envelope = timer_envelope(raw, prefix=self.prefix, attempt=1, relayed_at=now)
+            return Held(envelope.id, raw, envelope, now)
+        envelope = _BUILDERS[kind](raw, prefix=self.prefix, attempt=1, relayed_at=now)
+        return Held(raw.field, raw, envelope, now)
+
+    async def _deliver(self, lane: _Lane, picked: list[Held]) -> Sequence[Outcome]:
+        now = self.clock.now()
+        batch = [restamp(h.envelope, attempt=h.attempts + 1, relayed_at=now) for h in picked]
+        started_s = self.clock.monotonic()
+        try:
+            async with lane.lock:
+                outcomes = await lane.sink.deliver(batch)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the Sink contract: an exception retries the whole batch
+            log.warning("sink_failed", prefix=self.prefix, kind=lane.kind, count=len(batch), error=repr(exc))
+            outcomes = [Retry(error=f"sink raised {type(exc).__name__}")] * len(batch)
+        self.metrics.sink_latency.labels(self.prefix, lane.kind).observe(self.clock.monotonic() - started_s)
+        return outcomes
+
+    async def _apply(self, lane: _Lane, verdicts: Verdicts) -> None:
+        kind, now = lane.kind, self.clock.now()
+        if verdicts.ack:
+            await self._ack(lane, verdicts.ack)
+            stale = [h.ref for h in verdicts.ack if h.attempts > 1]
+            await forget_attempts(self.client, self.keys.attempts(kind), stale)
+        if verdicts.retry:
+            records = {
+                h.ref: AttemptRecord(h.attempts, h.first_attempt_at or now, h.last_attempt_at or now)
+                for h in verdicts.retry
+            }
+            await save_attempts(self.client, self.keys.attempts(kind), records)
+            for h in verdicts.retry:
+                log.debug(
+                    "delivery_retry",
+                    prefix=self.prefix,
+                    kind=kind,
+                    id=h.envelope.id,
+                    attempt=h.attempts,
+                    error=h.last_error,
+                )
+        if verdicts.dead:
+            await move_to_dead_letters(
+                self.client, self.keys, kind, [self._dead_move(kind, d, now) for d in verdicts.dead]
+            )
+            for d in verdicts.dead:
+                log.warning(
+                    "dead_lettered",
+                    prefix=self.prefix,
+                    kind=kind,
+                    id=d.held.envelope.id,
+                    attempt=d.held.attempts,
+                    outcome=d.reason_code,
+                    error=d.reason,
+                )
+        resolved = [h.ref for h in verdicts.ack] + [d.held.ref for d in verdicts.dead]
+        for ref in resolved:
+            lane.held.pop(ref, None)
+        if lane.reader is not None:
+            lane.reader.resolve(resolved)
+        for h in verdicts.ack:
+            if isinstance(h.raw, RawTimer):
+                self.metrics.timer_lag.labels(self.prefix).observe(
+                    max(0.0, (h.last_attempt_at or now) - h.raw.fire_at)
+                )
+
+    async def _ack(self, lane: _Lane, acked: list[Held]) -> None:
+        if lane.kind == "timer":
+            # Score-guarded: a timer the engine re-armed since we read it stays (DESIGN §4).
+            await self.store.delete_timers_many(
+                [(h.raw.member, h.raw.fire_at) for h in acked if isinstance(h.raw, RawTimer)]
+            )
+        elif lane.kind == "outbox":
+            await self.store.ack_outbox_many([h.ref for h in acked])
+        else:
+            await self.store.ack_spawns_many([h.ref for h in acked])
+
+    def _dead_move(self, kind: Kind, dead: Dead, now: float) -> DeadMove:
+        held, raw = dead.held, dead.held.raw
+        id_ = held.ref if kind == "timer" else f"{self.prefix}:{kind}:{held.ref}"
+        doc = encode_dead_letter(
+            id_=id_,
+            kind=kind,
+            reason_code=dead.reason_code,
+            reason=dead.reason,
+            attempts=held.attempts,
+            first_attempt_at=held.first_attempt_at,
+            last_attempt_at=held.last_attempt_at,
+            dead_at=now,
+            envelope=held.envelope.body or None,  # None when the entry could not be decoded
+            field=None if isinstance(raw, RawTimer) else raw.field,
+            seq=None if isinstance(raw, RawTimer) else raw.seq,
+            value=None if isinstance(raw, RawTimer) else raw.value,
+            member=raw.member if isinstance(raw, RawTimer) else None,
+            fire_at=raw.fire_at if isinstance(raw, RawTimer) else None,
+        )
+        if isinstance(raw, RawTimer):
+            return DeadMove(raw.member, raw.fire_at, id_, doc, held.ref)
+        return DeadMove(raw.field, None, id_, doc, held.ref)
+
+    async def _refresh_gauges(self) -> None:
+        """Backlog, dead letters and oldest due age in one pipelined round-trip (all O(1)/O(log n))."""
+        ks, now, p = self.store.keyspace, self.clock.now(), self.prefix
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hlen(ks.outbox)
+        pipe.hlen(ks.spawns)
+        pipe.zcount(ks.timers, "-inf", now)
+        pipe.zrange(ks.timers, 0, 0, withscores=True)
+        for kind in ("outbox", "spawn", "timer"):
+            pipe.hlen(self.keys.dead(kind))
+        outbox_n, spawns_n, due_n, first, *dead = await pipe.execute()
+        self.metrics.backlog.labels(p, "outbox").set(outbox_n)
+        self.metrics.backlog.labels(p, "spawn").set(spawns_n)
+        self.metrics.backlog.labels(p, "timer").set(due_n)
+        for kind, n in zip(("outbox", "spawn", "timer"), dead, strict=True):
+            self.metrics.dead_letters.labels(p, kind).set(n)
+        for lane in self.lanes:
+            seen = [h.first_seen_at for h in lane.held.values()]
+            if lane.kind == "timer":
+                seen += [h.raw.fire_at for h in lane.held.values() if isinstance(h.raw, RawTimer)]
+                if first and float(first[0][1]) <= now:
+                    seen.append(float(first[0][1]))
+            self.metrics.oldest_due_age.labels(p, lane.kind).set(max(0.0, now - min(seen)) if seen else 0.0)
+
+
+@dataclass(slots=True)
+class _Tally:
+    delivered: dict[Kind, int] = field(default_factory=dict)
+    retried: dict[Kind, int] = field(default_factory=dict)
+    dead_lettered: dict[Kind, int] = field(default_factory=dict)
+    read: int = 0
+    attempted: int = 0
+    full: bool = False
+    interrupted: bool = False
+
+    def count(self, kind: Kind, verdicts: Verdicts) -> None:
+        self.delivered[kind] = self.delivered.get(kind, 0) + len(verdicts.ack)
+        self.retried[kind] = self.retried.get(kind, 0) + len(verdicts.retry)
+        self.dead_lettered[kind] = self.dead_lettered.get(kind, 0) + len(verdicts.dead)
+
+    def freeze(self, sweeper: Sweeper, duration_s: float) -> PassResult:
+        del duration_s
+        now = sweeper.clock.now()
+        waits = [w for lane in sweeper.lanes for h in lane.held.values() if (w := h.not_before - now) > 0]
+        exhausted = all(lane.reader.exhausted for lane in sweeper.lanes if lane.reader is not None)
+        idle = not self.interrupted and self.read == 0 and not self.full
+        drained = idle and exhausted and not sweeper.has_eligible()
+        return PassResult(
+            delivered=self.delivered,
+            retried=self.retried,
+            dead_lettered=self.dead_lettered,
+            read=self.read,
+            attempted=self.attempted,
+            full=self.full,
+            drained=drained,
+            held=sum(len(lane.held) for lane in sweeper.lanes),
+            next_retry_in_s=min(waits) if waits else None,
+        )

@@ -1,0 +1,114 @@
+"""Liveness and readiness: a snapshot of the relay's state and a pure verdict for each probe.
+
+``/healthz`` answers whether the loop made progress recently (a stuck loop is what a restart
+fixes); ``/readyz`` whether Redis answers and every sink is ready (an outage a restart does
+not fix, so it only takes the pod out of rotation). ``Health`` is the thread-safe holder the
+loop writes and the HTTP thread reads; times are monotonic seconds passed in by the caller.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+#: Default silence after which the loop counts as stuck (a pass is bounded by sink timeouts).
+DEFAULT_STALE_AFTER_S: Final = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A probe's verdict: ``ok`` and a one-line reason for the response body."""
+
+    ok: bool
+    reason: str
+
+    @property
+    def status(self) -> int:
+        return 200 if self.ok else 503
+
+
+@dataclass(frozen=True, slots=True)
+class HealthSnapshot:
+    """What the probes look at, copied out of ``Health`` at one instant."""
+
+    last_progress_s: float | None = None  # monotonic time of the loop's last iteration
+    redis_error: str | None = "not connected yet"  # None once Redis answered
+    sinks_ready: Mapping[str, bool] = field(default_factory=dict)
+    stopping: bool = False
+
+
+def healthz(snapshot: HealthSnapshot, *, now_s: float, stale_after_s: float) -> Answer:
+    """Live while the loop has iterated within ``stale_after_s`` (or has not started yet)."""
+    if snapshot.last_progress_s is None:
+        return Answer(True, "starting")
+    silent_s = now_s - snapshot.last_progress_s
+    if silent_s > stale_after_s:
+        return Answer(False, f"no progress for {silent_s:.1f}s")
+    return Answer(True, "ok")
+
+
+def readyz(snapshot: HealthSnapshot) -> Answer:
+    """Ready when Redis answers and every sink is ready; the reason names what is not."""
+    if snapshot.stopping:
+        return Answer(False, "shutting down")
+    if snapshot.redis_error is not None:
+        return Answer(False, f"redis: {snapshot.redis_error}")
+    not_ready = sorted(name for name, ready in snapshot.sinks_ready.items() if not ready)
+    if not_ready:
+        return Answer(False, f"sink not ready: {', '.join(not_ready)}")
+    return Answer(True, "ok")
+
+
+class Health:
+    """Shared state for the probes: the loop reports, the HTTP thread asks."""
+
+    def __init__(self, *, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> None:
+        self.stale_after_s = stale_after_s
+        self._lock = threading.Lock()
+        self._last_progress_s: float | None = None
+        self._redis_error: str | None = "not connected yet"
+        self._sinks: dict[str, Callable[[], bool]] = {}
+        self._stopping = False
+
+    def progress(self, now_s: float) -> None:
+        """The loop completed an iteration (a pass, an idle poll, a standby check, a backoff)."""
+        with self._lock:
+            self._last_progress_s = now_s
+
+    def redis_ok(self) -> None:
+        with self._lock:
+            self._redis_error = None
+
+    def redis_failed(self, reason: str) -> None:
+        """Redis did not answer; ``reason`` is the error's class or text, never a URL."""
+        with self._lock:
+            self._redis_error = reason
+
+    def watch_sinks(self, sinks: Mapping[str, Callable[[], bool]]) -> None:
+        """Ask these ``ready()`` callables on every readiness probe."""
+        with self._lock:
+            self._sinks = dict(sinks)
+
+    def stopping(self) -> None:
+        with self._lock:
+            self._stopping = True
+
+    def snapshot(self) -> HealthSnapshot:
+        with self._lock:
+            sinks = dict(self._sinks)
+            snap = HealthSnapshot(self._last_progress_s, self._redis_error, {}, self._stopping)
+        ready: dict[str, bool] = {}
+        for name, is_ready in sinks.items():
+            try:
+                ready[name] = bool(is_ready())
+            except Exception:  # a broken ready() means not ready, never a failed probe
+                ready[name] = False
+        return HealthSnapshot(snap.last_progress_s, snap.redis_error, ready, snap.stopping)
+
+    def live(self, now_s: float) -> Answer:
+        return healthz(self.snapshot(), now_s=now_s, stale_after_s=self.stale_after_s)
+
+    def ready(self) -> Answer:
+        return readyz(self.snapshot())

@@ -1,0 +1,143 @@
+"""Every Prometheus metric of DESIGN §6, built on an injected ``CollectorRegistry``.
+
+Labels stay bounded: ``prefix`` (configured), ``kind`` (outbox, spawn, timer), ``outcome``
+(delivered, retry, permanent), ``reason`` (the dead-letter reason codes), ``event`` (lease
+transitions). Never an entry id, a target id or a URL.
+"""
+
+from __future__ import annotations
+
+import platform
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+
+from relayd import __version__
+from relayd.envelope import KINDS
+from relayd.state.deadletters import REASON_CODES
+
+#: The outcomes of one delivery attempt.
+OUTCOMES: Final = ("delivered", "retry", "permanent")
+#: Lease transitions.
+LEASE_EVENTS: Final = ("acquired", "lost", "released")
+
+# Sub-second sinks up to a slow webhook at its timeout.
+_LATENCY_BUCKETS_S: Final = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+# Timers are polled, so lag below the poll interval is normal; minutes mean trouble.
+_LAG_BUCKETS_S: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+
+
+class RelayMetrics:
+    """The relay's metrics; tests assert on ``registry.get_sample_value(...)``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.delivered = Counter(
+            "relayd_delivered", "Entries delivered and acked.", ["prefix", "kind"], registry=registry
+        )
+        self.attempts = Counter(
+            "relayd_delivery_attempts",
+            "Delivery attempts by outcome (delivered, retry, permanent).",
+            ["prefix", "kind", "outcome"],
+            registry=registry,
+        )
+        self.dead_lettered = Counter(
+            "relayd_dead_lettered",
+            "Entries moved to the dead letters, by reason code.",
+            ["prefix", "kind", "reason"],
+            registry=registry,
+        )
+        self.backlog = Gauge(
+            "relayd_backlog_entries",
+            "Pending entries (outbox, spawn) or timers due now (timer).",
+            ["prefix", "kind"],
+            registry=registry,
+        )
+        self.dead_letters = Gauge(
+            "relayd_dead_letters",
+            "Entries parked in the dead letters.",
+            ["prefix", "kind"],
+            registry=registry,
+        )
+        self.oldest_due_age = Gauge(
+            "relayd_oldest_due_age_seconds",
+            "How long the oldest due, undelivered entry has waited (retry waits included).",
+            ["prefix", "kind"],
+            registry=registry,
+        )
+        self.timer_lag = Histogram(
+            "relayd_timer_lag_seconds",
+            "Timer delivery time minus fire_at.",
+            ["prefix"],
+            buckets=_LAG_BUCKETS_S,
+            registry=registry,
+        )
+        self.sink_latency = Histogram(
+            "relayd_sink_latency_seconds",
+            "Time the sink took for one batch.",
+            ["prefix", "kind"],
+            buckets=_LATENCY_BUCKETS_S,
+            registry=registry,
+        )
+        self.sweep_duration = Histogram(
+            "relayd_sweep_duration_seconds",
+            "Duration of one pass over a prefix.",
+            ["prefix"],
+            buckets=_LATENCY_BUCKETS_S,
+            registry=registry,
+        )
+        self.redis_errors = Counter(
+            "relayd_redis_errors", "Redis commands that failed.", ["prefix"], registry=registry
+        )
+        self.active = Gauge(
+            "relayd_active", "1 on the replica holding the prefix's lease.", ["prefix"], registry=registry
+        )
+        self.lease_transitions = Counter(
+            "relayd_lease_transitions",
+            "Lease acquired, lost or released.",
+            ["prefix", "event"],
+            registry=registry,
+        )
+        self.last_sweep = Gauge(
+            "relayd_last_sweep_timestamp_seconds",
+            "Epoch seconds when the last pass finished.",
+            ["prefix"],
+            registry=registry,
+        )
+        self.build = Info("relayd_build", "relayd version and Python.", registry=registry)
+        self.build.info({"version": __version__, "python": platform.python_version()})
+
+    def add_prefix(self, prefix: str) -> None:
+        """Create every series of ``prefix`` at zero, so a scrape shows all names from the start."""
+        for kind in KINDS:
+            self.delivered.labels(prefix, kind)
+            self.backlog.labels(prefix, kind)
+            self.dead_letters.labels(prefix, kind)
+            self.oldest_due_age.labels(prefix, kind)
+            self.sink_latency.labels(prefix, kind)
+            for outcome in OUTCOMES:
+                self.attempts.labels(prefix, kind, outcome)
+            for reason in sorted(REASON_CODES):
+                self.dead_lettered.labels(prefix, kind, reason)
+        self.timer_lag.labels(prefix)
+        self.sweep_duration.labels(prefix)
+        self.redis_errors.labels(prefix)
+        self.active.labels(prefix).set(0)
+        for event in LEASE_EVENTS:
+            self.lease_transitions.labels(prefix, event)
+        self.last_sweep.labels(prefix)

@@ -1,0 +1,63 @@
+"""A scriptable in-memory sink for tests and plugin authors (dramatiq's StubBroker idea).
+
+It records every envelope it is handed and answers with outcomes from a script: a callable
+``envelope -> Outcome`` (default: always ``Delivered``). Nothing leaves the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from relayd.envelope import Envelope
+from relayd.sinks.base import DELIVERED, Delivered, Outcome
+
+Script = Callable[[Envelope], Outcome]
+
+
+def _deliver_all(envelope: Envelope) -> Outcome:
+    del envelope
+    return DELIVERED
+
+
+class MemorySink:
+    """Records batches; ``delivered`` holds the envelopes whose outcome was ``Delivered``.
+
+    ``script`` decides each outcome; ``raises`` (when set) is raised by the next ``deliver``
+    call instead; ``is_ready`` is what ``ready()`` reports.
+    """
+
+    def __init__(self, script: Script | None = None, *, name: str = "memory") -> None:
+        self.name = name
+        self.script: Script = script or _deliver_all
+        self.batches: list[list[Envelope]] = []
+        self.delivered: list[Envelope] = []
+        self.raises: BaseException | None = None
+        self.is_ready = True
+        self.started = False
+        self.closed = False
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+        self.batches.append(list(batch))
+        if self.raises is not None:
+            exc, self.raises = self.raises, None
+            raise exc
+        outcomes = [self.script(envelope) for envelope in batch]
+        self.delivered += [e for e, o in zip(batch, outcomes, strict=True) if isinstance(o, Delivered)]
+        return outcomes
+
+    def ready(self) -> bool:
+        return self.is_ready
+
+    async def close(self) -> None:
+        self.closed = True
+
+    @property
+    def attempted(self) -> list[Envelope]:
+        """Every envelope handed over, in order, redeliveries included."""
+        return [e for batch in self.batches for e in batch]
+
+    def delivered_ids(self) -> list[str]:
+        return [e.id for e in self.delivered]

@@ -1,0 +1,64 @@
+"""Attempt counts of live entries, kept in ``P:relay:attempts:{kind}`` so restarts keep them.
+
+Only failed attempts are written (a first-time delivery costs no write); the record is removed
+when the entry is acked or dead-lettered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from relayd.state import RedisClient
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """Failed attempts so far and when the first and last happened (epoch seconds)."""
+
+    attempts: int
+    first_attempt_at: float
+    last_attempt_at: float
+
+
+def encode_record(record: AttemptRecord) -> bytes:
+    return orjson.dumps({"n": record.attempts, "f": record.first_attempt_at, "l": record.last_attempt_at})
+
+
+def decode_record(raw: bytes | str | None) -> AttemptRecord | None:
+    """Decode a stored record; an unreadable one counts as none (it only delays dead-lettering)."""
+    if raw is None:
+        return None
+    try:
+        data = orjson.loads(raw)
+        return AttemptRecord(int(data["n"]), float(data["f"]), float(data["l"]))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
+async def load_attempts(client: RedisClient, key: str, refs: Sequence[str]) -> dict[str, AttemptRecord]:
+    """Return the stored records of ``refs`` (one HMGET); refs without a record are absent."""
+    if not refs:
+        return {}
+    values = await client.hmget(key, list(refs))
+    found: dict[str, AttemptRecord] = {}
+    for ref, raw in zip(refs, values, strict=True):
+        record = decode_record(raw)
+        if record is not None:
+            found[ref] = record
+    return found
+
+
+async def save_attempts(client: RedisClient, key: str, records: Mapping[str, AttemptRecord]) -> None:
+    """Write ``records`` in one HSET."""
+    if records:
+        await client.hset(key, mapping={ref: encode_record(r) for ref, r in records.items()})
+
+
+async def forget_attempts(client: RedisClient, key: str, refs: Iterable[str]) -> None:
+    """Delete the records of ``refs`` in one HDEL."""
+    refs = list(refs)
+    if refs:
+        await client.hdel(key, *refs)

@@ -1,0 +1,231 @@
+"""Dead letters under ``P:relay:dead:{kind}``: the atomic move in, and list / replay / purge.
+
+A dead letter is a JSON object: ``id``, ``kind``, ``reason_code`` (a small fixed set, so it can
+label a metric), ``reason`` (free text), ``attempts``, ``first_attempt_at``, ``last_attempt_at``,
+``dead_at``, the envelope when the entry could be decoded, and what it takes to put the entry
+back exactly: ``field``/``seq`` and the raw ``value`` for outbox and spawns, ``member`` and
+``fire_at`` (the original score) for timers. Bytes that are not UTF-8 are kept as base64 in
+``value_b64`` / ``member_b64``.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import orjson
+
+from relayd.envelope import KINDS, Kind
+from relayd.state import RedisClient, scripts
+from relayd.state.keys import RelayKeys
+from store.errors import MALFORMED_REASONS
+from store.keys import Keyspace
+
+#: Every dead-letter reason code (bounded metric label values).
+REASON_CODES: Final = frozenset({"permanent", "max_attempts"} | MALFORMED_REASONS)
+
+#: Most entries per script call, so one call never blocks Redis for long.
+_CHUNK: Final = 500
+
+
+@dataclass(frozen=True, slots=True)
+class DeadMove:
+    """One live entry to dead-letter: where it lives and the document to park."""
+
+    live_ref: bytes | str  # hash field, or zset member as stored
+    score: float | None  # the delivered fire_at (timers), None for hashes
+    id: str
+    document: bytes
+    attempts_field: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A parked entry as ``relayd dlq list`` shows it."""
+
+    id: str
+    kind: Kind
+    reason_code: str
+    reason: str
+    attempts: int
+    first_attempt_at: float | None
+    last_attempt_at: float | None
+    dead_at: float
+    field: str | None
+    seq: int | None
+    member: str | None
+    fire_at: float | None
+    envelope: dict[str, object] | None
+    document: dict[str, object]
+
+
+def _bytes_fields(name: str, data: bytes) -> dict[str, object]:
+    try:
+        return {name: data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {f"{name}_b64": base64.b64encode(data).decode("ascii")}
+
+
+def _bytes_from(document: dict[str, object], name: str) -> bytes:
+    text = document.get(name)
+    if isinstance(text, str):
+        return text.encode("utf-8")
+    return base64.b64decode(str(document[f"{name}_b64"]))
+
+
+def encode_dead_letter(
+    *,
+    id_: str,
+    kind: Kind,
+    reason_code: str,
+    reason: str,
+    attempts: int,
+    first_attempt_at: float | None,
+    last_attempt_at: float | None,
+    dead_at: float,
+    envelope: dict[str, object] | None,
+    field: str | None = None,
+    seq: int | None = None,
+    value: bytes | None = None,
+    member: bytes | None = None,
+    fire_at: float | None = None,
+) -> bytes:
+    """Build the stored dead-letter JSON (pure)."""
+    if reason_code not in REASON_CODES:
+        raise ValueError(f"unknown dead-letter reason code {reason_code!r}")
+    doc: dict[str, object] = {
+        "id": id_,
+        "kind": kind,
+        "reason_code": reason_code,
+        "reason": reason,
+        "attempts": attempts,
+        "first_attempt_at": first_attempt_at,
+        "last_attempt_at": last_attempt_at,
+        "dead_at": dead_at,
+        "envelope": envelope,
+    }
+    if kind == "timer":
+        if member is None or fire_at is None:
+            raise ValueError("a timer dead letter needs member and fire_at")
+        doc.update(_bytes_fields("member", member), fire_at=fire_at)
+    else:
+        if field is None or value is None:
+            raise ValueError("an outbox or spawn dead letter needs field and value")
+        doc.update(_bytes_fields("value", value), field=field, seq=seq)
+    return orjson.dumps(doc)
+
+
+def decode_dead_letter(raw: bytes | str) -> DeadLetter:
+    """Parse a stored dead letter."""
+    doc = orjson.loads(raw)
+    member = doc.get("member")
+    if member is None and "member_b64" in doc:
+        member = _bytes_from(doc, "member").decode("utf-8", "backslashreplace")
+    return DeadLetter(
+        id=doc["id"],
+        kind=doc["kind"],
+        reason_code=doc["reason_code"],
+        reason=doc["reason"],
+        attempts=int(doc["attempts"]),
+        first_attempt_at=doc.get("first_attempt_at"),
+        last_attempt_at=doc.get("last_attempt_at"),
+        dead_at=float(doc["dead_at"]),
+        field=doc.get("field"),
+        seq=doc.get("seq"),
+        member=member,
+        fire_at=doc.get("fire_at"),
+        envelope=doc.get("envelope"),
+        document=doc,
+    )
+
+
+async def move_to_dead_letters(
+    client: RedisClient, keys: RelayKeys, kind: Kind, moves: Sequence[DeadMove]
+) -> int:
+    """Atomically remove each entry from its live structure and park it; returns how many moved.
+
+    An entry already gone (acked elsewhere) or a timer re-armed since delivery is not parked.
+    """
+    mode = "zset" if kind == "timer" else "hash"
+    moved = 0
+    for start in range(0, len(moves), _CHUNK):
+        args: list[bytes | str] = [mode]
+        for move in moves[start : start + _CHUNK]:
+            score = "" if move.score is None else repr(float(move.score))
+            args += [move.live_ref, score, move.id, move.document, move.attempts_field]
+        keys_ = (keys.live(kind), keys.dead(kind), keys.attempts(kind))
+        moved += int(await client.eval(scripts.DEAD_LETTER, 3, *keys_, *args))
+    return moved
+
+
+def _kinds(kind: Kind | None) -> tuple[Kind, ...]:
+    return KINDS if kind is None else (kind,)
+
+
+def _as_bytes(data: bytes | str) -> bytes:
+    # A client built with decode_responses=True hands back str; the scripts compare bytes.
+    return data if isinstance(data, bytes) else data.encode("utf-8")
+
+
+async def _read_all(client: RedisClient, key: str) -> dict[bytes, bytes]:
+    found: dict[bytes, bytes] = {}
+    # HSCAN, not HGETALL: a large dead-letter hash must not block Redis in one command.
+    async for field, value in client.hscan_iter(key, count=500):
+        found[_as_bytes(field)] = _as_bytes(value)
+    return found
+
+
+async def list_dead_letters(
+    client: RedisClient, keyspace: Keyspace, kind: Kind | None = None
+) -> list[DeadLetter]:
+    """Return the parked entries of ``kind`` (all kinds when None), oldest first."""
+    keys = RelayKeys(keyspace)
+    letters: list[DeadLetter] = []
+    for k in _kinds(kind):
+        letters += [decode_dead_letter(raw) for raw in (await _read_all(client, keys.dead(k))).values()]
+    return sorted(letters, key=lambda d: (d.dead_at, d.id))
+
+
+async def replay_dead_letters(
+    client: RedisClient, keyspace: Keyspace, ids: Iterable[str] | None = None
+) -> int:
+    """Put dead letters (all, or those with ``ids``) back where they were, attempts reset.
+
+    Outbox and spawn entries return under their original seq field, timers with their original
+    score; a live entry that exists meanwhile is never overwritten. Returns how many went back.
+    """
+    keys = RelayKeys(keyspace)
+    wanted = None if ids is None else {i.encode() for i in ids}
+    replayed = 0
+    for kind in KINDS:
+        parked = await _read_all(client, keys.dead(kind))
+        groups: list[list[bytes | str]] = []
+        for dead_id, raw in parked.items():
+            if wanted is not None and dead_id not in wanted:
+                continue
+            doc = orjson.loads(raw)
+            payload: bytes | str
+            if kind == "timer":
+                ref, payload = _bytes_from(doc, "member"), repr(float(doc["fire_at"]))
+            else:
+                ref, payload = str(doc["field"]).encode(), _bytes_from(doc, "value")
+            attempts_field = doc["id"] if kind == "timer" else doc["field"]
+            groups.append([dead_id, raw, ref, payload, attempts_field])
+        for start in range(0, len(groups), _CHUNK):
+            args: list[bytes | str] = ["zset" if kind == "timer" else "hash"]
+            for group in groups[start : start + _CHUNK]:
+                args += group
+            keys_ = (keys.dead(kind), keys.live(kind), keys.attempts(kind))
+            replayed += int(await client.eval(scripts.REPLAY, 3, *keys_, *args))
+    return replayed
+
+
+async def purge_dead_letters(client: RedisClient, keyspace: Keyspace, kind: Kind | None = None) -> int:
+    """Delete the dead letters of ``kind`` (all kinds when None); returns how many were deleted."""
+    keys = RelayKeys(keyspace)
+    purged = 0
+    for k in _kinds(kind):
+        purged += int(await client.eval(scripts.PURGE, 1, keys.dead(k)))
+    return purged

@@ -1,0 +1,44 @@
+"""Key names of everything relayd keeps under ``P:relay:`` (and nothing else writes there).
+
+    P:relay:lease             string  token of the replica delivering for P; PX = lease TTL
+    P:relay:attempts:{kind}   hash    {ref -> {"n", "f", "l"}}: failed attempts of a live entry
+    P:relay:dead:{kind}       hash    {id -> dead-letter JSON}: entries parked for an operator
+    P:relay:cursor:outbox     string  low-water seq of the outbox reader (written by ``store``)
+    P:relay:cursor:spawns     string  the same for spawn intents
+
+``kind`` is the envelope kind: ``outbox``, ``spawn`` or ``timer``. The cursors are the
+store's and use its own kind names (``outbox``, ``spawns``).
+"""
+
+from __future__ import annotations
+
+from store.keys import Keyspace
+
+
+class RelayKeys:
+    """relayd's own key names for one prefix. Pure: builds strings."""
+
+    __slots__ = ("keyspace", "lease")
+
+    def __init__(self, keyspace: Keyspace) -> None:
+        self.keyspace = keyspace
+        # One string per prefix: whoever holds it delivers; the TTL frees it when they die.
+        self.lease = keyspace.relay("lease")
+
+    def attempts(self, kind: str) -> str:
+        """Failed-attempt counts, so a restart does not reset them (deleted on ack/dead-letter)."""
+        return self.keyspace.relay(f"attempts:{kind}")
+
+    def dead(self, kind: str) -> str:
+        """Dead letters: removed from the live structure in the same script that writes here."""
+        return self.keyspace.relay(f"dead:{kind}")
+
+    def cursor(self, store_kind: str) -> str:
+        """The store reader's persisted low-water mark (``outbox`` or ``spawns``); read-only here."""
+        return self.keyspace.relay(f"cursor:{store_kind}")
+
+    def live(self, kind: str) -> str:
+        """The engine-owned structure an entry of ``kind`` lives in."""
+        return {"outbox": self.keyspace.outbox, "spawn": self.keyspace.spawns, "timer": self.keyspace.timers}[
+            kind
+        ]

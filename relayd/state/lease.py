@@ -1,0 +1,108 @@
+"""The per-prefix lease that makes one replica the active one (DESIGN §4).
+
+The holder ``SET``s ``P:relay:lease`` to its token with ``NX PX ttl``, extends it every third of
+the TTL with a compare-and-pexpire script and deletes it with compare-and-delete on a clean
+shutdown. A holder counts the lease as its own only until ``sent + ttl`` (monotonic clock),
+where ``sent`` is when the last successful acquire/renew was *sent*: if the process was
+paused or Redis was slow, it stops delivering on its own before a standby can take over.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from relayd.state import RedisClient, scripts
+from relayd.state.keys import RelayKeys
+from store.keys import Keyspace
+
+
+def make_token() -> str:
+    """A token naming this replica for ``relayd status``: ``hostname/pid/random``."""
+    return f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseInfo:
+    """Who holds a prefix's lease and for how much longer."""
+
+    token: str
+    ttl_ms: int
+
+    @property
+    def holder(self) -> str:
+        """``hostname/pid`` of the active replica (the token without its random part)."""
+        return self.token.rsplit("/", 1)[0]
+
+
+async def read_lease(client: RedisClient, keyspace: Keyspace) -> LeaseInfo | None:
+    """Return the current holder of ``keyspace``'s lease, or None when no replica is active."""
+    key = RelayKeys(keyspace).lease
+    pipe = client.pipeline(transaction=False)
+    pipe.get(key)
+    pipe.pttl(key)
+    token, ttl_ms = await pipe.execute()
+    if token is None:
+        return None
+    text = token.decode("utf-8", "replace") if isinstance(token, bytes) else str(token)
+    return LeaseInfo(token=text, ttl_ms=max(int(ttl_ms), 0))
+
+
+class Lease:
+    """One replica's view of one prefix's lease. Not safe to share between event loops."""
+
+    def __init__(
+        self,
+        client: RedisClient,
+        keyspace: Keyspace,
+        *,
+        ttl_s: float,
+        monotonic: Callable[[], float],
+        token: str | None = None,
+    ) -> None:
+        self._client = client
+        self._key = RelayKeys(keyspace).lease
+        self._ttl_ms = max(int(ttl_s * 1000), 1)
+        self._monotonic = monotonic
+        self.token = token or make_token()
+        self._valid_until: float | None = None
+
+    @property
+    def ttl_s(self) -> float:
+        return self._ttl_ms / 1000.0
+
+    def held(self) -> bool:
+        """Whether this replica may deliver now: it holds the lease and it has not expired."""
+        return self._valid_until is not None and self._monotonic() < self._valid_until
+
+    async def acquire(self) -> bool:
+        """Take the lease if it is free (or already ours); returns whether we hold it."""
+        sent = self._monotonic()
+        if await self._client.set(self._key, self.token, nx=True, px=self._ttl_ms):
+            self._valid_until = sent + self.ttl_s
+            return True
+        # Ours already (an acquire whose reply was lost): extending it is the same as renewing.
+        return await self.renew()
+
+    async def renew(self) -> bool:
+        """Extend the lease if we still hold it; on False we have lost it and must stop."""
+        sent = self._monotonic()
+        extended = await self._client.eval(scripts.LEASE_RENEW, 1, self._key, self.token, str(self._ttl_ms))
+        if int(extended) == 1:
+            self._valid_until = sent + self.ttl_s
+            return True
+        self._valid_until = None
+        return False
+
+    def forget(self) -> None:
+        """Stop counting the lease as ours (renewal failed with an error)."""
+        self._valid_until = None
+
+    async def release(self) -> bool:
+        """Delete the lease if we hold it, so a standby takes over at once."""
+        self._valid_until = None
+        released = await self._client.eval(scripts.LEASE_RELEASE, 1, self._key, self.token)
+        return int(released) == 1

@@ -1,0 +1,32 @@
+-- Move live entries to the dead letters in one atomic step (DESIGN §4).
+--
+-- KEYS[1]  the live structure: hash P:outbox / P:spawns, or zset P:timers
+-- KEYS[2]  the dead-letter hash P:relay:dead:{kind}
+-- KEYS[3]  the attempts hash P:relay:attempts:{kind}
+-- ARGV[1]  "hash" or "zset"
+-- ARGV[2..] groups of 5: live ref (hash field or zset member), score ("" for a hash),
+--           dead-letter id, dead-letter JSON, attempts field
+--
+-- An entry already gone from the live structure (acked elsewhere) is not recorded; a timer
+-- whose score is no longer the one delivered was re-armed by the engine and stays live.
+-- Returns the number of entries moved.
+local moved = 0
+local zset = ARGV[1] == "zset"
+for i = 2, #ARGV, 5 do
+  local ref, score, id, doc, afield = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local removed = 0
+  if zset then
+    local current = redis.call("ZSCORE", KEYS[1], ref)
+    if current and tonumber(current) == tonumber(score) then
+      removed = redis.call("ZREM", KEYS[1], ref)
+    end
+  else
+    removed = redis.call("HDEL", KEYS[1], ref)
+  end
+  if removed == 1 then
+    redis.call("HSET", KEYS[2], id, doc)
+    moved = moved + 1
+  end
+  redis.call("HDEL", KEYS[3], afield)
+end
+return moved
