@@ -1,0 +1,92 @@
+"""A scripted HTTP server on 127.0.0.1 (stdlib ``http.server`` in a thread) for the webhook tests."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the server answers: status, headers, and how long it waits first."""
+
+    status: int = 200
+    headers: tuple[tuple[str, str], ...] = ()
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request as received: headers, raw body, parsed body and when it finished (monotonic)."""
+
+    headers: dict[str, str]
+    raw: bytes
+    body: dict[str, Any]
+    done_at: float
+
+
+#: ``script(body, nth)`` → the Reply; ``nth`` counts requests with that envelope id, from 1.
+Script = Callable[[dict[str, Any], int], Reply]
+
+
+class ScriptedServer:
+    """Answers every POST with ``script`` and records it."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.requests: list[Request] = []
+        self._seen: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers["Content-Length"]))
+                body = json.loads(raw)
+                with server._lock:
+                    server._seen[body["id"]] += 1
+                    nth = server._seen[body["id"]]
+                reply = server.script(body, nth)
+                time.sleep(reply.delay_s)
+                with server._lock:
+                    server.requests.append(Request(dict(self.headers), raw, body, time.monotonic()))
+                try:
+                    self.send_response(reply.status)
+                    for name, value in reply.headers:
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                except OSError:
+                    pass  # the client gave up (timeout test)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Keep test output quiet."""
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.block_on_close = False
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
+
+
+@contextmanager
+def serve(script: Script) -> Iterator[ScriptedServer]:
+    """Run a ScriptedServer in a thread for the duration of the block."""
+    server = ScriptedServer(script)
+    thread = threading.Thread(target=server.httpd.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.httpd.shutdown()
+        server.httpd.server_close()
+        thread.join(5)

@@ -1,0 +1,215 @@
+"""The webhook sink against a real HTTP server on 127.0.0.1: outcomes, signatures, order, timeouts."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+from email.utils import formatdate
+
+from conftest import free_port
+
+from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, SinkSpec
+from relayd.sinks.per_key import HELD_BACK
+from relayd.sinks.webhook import WebhookSink
+
+from .conftest import outbox, timer
+from .http_server import Reply, ScriptedServer, serve
+
+SECRET = b"webhook-signing-secret"
+NOW_S = 1_750_000_000.0
+
+
+def make_sink(url: str, **options: object) -> WebhookSink:
+    return WebhookSink(SinkSpec("webhook", url), SinkOptions(**options), clock=lambda: NOW_S)  # type: ignore[arg-type]
+
+
+def verify_like_a_receiver(secret: bytes, headers: dict[str, str], body: bytes) -> bool:
+    """The verification snippet of relayd.sinks.webhook's docstring, written out independently."""
+    timestamp = headers["X-Relayd-Timestamp"]
+    expected = "v1=" + hmac.new(secret, f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, headers["X-Relayd-Signature"])
+
+
+async def test_503_is_retried_then_delivered_once_with_signed_requests() -> None:
+    """A 503 is Retry; the redelivery gets 200 and is Delivered; every request is signed and keyed."""
+    with serve(lambda body, nth: Reply(503 if nth == 1 else 200)) as server:
+        sink = make_sink(server.url, webhook_secret=SECRET)
+        await sink.start()
+        envelope = outbox("p", 1, "a")
+        first = await sink.deliver([envelope])
+        second = await sink.deliver([envelope])
+        await sink.close()
+
+    assert [Retry(error="http 503")] == list(first)
+    assert list(second) == [DELIVERED]
+    assert len(server.requests) == 2
+    for request in server.requests:
+        assert envelope.to_json() == request.raw
+        assert request.headers["Content-Type"] == "application/json"
+        assert request.headers["Idempotency-Key"] == "p:outbox:1"
+        assert str(int(NOW_S)) == request.headers["X-Relayd-Timestamp"]
+        assert verify_like_a_receiver(SECRET, request.headers, request.raw)
+        assert not verify_like_a_receiver(b"wrong", request.headers, request.raw)
+
+
+async def test_no_signature_headers_without_a_secret() -> None:
+    """Without a signing secret only the idempotency key is sent."""
+    with serve(lambda body, nth: Reply(204)) as server:
+        sink = make_sink(server.url)
+        await sink.start()
+        outcomes = await sink.deliver([outbox("p", 1, "a")])
+        await sink.close()
+
+    assert list(outcomes) == [DELIVERED]
+    assert "X-Relayd-Signature" not in server.requests[0].headers
+    assert server.requests[0].headers["Idempotency-Key"] == "p:outbox:1"
+
+
+async def test_429_retry_after_seconds_is_returned() -> None:
+    """A 429 with Retry-After: 7 is Retry(after_s=7)."""
+    with serve(lambda body, nth: Reply(429, (("Retry-After", "7"),))) as server:
+        sink = make_sink(server.url)
+        await sink.start()
+        outcomes = await sink.deliver([outbox("p", 1, "a")])
+        await sink.close()
+
+    assert [Retry(error="http 429", after_s=7.0)] == list(outcomes)
+
+
+async def test_503_retry_after_http_date_is_converted_to_seconds() -> None:
+    """Retry-After as an HTTP-date becomes the seconds from the sink's clock."""
+    header = formatdate(NOW_S + 30, usegmt=True)
+    with serve(lambda body, nth: Reply(503, (("Retry-After", header),))) as server:
+        sink = make_sink(server.url)
+        await sink.start()
+        outcomes = await sink.deliver([outbox("p", 1, "a")])
+        await sink.close()
+
+    assert [Retry(error="http 503", after_s=30.0)] == list(outcomes)
+
+
+async def test_statuses_map_to_outcomes() -> None:
+    """400/404/410 are Permanent("http N"); 408/425/500/502 are Retry; 201 is Delivered."""
+    statuses = [400, 404, 410, 408, 425, 500, 502, 201]
+    with serve(lambda body, nth: Reply(body["seq"])) as server:
+        sink = make_sink(server.url)
+        await sink.start()
+        outcomes = await sink.deliver([outbox("p", status, f"t{status}") for status in statuses])
+        await sink.close()
+
+    assert [
+        Permanent("http 400"),
+        Permanent("http 404"),
+        Permanent("http 410"),
+        Retry(error="http 408"),
+        Retry(error="http 425"),
+        Retry(error="http 500"),
+        Retry(error="http 502"),
+        DELIVERED,
+    ] == list(outcomes)
+
+
+async def test_hanging_server_times_out_into_retry() -> None:
+    """A server that does not answer within the timeout gives Retry, in about the timeout."""
+    with serve(lambda body, nth: Reply(200, delay_s=3.0)) as server:
+        sink = make_sink(server.url, webhook_timeout_s=0.3)
+        await sink.start()
+        started = time.monotonic()
+        outcomes = await sink.deliver([outbox("p", 1, "a")])
+        elapsed_s = time.monotonic() - started
+        await sink.close()
+
+    assert len(outcomes) == 1
+    assert isinstance(outcomes[0], Retry)
+    assert outcomes[0].error.startswith("webhook timeout")
+    assert elapsed_s < 2.0
+
+
+async def test_connection_refused_is_retry_and_not_ready_until_an_answer() -> None:
+    """No server: every entry Retry, ready() false; the error names no host or port."""
+    port = free_port()
+    sink = make_sink(f"http://127.0.0.1:{port}/hook")
+    await sink.start()
+
+    outcomes = await sink.deliver([outbox("p", 1, "a"), outbox("p", 2, "b")])
+
+    assert not sink.ready()
+    assert all(isinstance(o, Retry) and "connection error" in o.error for o in outcomes)
+    assert all(str(port) not in o.error and "127.0.0.1" not in o.error for o in outcomes)  # type: ignore[union-attr]
+    await sink.close()
+
+
+async def test_ready_again_after_an_answer() -> None:
+    """ready() turns true once a batch gets any HTTP answer, even an error status."""
+    with serve(lambda body, nth: Reply(500)) as server:
+        sink = make_sink(server.url)
+        await sink.start()
+        await sink.deliver([outbox("p", 1, "a")])
+        await sink.close()
+
+    assert sink.ready()
+
+
+async def test_failure_holds_back_later_entries_of_its_target_only() -> None:
+    """After a's first entry fails, a's later entries are not sent; b flows."""
+    with serve(lambda body, nth: Reply(500 if body["id"] == "p:outbox:1" else 200)) as server:
+        sink = make_sink(server.url)
+        await sink.start()
+        batch = [outbox("p", 1, "a"), outbox("p", 2, "b"), outbox("p", 3, "a"), outbox("p", 4, "b")]
+        outcomes = await sink.deliver(batch)
+        await sink.close()
+
+    assert [Retry(error="http 500"), DELIVERED, Retry(error=HELD_BACK), DELIVERED] == list(outcomes)
+    assert sorted(r.body["id"] for r in server.requests) == ["p:outbox:1", "p:outbox:2", "p:outbox:4"]
+
+
+def delay_for_slow(body: dict[str, object], nth: int) -> Reply:
+    return Reply(200, delay_s=0.3 if body.get("target_id") == "slow" else 0.0)
+
+
+async def test_slow_target_does_not_stall_others_and_order_holds_per_target() -> None:
+    """Fast targets finish before the slow one's first answer; each target's requests arrive in seq order."""
+    targets = ["slow", "f1", "f2", "f3", "f4"]
+    batch = [outbox("p", n * len(targets) + i, t) for n in range(3) for i, t in enumerate(targets)]
+    batch.append(timer("p", "f1", "root.wait", 1_700_000_000.5))
+    with serve(delay_for_slow) as server:
+        sink = make_sink(server.url, webhook_concurrency=8)
+        await sink.start()
+        started = time.monotonic()
+        outcomes = await sink.deliver(batch)
+        elapsed_s = time.monotonic() - started
+        await sink.close()
+
+    assert [DELIVERED] * len(batch) == list(outcomes)
+    fast_done = [r.done_at for r in server.requests if r.body.get("target_id") != "slow"]
+    slow_done = [r.done_at for r in server.requests if r.body.get("target_id") == "slow"]
+    assert max(fast_done) < min(slow_done)
+    assert elapsed_s >= 0.9  # the slow target's three requests went one after another
+    for target in targets:
+        arrived = [r.body["id"] for r in server.requests if r.body.get("target_id") == target]
+        assert [e.id for e in batch if e.body.get("target_id") == target] == arrived
+
+
+async def test_concurrency_is_bounded_by_the_option() -> None:
+    """With webhook_concurrency=2, ten slow independent targets take five rounds."""
+    with serve(lambda body, nth: Reply(200, delay_s=0.1)) as server:
+        sink = make_sink(server.url, webhook_concurrency=2)
+        await sink.start()
+        started = time.monotonic()
+        outcomes = await sink.deliver([outbox("p", i, f"t{i}") for i in range(10)])
+        elapsed_s = time.monotonic() - started
+        await sink.close()
+
+    assert list(outcomes) == [DELIVERED] * 10
+    assert len(server.requests) == 10
+    assert elapsed_s >= 0.5
+
+
+def test_server_helper_is_a_real_socket_server() -> None:
+    """The helper binds loopback only."""
+    server = ScriptedServer(lambda body, nth: Reply())
+    try:
+        assert server.httpd.server_address[0] == "127.0.0.1"
+    finally:
+        server.httpd.server_close()
