@@ -1,0 +1,177 @@
+"""The redis-stream sink over fakeredis and a real redis-server: order, routing, MAXLEN, failures."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+from conftest import RedisServer, free_port
+
+from relayd.errors import ConfigError
+from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec
+from relayd.sinks.redis_stream import RedisStreamSink
+
+from .conftest import outbox, spawn, timer
+
+
+@pytest.fixture
+async def make_sink(
+    backend: str, async_client: aioredis.Redis, request: pytest.FixtureRequest
+) -> AsyncIterator[object]:
+    """Build a started sink on the test's backend: by URL for the real server, injected for fakeredis."""
+    sinks: list[RedisStreamSink] = []
+
+    async def make(query: str) -> RedisStreamSink:
+        if backend == "real":
+            server: RedisServer = request.getfixturevalue("redis_server")
+            sink = RedisStreamSink(parse_sink_spec(f"redis-stream:{server.url}?{query}"), SinkOptions())
+        else:
+            spec = parse_sink_spec(f"redis-stream:redis://127.0.0.1:6379/0?{query}")
+            sink = RedisStreamSink(spec, SinkOptions(), client=async_client)
+        await sink.start()
+        sinks.append(sink)
+        return sink
+
+    yield make
+    for sink in sinks:
+        await sink.close()
+
+
+async def read_stream(client: aioredis.Redis, name: str) -> list[dict[bytes, bytes]]:
+    return [fields for _, fields in await client.xrange(name)]
+
+
+async def test_every_envelope_arrives_in_order_with_its_fields(
+    make_sink, async_client: aioredis.Redis, prefix: str
+) -> None:
+    """One stream: entries in batch order, each with envelope JSON, id and kind."""
+    sink = await make_sink(f"stream={prefix}:relay")
+    batch = [
+        outbox(prefix, 1, "a"),
+        spawn(prefix, 2, "a", "a.r", root_path="r", context={}),
+        outbox(prefix, 3, None),
+        timer(prefix, "a", "w", 1.5),
+    ]
+
+    outcomes = await sink.deliver(batch)
+
+    entries = await read_stream(async_client, f"{prefix}:relay")
+    assert list(outcomes) == [DELIVERED] * 4
+    assert [orjson.loads(e[b"envelope"]) for e in entries] == [e.body for e in batch]
+    assert [e[b"id"].decode() for e in entries] == [e.id for e in batch]
+    assert [e[b"kind"].decode() for e in entries] == ["outbox", "spawn", "outbox", "timer"]
+    assert sink.ready()
+
+
+async def test_target_placeholder_routes_per_ordering_key_in_order(
+    make_sink, async_client: aioredis.Redis, prefix: str
+) -> None:
+    """{target} gives each target its own stream, in seq order; no target goes to '_'."""
+    sink = await make_sink(f"stream={prefix}:ev:{{target}}")
+    batch = [outbox(prefix, seq, ["a", "b", None][seq % 3]) for seq in range(1, 31)]
+
+    for chunk in (batch[:10], batch[10:]):
+        await sink.deliver(chunk)
+
+    for target, stream in (("a", "a"), ("b", "b"), (None, "_")):
+        ids = [e[b"id"].decode() for e in await read_stream(async_client, f"{prefix}:ev:{stream}")]
+        assert ids == [e.id for e in batch if e.ordering_key == target]
+
+
+async def test_maxlen_trims_the_stream(make_sink, async_client: aioredis.Redis, prefix: str) -> None:
+    """maxlen=N trims approximately: far fewer than the 2000 added remain, at least N."""
+    sink = await make_sink(f"stream={prefix}:trim&maxlen=50")
+
+    for start in range(0, 2000, 500):
+        await sink.deliver([outbox(prefix, seq, "a") for seq in range(start, start + 500)])
+
+    length = await async_client.xlen(f"{prefix}:trim")
+    assert 50 <= length < 500
+    last = await async_client.xrevrange(f"{prefix}:trim", count=1)
+    assert last[0][1][b"id"] == f"{prefix}:outbox:1999".encode()
+
+
+async def test_second_redis_server_as_destination(own_redis_server: RedisServer, prefix: str) -> None:
+    """A stream on another redis-server receives the batch; the relay's own Redis is not involved."""
+    spec = parse_sink_spec(f"redis-stream:{own_redis_server.url}?stream=out")
+    sink = RedisStreamSink(spec, SinkOptions())
+    await sink.start()
+
+    outcomes = await sink.deliver([outbox(prefix, 1, "a"), outbox(prefix, 2, "b")])
+    await sink.close()
+
+    client = own_redis_server.client()
+    assert list(outcomes) == [DELIVERED, DELIVERED]
+    assert [f[b"id"] for _, f in client.xrange("out")] == [
+        f"{prefix}:outbox:1".encode(),
+        f"{prefix}:outbox:2".encode(),
+    ]
+    client.close()
+
+
+async def test_unreachable_destination_is_retry_for_the_batch_and_not_ready(prefix: str) -> None:
+    """Connection refused: every envelope Retry, ready() false; the error names no URL."""
+    port = free_port()
+    sink = RedisStreamSink(
+        parse_sink_spec(f"redis-stream:redis://127.0.0.1:{port}/0?stream=s"), SinkOptions()
+    )
+    await sink.start()
+
+    outcomes = await sink.deliver([outbox(prefix, 1, "a"), outbox(prefix, 2, "b")])
+    await sink.close()
+
+    assert not sink.ready()
+    assert all(
+        isinstance(o, Retry) and "unreachable" in o.error and str(port) not in o.error for o in outcomes
+    )
+
+
+async def test_wrong_type_key_is_retry_per_entry(
+    make_sink, async_client: aioredis.Redis, prefix: str
+) -> None:
+    """A destination key of the wrong type fails those entries (Retry), not the others."""
+    await async_client.set(f"{prefix}:ev:a", "not a stream")
+    sink = await make_sink(f"stream={prefix}:ev:{{target}}")
+
+    outcomes = await sink.deliver([outbox(prefix, 1, "a"), outbox(prefix, 2, "b")])
+
+    assert isinstance(outcomes[0], Retry)
+    assert outcomes[0].error == "redis-stream XADD failed (ResponseError)"
+    assert outcomes[1] == DELIVERED
+
+
+@pytest.mark.parametrize(
+    ("spec", "options", "message"),
+    [
+        ("redis-stream:redis://cache.example.com/0?stream=s", SinkOptions(), "needs --allow-plaintext"),
+        (
+            "redis-stream:redis://:pw@cache.example.com/0?stream=s",
+            SinkOptions(allow_plaintext=True),
+            "credentials over plaintext",
+        ),
+        (
+            "redis-stream:redis+cluster://127.0.0.1:7000/0?stream=s",
+            SinkOptions(),
+            "not supported for streams",
+        ),
+    ],
+    ids=["plaintext-remote", "credentials-plaintext", "cluster"],
+)
+def test_refused_destinations_are_config_errors(spec: str, options: SinkOptions, message: str) -> None:
+    """DESIGN §7 and the cluster limitation stop start-up with one line."""
+    with pytest.raises(ConfigError, match=message) as info:
+        RedisStreamSink(parse_sink_spec(spec), options)
+
+    assert "pw" not in str(info.value)
+
+
+async def test_plaintext_remote_allowed_with_the_flag() -> None:
+    """allow_plaintext lets a non-loopback redis:// destination through (no connection made here)."""
+    sink = RedisStreamSink(
+        parse_sink_spec("redis-stream:redis://cache.example.com/0?stream=s"),
+        SinkOptions(allow_plaintext=True),
+    )
+
+    assert sink.name == "redis-stream"
