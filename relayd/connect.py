@@ -25,6 +25,8 @@ import redis.asyncio as aioredis
 import redis.exceptions
 import structlog
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
 from redis.asyncio.connection import ConnectionPool, SSLConnection
 
 from relayd.errors import RedisUnreachable
@@ -86,6 +88,9 @@ def build_client(settings: Settings) -> AsyncRedis:
         "password": password.get_secret_value() if password is not None else None,
         "socket_connect_timeout": CONNECT_TIMEOUT_S,
         "socket_timeout": SOCKET_TIMEOUT_S,
+        # One quick transparent retry heals a connection the server closed while idle; longer
+        # outages are relayd's to handle (backoff here, the engine's own retry while running).
+        "retry": Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.2), retries=1),
     }
     tls: dict[str, Any] = {}
     if address.tls:

@@ -1,0 +1,82 @@
+"""Logging: JSON lines or console output, fixed fields, and no secret ever rendered."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import orjson
+import pytest
+import structlog
+
+from relayd.logs import REDACTED, Redactor, configure_logging
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog():
+    yield
+    structlog.reset_defaults()
+    logging.getLogger().handlers.clear()
+
+
+def test_redactor_replaces_secrets_and_url_credentials_everywhere():
+    redactor = Redactor(["hunter2", "hunter"])
+
+    event = redactor(None, "info", {"event": "x", "error": "auth hunter2 failed", "nested": {"u": "redis://a:b@h/0"}})
+
+    assert event["error"] == f"auth {REDACTED} failed"
+    assert event["nested"] == {"u": f"redis://{REDACTED}@h/0"}
+
+
+def test_json_lines_carry_the_fields_and_no_secret():
+    out = io.StringIO()
+    configure_logging(log_format="json", log_level="info", secrets=["hunter2"], stream=out)
+    log = structlog.get_logger("t")
+
+    log.info("pass_finished", prefix="stm", kind="outbox", count=3, duration_s=0.5, error="pw=hunter2")
+    log.debug("hidden")
+    try:
+        raise RuntimeError("cannot auth with hunter2 at rediss://u:hunter2@h/0")
+    except RuntimeError:
+        log.exception("boom")
+
+    lines = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    assert [line["event"] for line in lines] == ["pass_finished", "boom"]
+    first = lines[0]
+    assert (first["prefix"], first["kind"], first["count"], first["duration_s"]) == ("stm", "outbox", 3, 0.5)
+    assert first["level"] == "info"
+    assert "timestamp" in first
+    assert "hunter2" not in out.getvalue()
+    assert "RuntimeError" in lines[1]["exception"]
+
+
+def test_console_format_is_redacted_too():
+    out = io.StringIO()
+    configure_logging(log_format="console", log_level="debug", secrets=["hunter2"], stream=out)
+
+    structlog.get_logger("t").debug("redis_unreachable", attempt=2, error="WRONGPASS hunter2")
+
+    text = out.getvalue()
+    assert "redis_unreachable" in text
+    assert "attempt" in text
+    assert "hunter2" not in text
+
+
+def test_stdlib_logging_goes_through_the_same_redaction():
+    out = io.StringIO()
+    configure_logging(log_format="json", log_level="info", secrets=["hunter2"], stream=out)
+
+    logging.getLogger("redis.something").warning("connect to redis://x:hunter2@h failed")
+
+    line = orjson.loads(out.getvalue().splitlines()[0])
+    assert "hunter2" not in out.getvalue()
+    assert line["level"] == "warning"
+
+
+def test_format_defaults_to_json_off_a_terminal():
+    out = io.StringIO()  # not a tty
+    configure_logging(log_format=None, stream=out)
+
+    structlog.get_logger("t").info("hello")
+
+    assert orjson.loads(out.getvalue())["event"] == "hello"
