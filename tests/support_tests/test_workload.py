@@ -1,0 +1,98 @@
+"""The workload writer: its ledger is exactly what landed in Redis; burned seqs never commit."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+from support.workload import Workload, timer_event_id
+
+from store import RedisStore
+
+
+@pytest.fixture
+def store(sync_client: redis.Redis, prefix: str) -> RedisStore:
+    return RedisStore(sync_client, prefix=prefix)
+
+
+def _stored_ids(client: redis.Redis, prefix: str) -> set[str]:
+    """Every delivery id present in the prefix's outbox, spawns and timers right now."""
+    ids = {f"{prefix}:outbox:{f.decode()}" for f in client.hkeys(f"{prefix}:outbox")}
+    ids |= {f"{prefix}:spawn:{f.decode()}" for f in client.hkeys(f"{prefix}:spawns")}
+    for member, score in client.zrange(f"{prefix}:timers", 0, -1, withscores=True):
+        execution_id, _, path = member.decode().partition("\x00")
+        ids.add(timer_event_id(execution_id, path, score))
+    return ids
+
+
+def test_ledger_is_exactly_what_was_committed(
+    store: RedisStore, sync_client: redis.Redis, prefix: str
+) -> None:
+    """Every committed outbox entry, spawn and timer is in Redis under the id the ledger gives."""
+    workload = Workload(store, rate_per_s=10_000)
+
+    ledger = workload.run(60)
+
+    assert ledger.commits == 60
+    assert set(ledger.committed) == _stored_ids(sync_client, prefix)
+    assert len(ledger.committed) == len(set(ledger.committed))
+    assert all(ledger.of_kind(kind) for kind in ("outbox", "spawn", "timer"))
+
+
+def test_aborted_transactions_burn_seqs_that_never_commit(
+    store: RedisStore, sync_client: redis.Redis, prefix: str
+) -> None:
+    """With ``abort_every=4`` a quarter of the transactions take seqs and leave gaps."""
+    workload = Workload(store, rate_per_s=10_000, abort_every=4)
+
+    ledger = workload.run(40)
+
+    assert (ledger.commits, ledger.aborted) == (30, 10)
+    assert ledger.burned
+    assert not set(ledger.burned) & _stored_ids(sync_client, prefix)
+    outbox_top = int(sync_client.get(f"{prefix}:outbox:seq"))
+    outbox_ids = set(ledger.of_kind("outbox")) | {b for b in ledger.burned if ":outbox:" in b}
+    assert outbox_ids == {f"{prefix}:outbox:{seq}" for seq in range(1, outbox_top + 1)}
+
+
+def test_timer_ids_follow_the_design_rule() -> None:
+    assert timer_event_id("e-1", "root.wait", 1700000000.5) == "timeout:e-1:root.wait:1700000000.5"
+    assert timer_event_id("e-1", "root.wait", 1700000000) == "timeout:e-1:root.wait:1700000000.0"
+
+
+def test_steady_rate_sleeps_between_commits(store: RedisStore) -> None:
+    """At 100/s, 20 transactions are spread over about 0.2 s of (fake) time."""
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    workload = Workload(store, rate_per_s=100, monotonic=lambda: now[0], sleep=sleep)
+
+    workload.run(20)
+
+    assert now[0] == pytest.approx(0.2)
+
+
+def test_thread_commits_until_stopped(store: RedisStore, sync_client: redis.Redis, prefix: str) -> None:
+    """``start`` runs in a thread; ``stop`` joins it and returns a ledger matching Redis."""
+    workload = Workload(store, rate_per_s=500)
+
+    workload.start()
+    time.sleep(0.1)
+    ledger = workload.stop()
+
+    assert ledger.commits > 5
+    assert set(ledger.committed) == _stored_ids(sync_client, prefix)
+
+
+def test_thread_failure_is_raised_by_stop(store: RedisStore) -> None:
+    """An error inside the writer thread reaches the test instead of vanishing."""
+    workload = Workload(store, rate_per_s=1000)
+    workload._pool.clear()  # no execution to pick: the first commit fails
+
+    workload.start(transactions=1)
+
+    with pytest.raises(IndexError):
+        workload.wait(5)
