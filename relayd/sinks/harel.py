@@ -66,8 +66,14 @@ class HarelSink:
     name = "harel"
 
     def __init__(
-        self, spec: SinkSpec, options: SinkOptions, *, clock: Callable[[], float] = time.time
+        self,
+        spec: SinkSpec,
+        options: SinkOptions,
+        *,
+        clock: Callable[[], float] = time.time,
+        client: aioredis.Redis | None = None,
     ) -> None:
+        """``client``, when given, serves as both transport and store Redis (tests inject fakeredis)."""
         self._harel = _import_harel()
         if not spec.target or "+cluster" in spec.target.partition("://")[0]:
             raise ConfigError("sink 'harel' needs a redis:// or rediss:// URL (harel has no cluster mode)")
@@ -78,8 +84,9 @@ class HarelSink:
         self._max_connections = int(spec.params.get("max_connections", DEFAULT_MAX_CONNECTIONS))
         self._ca_file = options.redis_ca_file
         self._clock = clock
-        self._transport_client: aioredis.Redis | None = None
-        self._store_client: aioredis.Redis | None = None
+        self._transport_client: aioredis.Redis | None = client
+        self._store_client: aioredis.Redis | None = client
+        self._owns_clients = client is None
         self._transports: dict[str, Any] = {}
         self._stores: dict[str, Any] = {}
         self._healthy = True
@@ -87,6 +94,8 @@ class HarelSink:
         self.untargeted_total = 0
 
     async def start(self) -> None:
+        if not self._owns_clients:
+            return
         self._transport_client = self._connect(self._transport_url)
         same = self._store_url == self._transport_url
         self._store_client = self._transport_client if same else self._connect(self._store_url)
@@ -202,6 +211,8 @@ class HarelSink:
     async def close(self) -> None:
         clients = {id(c): c for c in (self._transport_client, self._store_client) if c is not None}
         self._transport_client = self._store_client = None
+        if not self._owns_clients:
+            return
         for client in clients.values():
             await client.aclose()
             await client.connection_pool.disconnect()

@@ -1,0 +1,207 @@
+"""The harel sink: what it publishes is read back with harel's own transport and store classes."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from conftest import RedisServer, free_port
+from harel.engine.aio_store import AsyncRedisStore
+from harel.engine.aio_transport import AsyncRedisTransport
+from harel.engine.core import timeout_event
+from harel.engine.execution import Execution, Status
+from structlog.testing import capture_logs
+
+from relayd.errors import ConfigError
+from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
+from relayd.sinks.harel import HarelSink
+
+from .conftest import outbox, spawn, timer
+
+NOW_S = 1_750_000_000.0
+
+
+@pytest.fixture
+async def harel_sink(
+    backend: str, async_client: aioredis.Redis, request: pytest.FixtureRequest
+) -> AsyncIterator[HarelSink]:
+    """A started sink: over the real server by URL (its own bounded pool), over fakeredis injected."""
+    if backend == "real":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        sink = HarelSink(
+            parse_sink_spec(f"harel:{server.url}?max_connections=8"), SinkOptions(), clock=lambda: NOW_S
+        )
+    else:
+        spec = parse_sink_spec("harel:redis://127.0.0.1:6379/0")
+        sink = HarelSink(spec, SinkOptions(), clock=lambda: NOW_S, client=async_client)
+    await sink.start()
+    yield sink
+    await sink.close()
+
+
+async def save(client: aioredis.Redis, prefix: str, **fields: Any) -> Execution:
+    exe = Execution(definition_id="machine", **fields)
+    await AsyncRedisStore(client, prefix=prefix).save(exe)
+    return exe
+
+
+async def drain(client: aioredis.Redis, prefix: str, min_priority: int = 0) -> list[tuple[str, Any]]:
+    """Claim and ack everything in harel's transport, the way a harel worker does."""
+    transport = AsyncRedisTransport(client, prefix=prefix)
+    got: list[tuple[str, Any]] = []
+    while (lease := await transport.claim("test-worker", 30.0, min_priority)) is not None:
+        got.append((lease.group_id, lease.event))
+        await transport.ack(lease)
+    return got
+
+
+async def test_outbox_events_land_in_order_at_the_target_priority(
+    harel_sink: HarelSink, async_client: aioredis.Redis, prefix: str
+) -> None:
+    """Each targeted event is in the target's group, in order, claimable at the target's priority."""
+    target = await save(async_client, prefix, priority=3)
+    events = [{"id": f"e{n}", "kind": "Go", "data": {"n": n}} for n in range(5)]
+    batch = [outbox(prefix, n, target.id, event) for n, event in enumerate(events)]
+
+    outcomes = await harel_sink.deliver(batch)
+
+    assert list(outcomes) == [DELIVERED] * 5
+    assert await async_client.hget(f"{prefix}:prio", target.id) == b"3"
+    got = await drain(async_client, prefix, min_priority=3)
+    assert [group for group, _ in got] == [target.id] * 5
+    assert [event.model_dump(include={"id", "kind", "data"}) for _, event in got] == events
+
+
+async def test_unknown_target_is_published_at_priority_zero(
+    harel_sink: HarelSink, async_client: aioredis.Redis, prefix: str
+) -> None:
+    """A target with no execution record still gets the event, at priority 0 (as harel's relay does)."""
+    outcomes = await harel_sink.deliver([outbox(prefix, 1, "ghost")])
+
+    assert list(outcomes) == [DELIVERED]
+    assert await async_client.hget(f"{prefix}:prio", "ghost") == b"0"
+    assert [group for group, _ in await drain(async_client, prefix)] == ["ghost"]
+
+
+async def test_timer_event_equals_harels_timeout_event(
+    harel_sink: HarelSink, async_client: aioredis.Redis, prefix: str
+) -> None:
+    """A timer is published as exactly timeout_event(id, path, fire_at), at the execution's priority."""
+    exe = await save(async_client, prefix, priority=2)
+    fire_at = 1_700_000_123.25
+
+    outcomes = await harel_sink.deliver([timer(prefix, exe.id, "root.wait", fire_at)])
+
+    got = await drain(async_client, prefix, min_priority=2)
+    assert list(outcomes) == [DELIVERED]
+    assert got == [(exe.id, timeout_event(exe.id, "root.wait", fire_at))]
+    assert got[0][1].model_dump() == timeout_event(exe.id, "root.wait", fire_at).model_dump()
+
+
+async def test_untargeted_outbox_is_acked_unpublished_and_counted(
+    harel_sink: HarelSink, async_client: aioredis.Redis, prefix: str
+) -> None:
+    """No target: Delivered, nothing in the transport, the counter and a debug line say so."""
+    with capture_logs() as logs:
+        outcomes = await harel_sink.deliver([outbox(prefix, 1, None), outbox(prefix, 2, None)])
+
+    assert list(outcomes) == [DELIVERED, DELIVERED]
+    assert harel_sink.untargeted_total == 2
+    assert await drain(async_client, prefix) == []
+    assert [entry["event"] for entry in logs] == ["untargeted_outbox"] * 2
+    assert logs[0]["log_level"] == "debug"
+
+
+async def test_spawn_creates_the_child_with_its_start_queued_idempotently(
+    harel_sink: HarelSink, async_client: aioredis.Redis, prefix: str
+) -> None:
+    """The child is committed PENDING (parent's definition and priority) with a Start in harel's outbox."""
+    parent = await save(async_client, prefix, priority=4)
+    envelope = spawn(prefix, 1, parent.id, f"{parent.id}.r1", root_path="root.r1", context={"k": 1})
+    store = AsyncRedisStore(async_client, prefix=prefix)
+
+    first = await harel_sink.deliver([envelope])
+    second = await harel_sink.deliver([envelope])
+
+    child = await store.load(f"{parent.id}.r1")
+    pending = await store.pending_outbox()
+    assert list(first) == list(second) == [DELIVERED]
+    assert child is not None
+    assert (child.status, child.definition_id, child.priority) == (Status.PENDING, "machine", 4)
+    assert (child.parent_id, child.child_id, child.root_path) == (parent.id, child.id, "root.r1")
+    assert child.context == {"k": 1}
+    assert child.created_at == NOW_S
+    assert [(entry.target_id, entry.event.kind) for entry in pending] == [(child.id, "Start")]
+
+
+async def test_invoke_spawn_records_the_submachine_fqn(
+    harel_sink: HarelSink, async_client: aioredis.Redis, prefix: str
+) -> None:
+    """An invoke child's __invoke_fqn__ becomes its definition_fqn and leaves the context."""
+    parent = await save(async_client, prefix)
+    envelope = spawn(prefix, 1, parent.id, "kid", root_path="", context={"__invoke_fqn__": "pkg.Sub", "a": 2})
+
+    await harel_sink.deliver([envelope])
+
+    child = await AsyncRedisStore(async_client, prefix=prefix).load("kid")
+    assert child is not None
+    assert (child.definition_fqn, child.context) == ("pkg.Sub", {"a": 2})
+
+
+async def test_spawn_without_parent_is_permanent(harel_sink: HarelSink, prefix: str) -> None:
+    """A spawn whose parent record is gone cannot be created: Permanent."""
+    outcomes = await harel_sink.deliver([spawn(prefix, 1, "gone", "kid", root_path="", context={})])
+
+    assert list(outcomes) == [Permanent("harel spawn: parent execution not found")]
+
+
+async def test_malformed_event_is_permanent(harel_sink: HarelSink, prefix: str) -> None:
+    """An event harel cannot validate is Permanent; other targets still flow."""
+    bad = outbox(prefix, 1, "a", {"id": "x", "kind": 7, "data": "not a dict"})
+
+    outcomes = await harel_sink.deliver([bad, outbox(prefix, 2, "b")])
+
+    assert isinstance(outcomes[0], Permanent)
+    assert outcomes[0].reason.startswith("harel rejected the entry")
+    assert outcomes[1] == DELIVERED
+
+
+async def test_many_concurrent_publishes_through_the_bounded_pool(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """300 targets published concurrently over an 8-connection blocking pool all land."""
+    sink = HarelSink(parse_sink_spec(f"harel:{redis_server.url}?max_connections=8"), SinkOptions())
+    await sink.start()
+
+    outcomes = await sink.deliver([outbox(prefix, n, f"t{n}") for n in range(300)])
+    await sink.close()
+
+    client = aioredis.Redis(port=redis_server.port)
+    assert list(outcomes) == [DELIVERED] * 300
+    assert len(await drain(client, prefix)) == 300
+    await client.aclose()
+
+
+async def test_unreachable_redis_is_retry_and_not_ready(prefix: str) -> None:
+    """Connection refused: Retry per entry, ready() false, no URL in the error."""
+    port = free_port()
+    sink = HarelSink(parse_sink_spec(f"harel:redis://127.0.0.1:{port}/0"), SinkOptions())
+    await sink.start()
+
+    outcomes = await sink.deliver([outbox(prefix, 1, "a")])
+    await sink.close()
+
+    assert not sink.ready()
+    assert isinstance(outcomes[0], Retry)
+    assert str(port) not in outcomes[0].error
+
+
+def test_missing_harel_gives_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the extra, resolving the sink is a ConfigError naming the pip command."""
+    monkeypatch.setitem(sys.modules, "harel.engine.aio_transport", None)
+
+    with pytest.raises(ConfigError, match=r"pip install 'relayd\[harel\]'"):
+        HarelSink(parse_sink_spec("harel:redis://127.0.0.1/0"), SinkOptions())
