@@ -1,0 +1,246 @@
+"""The gap-tolerant reader: pure ``SeqWindow`` rules, then the readers on Redis."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from store import Event, Execution, RawEntry, SeqWindow
+from store.backlog import MAX_GAPS_FACTOR, MAX_WINDOW_FACTOR
+
+
+def _value(n: int) -> bytes:
+    return orjson.dumps({"t": "x", "e": Event(id=f"ev{n}", kind="E").model_dump_json()})
+
+
+def _fold(window: SeqWindow, limit: int, present: set[int], counter: int, now: float = 0.0) -> list[RawEntry]:
+    read = window.plan(limit)
+    values = [_value(int(f)) if int(f) in present else None for f in read.fields]
+    return window.apply(read, counter, values, now)
+
+
+# --- pure -------------------------------------------------------------------------------------
+
+
+def test_window_doubles_over_an_acked_prefix_and_caps() -> None:
+    """Missing seqs below the start counter are resolved; the window grows to skip them."""
+    window = SeqWindow()
+    sizes = []
+    for _ in range(10):
+        sizes.append(window.plan(10).window_size)
+        assert _fold(window, 10, set(), counter=100_000) == []
+
+    assert sizes == [10, 20, 40, 80, 160, 320, 640, 640, 640, 640]
+    assert window.gaps == {}
+    assert MAX_WINDOW_FACTOR * 10 == 640
+
+
+def test_missing_seqs_after_start_become_gaps_and_fill_late() -> None:
+    window = SeqWindow(grace_s=30.0)
+    _fold(window, 10, set(), counter=0)  # c_start = 0
+    first = _fold(window, 10, {2, 3}, counter=3, now=1.0)
+
+    late = _fold(window, 10, {1}, counter=3, now=5.0)
+
+    assert [e.seq for e in first] == [2, 3]
+    assert [e.seq for e in late] == [1]
+    assert window.gaps == {}
+
+
+def test_a_gap_past_the_grace_is_passed_over_and_the_mark_moves_on() -> None:
+    window = SeqWindow(grace_s=30.0)
+    _fold(window, 10, set(), counter=0)
+    _fold(window, 10, {2}, counter=2, now=1.0)
+    window.resolve(["2"])
+    assert window.low_water_mark == 1
+
+    _fold(window, 10, set(), counter=2, now=40.0)
+
+    assert window.gaps == {}
+    assert window.low_water_mark == 3
+
+
+def test_gaps_are_capped_oldest_first() -> None:
+    window = SeqWindow()
+    _fold(window, 2, set(), counter=0)
+    _fold(window, 2, {20}, counter=20, now=1.0)  # window 2: seqs 1, 2 gaps
+    for n in range(10):
+        _fold(window, 2, set(), counter=20, now=2.0 + n)
+
+    assert len(window.gaps) <= MAX_GAPS_FACTOR * 2
+    assert 1 not in window.gaps
+
+
+def test_at_most_limit_entries_and_the_rest_waits() -> None:
+    window = SeqWindow()
+    present = set(range(1, 26))
+    got = [e.seq for e in _fold(window, 10, present, counter=25)]
+    got += [e.seq for e in _fold(window, 10, present, counter=25)]
+    got += [e.seq for e in _fold(window, 10, present, counter=25)]
+
+    assert got == list(range(1, 26))
+    assert window.open_count == 25
+
+
+def test_reconcile_returns_only_what_nobody_else_returns() -> None:
+    window = SeqWindow()
+    _fold(window, 10, {1, 2}, counter=5)  # 1, 2 open; 3..5 resolved (<= c_start)
+    pairs = [("1", b"v"), ("3", b"v"), ("9", b"v"), ("x-1", b"v"), ("007", b"v")]
+
+    found = window.apply_scan(0, pairs, budget=10, now=0.0)
+
+    assert [(e.field, e.seq) for e in found] == [("3", 3), ("x-1", None), ("007", None)]
+
+
+def test_exhausted_needs_a_full_cycle_after_catching_up() -> None:
+    window = SeqWindow()
+    window.apply_scan(7, [], budget=10, now=0.0)  # the scan is mid-cycle ...
+    _fold(window, 10, {1}, counter=1)  # ... when the frontier catches up
+    assert not window.exhausted
+    _fold(window, 10, set(), counter=1)
+    window.apply_scan(0, [], budget=10, now=0.0)  # that cycle ends: it was not a full one
+    assert not window.exhausted
+
+    window.apply_scan(5, [], budget=10, now=0.0)
+    window.apply_scan(0, [], budget=10, now=0.0)  # a whole cycle
+
+    assert window.exhausted
+
+
+# --- on Redis ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def seed(raw, prefix):
+    def put(*seqs: int, counter: int | None = None) -> None:
+        pipe = raw.pipeline(transaction=False)
+        for s in seqs:
+            pipe.hset(f"{prefix}:outbox", str(s), _value(s))
+        if counter is not None:
+            pipe.set(f"{prefix}:outbox:seq", counter)
+        pipe.execute()
+
+    return put
+
+
+async def test_a_late_commit_below_acked_seqs_is_still_returned(store, seed) -> None:
+    """Seq 1 is allocated, 2 and 3 commit, are read and acked; then 1 commits: it comes back."""
+    reader = store.backlog("outbox", grace_s=30.0)
+    await reader.start()
+    await reader.read_new(10, now=0.0)  # the reader exists before the traffic
+    seed(2, 3, counter=3)
+    first = await reader.read_new(10, now=1.0)
+    await store.ack_outbox_many([e.field for e in first])
+    reader.resolve(e.field for e in first)
+
+    seed(1)
+    late = await reader.read_new(10, now=2.0)
+
+    assert [e.field for e in first] == ["2", "3"]
+    assert [(e.seq, e.field) for e in late] == [(1, "1")]
+    assert late[0].value == _value(1)
+
+
+async def test_a_commit_later_than_the_grace_is_found_by_the_reconcile(store, seed) -> None:
+    reader = store.backlog("outbox", grace_s=5.0, reconcile_interval_s=1.0)
+    await reader.start()
+    await reader.read_new(10, now=0.0)
+    seed(2, counter=2)
+    assert [e.field for e in await reader.read_new(10, now=1.0)] == ["2"]
+    await store.ack_outbox(2)
+    reader.resolve(["2"])
+    assert await reader.read_new(10, now=100.0) == []  # the gap for 1 expires
+
+    seed(1)
+    late = await reader.read_new(10, now=101.0)
+
+    assert [e.field for e in late] == ["1"]
+
+
+async def test_a_burned_seq_never_stalls_later_entries(store, seed) -> None:
+    reader = store.backlog("outbox", grace_s=30.0)
+    await reader.start()
+    await reader.read_new(10, now=0.0)
+    seed(2, 3, 4, counter=4)  # seq 1 was burned by an aborted transaction
+
+    got = await reader.read_new(10, now=1.0)
+    await store.ack_outbox_many(e.field for e in got)
+    reader.resolve(e.field for e in got)
+    await reader.read_new(10, now=60.0)
+
+    assert [e.seq for e in got] == [2, 3, 4]
+    assert reader.low_water_mark == 5
+
+
+async def test_malformed_fields_come_back_with_no_seq(store, raw, prefix, seed) -> None:
+    seed(1, counter=1)
+    raw.hset(f"{prefix}:outbox", "not-a-seq", b"{}")
+    reader = store.backlog("outbox")
+    await reader.start()
+
+    got = await reader.read_new(10, now=0.0)
+    got += await reader.read_new(10, now=0.5)
+
+    assert [(e.field, e.seq) for e in got] == [("1", 1), ("not-a-seq", None)]
+
+
+async def test_checkpoint_persists_the_low_water_mark_and_start_resumes_there(
+    store, raw, prefix, seed
+) -> None:
+    seed(*range(1, 11), counter=10)
+    reader = store.backlog("outbox")
+    await reader.start()
+    got = await reader.read_new(4, now=0.0)
+    reader.resolve(e.field for e in got[:3])
+    await reader.checkpoint()
+
+    again = store.backlog("outbox")
+    await again.start()
+    resumed = await again.read_new(3, now=0.0)
+
+    assert raw.get(f"{prefix}:relay:cursor:outbox") == b"4"
+    assert [e.seq for e in resumed] == [4, 5, 6]
+
+
+async def test_a_long_acked_prefix_is_skipped_in_few_reads(store, seed) -> None:
+    """No cursor, counter at 200k, only the last 5 seqs present: found within ~a dozen reads."""
+    seed(*range(199_996, 200_001), counter=200_000)
+    reader = store.backlog("outbox")
+    await reader.start()
+
+    reads, found = 0, []
+    while not found:
+        found = await reader.read_new(50, now=0.0)
+        reads += 1
+
+    assert [199_996 + n for n in range(5)] == [e.seq for e in found]
+    assert reads <= 200_000 // (MAX_WINDOW_FACTOR * 50) + 8
+
+
+async def test_exhausted_after_draining_everything(store, seed) -> None:
+    seed(1, 2, 3, counter=3)
+    reader = store.backlog("outbox")
+    await reader.start()
+    seen = []
+    for n in range(6):
+        got = await reader.read_new(2, now=float(n))
+        seen += got
+        await store.ack_outbox_many(e.field for e in got)
+        reader.resolve(e.field for e in got)
+        if reader.exhausted:
+            break
+
+    assert [e.seq for e in seen] == [1, 2, 3]
+    assert reader.exhausted
+    assert reader.open_count == 0
+
+
+async def test_spawns_reader_reads_the_spawns_hash(store) -> None:
+    exe = Execution(definition_id="d")
+    await store.commit(exe, [], spawns=(("c1", "r", {}), ("c2", "r", {})))
+    reader = store.backlog("spawns")
+    await reader.start()
+
+    got = await reader.read_new(10, now=0.0)
+
+    assert [e.seq for e in got] == [1, 2]
