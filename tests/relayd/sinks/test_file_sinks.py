@@ -9,6 +9,7 @@ import orjson
 import pytest
 from structlog.testing import capture_logs
 
+from relayd.envelope import Envelope
 from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Retry, SinkOptions, SinkSpec
 from relayd.sinks.jsonl import JsonlSink
@@ -18,7 +19,7 @@ from relayd.sinks.null import NullSink
 from .conftest import outbox, spawn, timer
 
 
-def batch(prefix: str = "p") -> list:
+def batch(prefix: str = "p") -> list[Envelope]:
     return [
         outbox(prefix, 1, "a"),
         outbox(prefix, 2, None),

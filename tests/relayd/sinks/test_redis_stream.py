@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import orjson
 import pytest
@@ -19,7 +19,7 @@ from .conftest import outbox, spawn, timer
 @pytest.fixture
 async def make_sink(
     backend: str, async_client: aioredis.Redis, request: pytest.FixtureRequest
-) -> AsyncIterator[object]:
+) -> AsyncIterator[MakeSink]:
     """Build a started sink on the test's backend: by URL for the real server, injected for fakeredis."""
     sinks: list[RedisStreamSink] = []
 
@@ -39,12 +39,16 @@ async def make_sink(
         await sink.close()
 
 
+MakeSink = Callable[[str], Awaitable[RedisStreamSink]]
+
+
 async def read_stream(client: aioredis.Redis, name: str) -> list[dict[bytes, bytes]]:
-    return [fields for _, fields in await client.xrange(name)]
+    entries: list[tuple[bytes, dict[bytes, bytes]]] = await client.xrange(name)  # type: ignore[assignment]
+    return [fields for _, fields in entries]
 
 
 async def test_every_envelope_arrives_in_order_with_its_fields(
-    make_sink, async_client: aioredis.Redis, prefix: str
+    make_sink: MakeSink, async_client: aioredis.Redis, prefix: str
 ) -> None:
     """One stream: entries in batch order, each with envelope JSON, id and kind."""
     sink = await make_sink(f"stream={prefix}:relay")
@@ -66,7 +70,7 @@ async def test_every_envelope_arrives_in_order_with_its_fields(
 
 
 async def test_target_placeholder_routes_per_ordering_key_in_order(
-    make_sink, async_client: aioredis.Redis, prefix: str
+    make_sink: MakeSink, async_client: aioredis.Redis, prefix: str
 ) -> None:
     """{target} gives each target its own stream, in seq order; no target goes to '_'."""
     sink = await make_sink(f"stream={prefix}:ev:{{target}}")
@@ -80,7 +84,9 @@ async def test_target_placeholder_routes_per_ordering_key_in_order(
         assert ids == [e.id for e in batch if e.ordering_key == target]
 
 
-async def test_maxlen_trims_the_stream(make_sink, async_client: aioredis.Redis, prefix: str) -> None:
+async def test_maxlen_trims_the_stream(
+    make_sink: MakeSink, async_client: aioredis.Redis, prefix: str
+) -> None:
     """maxlen=N trims approximately: far fewer than the 2000 added remain, at least N."""
     sink = await make_sink(f"stream={prefix}:trim&maxlen=50")
 
@@ -89,7 +95,7 @@ async def test_maxlen_trims_the_stream(make_sink, async_client: aioredis.Redis, 
 
     length = await async_client.xlen(f"{prefix}:trim")
     assert 50 <= length < 500
-    last = await async_client.xrevrange(f"{prefix}:trim", count=1)
+    last: list[tuple[bytes, dict[bytes, bytes]]] = await async_client.xrevrange(f"{prefix}:trim", count=1)  # type: ignore[assignment]
     assert last[0][1][b"id"] == f"{prefix}:outbox:1999".encode()
 
 
@@ -129,7 +135,7 @@ async def test_unreachable_destination_is_retry_for_the_batch_and_not_ready(pref
 
 
 async def test_wrong_type_key_is_retry_per_entry(
-    make_sink, async_client: aioredis.Redis, prefix: str
+    make_sink: MakeSink, async_client: aioredis.Redis, prefix: str
 ) -> None:
     """A destination key of the wrong type fails those entries (Retry), not the others."""
     await async_client.set(f"{prefix}:ev:a", "not a stream")
