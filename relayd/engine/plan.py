@@ -61,6 +61,7 @@ class Verdicts:
     ack: list[Held] = field(default_factory=list)
     retry: list[Held] = field(default_factory=list)  # already updated: attempts, not_before
     dead: list[Dead] = field(default_factory=list)
+    held_back: list[Held] = field(default_factory=list)  # untouched: behind a failed head
 
 
 def choose(
@@ -96,13 +97,24 @@ def judge(
 
     A ``Retry`` waits ``max(delay_s(attempts), after_s)``: the backoff, and never sooner than
     the sink asked. Reaching ``max_attempts`` attempts without delivery dead-letters the entry.
+    A ``Retry`` of an entry whose key already failed earlier in the batch is a hold-back (the
+    sink did not send it), not an attempt: the entry is left unchanged in ``held_back``.
     A sink that returns the wrong number of outcomes broke its contract: every entry retries.
     """
     if len(outcomes) != len(batch):
         error = f"sink returned {len(outcomes)} outcomes for {len(batch)} entries"
         outcomes = [Retry(error=error)] * len(batch)
     verdicts = Verdicts()
+    failed_keys: set[str] = set()
     for item, outcome in zip(batch, outcomes, strict=True):
+        key = item.envelope.ordering_key
+        if key is not None and key in failed_keys and isinstance(outcome, Retry):
+            # Held back behind an earlier failure of its own key in this batch: not an attempt
+            # of its own. It stays as it was, waiting behind that head.
+            verdicts.held_back.append(item)
+            continue
+        if key is not None and not isinstance(outcome, Delivered):
+            failed_keys.add(key)
         item.attempts += 1
         if item.first_attempt_at is None:
             item.first_attempt_at = now

@@ -1,7 +1,9 @@
 """A scriptable in-memory sink for tests and plugin authors (dramatiq's StubBroker idea).
 
 It records every envelope it is handed and answers with outcomes from a script: a callable
-``envelope -> Outcome`` (default: always ``Delivered``). Nothing leaves the process.
+``envelope -> Outcome`` (default: always ``Delivered``). Like every sink it keeps per-key
+order within a batch: after an entry is not delivered, the later entries of its ordering key
+come back as ``Retry`` without asking the script. Nothing leaves the process.
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from relayd.envelope import Envelope
-from relayd.sinks.base import DELIVERED, Delivered, Outcome
+from relayd.sinks.base import DELIVERED, Delivered, Outcome, Retry
+from relayd.sinks.per_key import HELD_BACK
 
 Script = Callable[[Envelope], Outcome]
 
@@ -44,7 +47,18 @@ class MemorySink:
         if self.raises is not None:
             exc, self.raises = self.raises, None
             raise exc
-        outcomes = [self.script(envelope) for envelope in batch]
+        outcomes: list[Outcome] = []
+        failed: set[str] = set()
+        for envelope in batch:
+            key = envelope.ordering_key
+            if key is not None and key in failed:
+                # Like every sink: never deliver past an undelivered entry of the same key.
+                outcomes.append(Retry(error=HELD_BACK))
+                continue
+            outcome = self.script(envelope)
+            if key is not None and not isinstance(outcome, Delivered):
+                failed.add(key)
+            outcomes.append(outcome)
         self.delivered += [e for e, o in zip(batch, outcomes, strict=True) if isinstance(o, Delivered)]
         return outcomes
 

@@ -1,0 +1,331 @@
+"""The sweeper over fakeredis and a real redis-server: delivery, order, retries, dead letters."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from relayd.engine.options import SweepOptions
+from relayd.engine.sweeper import Sweeper
+from relayd.metrics import RelayMetrics
+from relayd.sinks.base import DELIVERED, Permanent, Retry
+from relayd.sinks.memory import MemorySink
+from relayd.state.deadletters import list_dead_letters, purge_dead_letters, replay_dead_letters
+from relayd.state.keys import RelayKeys
+from store import AsyncRedisStore
+from store.keys import timer_member
+
+pytestmark = pytest.mark.usefixtures("backend")
+
+
+def _sweeper(client, prefix, clock, sinks=None, registry=None, **options):
+    sink = MemorySink()
+    sinks = sinks or {"outbox": sink, "spawn": sink, "timer": sink}
+    opts = SweepOptions(prefixes=(prefix,), **{"batch": 100, "backoff_base_s": 1.0, **options})
+    metrics = RelayMetrics(registry or CollectorRegistry())
+    return Sweeper(
+        AsyncRedisStore(client, prefix=prefix),
+        sinks=sinks,
+        options=opts,
+        metrics=metrics,
+        clock=clock,
+        rng=random.Random(1),
+    )
+
+
+async def _drain(sweeper, passes=10):
+    await sweeper.start()
+    for _ in range(passes):
+        result = await sweeper.run_pass()
+        if result.drained:
+            return
+    raise AssertionError("did not drain")
+
+
+async def test_pass_delivers_spawns_then_outbox_then_due_timers_and_acks_them(
+    async_client, prefix, seeder, clock
+):
+    """Everything due is delivered once, acked, and future timers stay untouched."""
+    await seeder.outbox("child", "e1")
+    await seeder.spawn("parent", "child")
+    await seeder.timer("exe", "a.b", clock.now() - 5)
+    await seeder.timer("exe", "later", clock.now() + 60)
+    sink = MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": sink, "timer": sink})
+
+    await _drain(sweeper)
+
+    assert [e.kind for e in sink.delivered] == ["spawn", "outbox", "timer"]
+    assert [e.id for e in sink.delivered][:2] == [f"{prefix}:spawn:1", f"{prefix}:outbox:1"]
+    ks = sweeper.store.keyspace
+    assert await async_client.hlen(ks.outbox) == 0
+    assert await async_client.hlen(ks.spawns) == 0
+    assert await async_client.zrange(ks.timers, 0, -1) == [timer_member("exe", "later").encode()]
+
+
+async def test_failing_head_holds_back_its_target_while_others_flow(async_client, prefix, seeder, clock):
+    """Target A's head fails again and again: A's later entries wait, B and C are all delivered."""
+    for i in range(3):
+        await seeder.outbox("A", f"a{i}")
+        await seeder.outbox("B", f"b{i}")
+        await seeder.outbox("C", f"c{i}")
+    failures = {"n": 0}
+
+    def script(env):
+        if env.body["event"]["id"] == "a0" and failures["n"] < 4:
+            failures["n"] += 1
+            return Retry("down")
+        return DELIVERED
+
+    sink = MemorySink(script)
+    sweeper = _sweeper(
+        async_client, prefix, clock, {"outbox": sink, "spawn": sink, "timer": sink}, max_attempts=10
+    )
+    await sweeper.start()
+
+    for _ in range(4):
+        await sweeper.run_pass()
+        clock.advance(1000)
+        delivered = [e.body["event"]["id"] for e in sink.delivered]
+        assert not any(d.startswith("a") for d in delivered)
+    await sweeper.run_pass()
+
+    delivered = [e.body["event"]["id"] for e in sink.delivered]
+    assert [d for d in delivered if d.startswith("a")] == ["a0", "a1", "a2"]
+    assert [d for d in delivered if d.startswith("b")] == ["b0", "b1", "b2"]
+    assert delivered.index("b2") < delivered.index("a0")
+    assert [e.attempt for e in sink.attempted if e.body["event"]["id"] == "a0"] == [1, 2, 3, 4, 5]
+
+
+async def test_retry_waits_for_its_backoff_on_the_clock(async_client, prefix, seeder, clock):
+    await seeder.outbox("A", "e")
+    outcomes = iter([Retry("nope"), DELIVERED])
+    sink = MemorySink(lambda env: next(outcomes))
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": sink, "timer": sink})
+    await sweeper.start()
+
+    first = await sweeper.run_pass()
+    clock.advance(0.49)  # equal jitter on base 1 s: the first retry waits at least 0.5 s
+    second = await sweeper.run_pass()
+    clock.advance(0.52)
+    third = await sweeper.run_pass()
+
+    assert (first.retried, second.attempted, third.delivered) == (
+        {"spawn": 0, "outbox": 1, "timer": 0},
+        0,
+        third.delivered,
+    )
+    assert third.delivered["outbox"] == 1
+    assert 0.0 < first.next_retry_in_s <= 1.0
+
+
+async def test_attempt_counts_survive_a_new_engine_instance(async_client, prefix, seeder, clock):
+    """A restart (a new Sweeper) continues the attempt count and dead-letters at max_attempts."""
+    await seeder.outbox("A", "e")
+    sink = MemorySink(lambda env: Retry("always"))
+    sinks = {"outbox": sink, "spawn": sink, "timer": sink}
+
+    for _ in range(2):
+        sweeper = _sweeper(async_client, prefix, clock, sinks, max_attempts=3)
+        await sweeper.start()
+        await sweeper.run_pass()
+        clock.advance(1000)
+    last = _sweeper(async_client, prefix, clock, sinks, max_attempts=3)
+    await last.start()
+    result = await last.run_pass()
+
+    assert [e.attempt for e in sink.attempted] == [1, 2, 3]
+    assert result.dead_lettered["outbox"] == 1
+    [dead] = await list_dead_letters(async_client, last.store.keyspace)
+    assert (dead.reason_code, dead.attempts, dead.seq, dead.id) == (
+        "max_attempts",
+        3,
+        1,
+        f"{prefix}:outbox:1",
+    )
+    assert dead.first_attempt_at < dead.last_attempt_at
+    assert await async_client.hlen(RelayKeys(last.store.keyspace).attempts("outbox")) == 0
+
+
+MALFORMED = [
+    ("outbox", "2", b"{not json", "bad_json"),
+    ("outbox", "3", json.dumps({"t": "x"}).encode(), "missing_field"),
+    ("outbox", "seven", json.dumps({"t": "x", "e": "{}"}).encode(), "bad_seq"),
+    ("outbox", "4", json.dumps({"t": ["x"], "e": "{}"}).encode(), "wrong_type"),
+    ("spawn", "2", json.dumps({"p": "a", "c": "b", "r": "c"}).encode(), "missing_field"),
+]
+
+
+async def test_malformed_entries_are_dead_lettered_with_reason_and_the_rest_delivered(
+    async_client, prefix, seeder, clock
+):
+    ks = AsyncRedisStore(async_client, prefix=prefix).keyspace
+    await seeder.outbox("t", "good-1")
+    await seeder.spawn("p", "c")
+    for kind, field, value, _ in MALFORMED:
+        key = ks.outbox if kind == "outbox" else ks.spawns
+        await async_client.incr(ks.outbox_seq if kind == "outbox" else ks.spawns_seq)
+        await async_client.hset(key, field, value)
+    await seeder.outbox("t", "good-2")
+    await seeder.timer("exe", "ok", clock.now() - 1)
+    await async_client.zadd(ks.timers, {b"no-separator": clock.now() - 2})
+    sink = MemorySink()
+    registry = CollectorRegistry()
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": sink, "timer": sink}, registry)
+
+    await _drain(sweeper)
+
+    assert sorted(e.id for e in sink.delivered) == sorted(
+        [f"{prefix}:outbox:1", f"{prefix}:outbox:6", f"{prefix}:spawn:1", f"timeout:exe:ok:{clock.now() - 1}"]
+    )
+    dead = {(d.kind, d.field or d.member): d for d in await list_dead_letters(async_client, ks)}
+    expected = {(kind, field): reason for kind, field, _, reason in MALFORMED}
+    expected["timer", "no-separator"] = "bad_member"
+    assert {k: d.reason_code for k, d in dead.items()} == expected
+    assert dead["outbox", "2"].document["value"] == "{not json"
+    assert await async_client.hlen(ks.outbox) == 0
+    assert await async_client.hlen(ks.spawns) == 0
+    assert await async_client.zcard(ks.timers) == 0
+    assert (
+        registry.get_sample_value(
+            "relayd_dead_lettered_total", {"prefix": prefix, "kind": "outbox", "reason": "bad_json"}
+        )
+        == 1
+    )
+    assert registry.get_sample_value("relayd_dead_letters", {"prefix": prefix, "kind": "outbox"}) == 4
+
+    replayed = await replay_dead_letters(async_client, ks)
+
+    assert replayed == 6
+    assert await async_client.hget(ks.outbox, "seven") == MALFORMED[2][2]
+    assert await async_client.hget(ks.outbox, "2") == b"{not json"
+    assert await async_client.zscore(ks.timers, b"no-separator") == clock.now() - 2
+    assert await list_dead_letters(async_client, ks) == []
+
+
+async def test_permanent_failure_is_dead_lettered_then_replayed_with_its_seq_and_score(
+    async_client, prefix, seeder, clock
+):
+    await seeder.outbox("A", "e1")
+    fire_at = clock.now() - 3.25
+    await seeder.timer("exe", "p", fire_at)
+    sink = MemorySink(lambda env: Permanent("http 400"))
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": sink, "timer": sink})
+    ks = sweeper.store.keyspace
+    await _drain(sweeper)
+    before = {d.id: d for d in await list_dead_letters(async_client, ks)}
+
+    replayed = await replay_dead_letters(async_client, ks, ids=[f"{prefix}:outbox:1"])
+
+    assert set(before) == {f"{prefix}:outbox:1", f"timeout:exe:p:{fire_at}"}
+    assert before[f"{prefix}:outbox:1"].reason == "http 400"
+    assert before[f"{prefix}:outbox:1"].envelope["event"]["id"] == "e1"
+    assert replayed == 1
+    assert json.loads(json.loads(await async_client.hget(ks.outbox, "1"))["e"])["id"] == "e1"
+    assert [d.id for d in await list_dead_letters(async_client, ks)] == [f"timeout:exe:p:{fire_at}"]
+
+    assert await replay_dead_letters(async_client, ks) == 1
+    assert await async_client.zscore(ks.timers, timer_member("exe", "p")) == fire_at
+
+    # A fresh relay delivers the replayed entries again (the reconcile scan finds the old seq).
+    sink.script = lambda env: DELIVERED
+    await _drain(_sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": sink, "timer": sink}))
+    assert {e.id for e in sink.delivered} == {f"{prefix}:outbox:1", f"timeout:exe:p:{fire_at}"}
+
+
+async def test_purge_deletes_dead_letters_by_kind(async_client, prefix, seeder, clock):
+    await seeder.outbox("A", "e1")
+    await seeder.spawn("p", "c")
+    sink = MemorySink(lambda env: Permanent("no"))
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": sink, "timer": sink})
+    await _drain(sweeper)
+    ks = sweeper.store.keyspace
+
+    purged_spawns = await purge_dead_letters(async_client, ks, "spawn")
+    purged_rest = await purge_dead_letters(async_client, ks)
+
+    assert (purged_spawns, purged_rest) == (1, 1)
+    assert await list_dead_letters(async_client, ks) == []
+
+
+async def test_rearmed_timer_is_not_deleted_by_the_ack(async_client, prefix, seeder, clock):
+    """The engine re-arms a timer while it is being delivered: the score-guarded ack keeps it."""
+    await seeder.timer("exe", "p", clock.now() - 1)
+    new_fire_at = clock.now() + 30
+
+    async def rearm_during_delivery(batch):
+        await seeder.timer("exe", "p", new_fire_at)
+        return [DELIVERED] * len(batch)
+
+    sink = MemorySink()
+    sink.deliver = rearm_during_delivery
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": sink, "timer": sink})
+    await sweeper.start()
+
+    result = await sweeper.run_pass()
+
+    assert result.delivered["timer"] == 1
+    assert await async_client.zscore(sweeper.store.keyspace.timers, timer_member("exe", "p")) == new_fire_at
+
+
+async def test_outbox_to_a_child_waits_for_its_pending_spawn(async_client, prefix, seeder, clock):
+    await seeder.spawn("parent", "kid")
+    await seeder.outbox("kid", "to-kid")
+    await seeder.outbox("other", "to-other")
+    spawn_sink = MemorySink(lambda env: Retry("not yet"))
+    outbox_sink = MemorySink()
+    sweeper = _sweeper(
+        async_client, prefix, clock, {"outbox": outbox_sink, "spawn": spawn_sink, "timer": outbox_sink}
+    )
+    await sweeper.start()
+
+    await sweeper.run_pass()
+    waiting = [e.body["event"]["id"] for e in outbox_sink.delivered]
+    spawn_sink.script = lambda env: DELIVERED
+    clock.advance(100)
+    await sweeper.run_pass()
+
+    assert waiting == ["to-other"]
+    assert [e.body["event"]["id"] for e in outbox_sink.delivered] == ["to-other", "to-kid"]
+
+
+async def test_metrics_match_deliveries(async_client, prefix, seeder, clock):
+    for i in range(5):
+        await seeder.outbox(f"t{i}", f"e{i}")
+    await seeder.timer("exe", "p", clock.now() - 2)
+    await seeder.timer("exe", "q", clock.now() + 100)
+    registry = CollectorRegistry()
+    outcomes = {"e0": [Retry("x"), DELIVERED]}
+
+    def script(env):
+        queue = outcomes.get(env.body.get("event", {}).get("id"))
+        return queue.pop(0) if queue else DELIVERED
+
+    sink = MemorySink(script)
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": sink, "timer": sink}, registry)
+    await sweeper.start()
+
+    await sweeper.run_pass()
+    assert (
+        registry.get_sample_value("relayd_oldest_due_age_seconds", {"prefix": prefix, "kind": "outbox"}) == 0
+    )
+    clock.advance(5)
+    await sweeper.run_pass()
+
+    def value(name, **labels):
+        return registry.get_sample_value(name, {"prefix": prefix, **labels})
+
+    assert value("relayd_delivered_total", kind="outbox") == 5
+    assert value("relayd_delivered_total", kind="timer") == 1
+    assert value("relayd_delivery_attempts_total", kind="outbox", outcome="retry") == 1
+    assert value("relayd_delivery_attempts_total", kind="outbox", outcome="delivered") == 5
+    assert value("relayd_backlog_entries", kind="outbox") == 0
+    assert value("relayd_backlog_entries", kind="timer") == 0
+    assert value("relayd_timer_lag_seconds_count") == 1
+    assert value("relayd_timer_lag_seconds_sum") == pytest.approx(2.0)
+    assert value("relayd_sweep_duration_seconds_count") == 2
+    assert value("relayd_sink_latency_seconds_count", kind="outbox") == 2
+    assert value("relayd_last_sweep_timestamp_seconds") == clock.now()

@@ -1,0 +1,184 @@
+"""The relayd/1 envelope builders: every field per DESIGN §3, and malformed shapes refused."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+from harel.engine.core import timeout_event as harel_timeout_event
+
+from relayd.envelope import (
+    outbox_envelope,
+    restamp,
+    spawn_envelope,
+    timer_envelope,
+    timer_event_id,
+)
+from store.backlog import RawEntry, RawTimer
+from store.errors import MalformedEntry
+
+
+def _outbox_value(target, event) -> bytes:
+    return json.dumps({"t": target, "e": json.dumps(event)}).encode()
+
+
+def test_outbox_envelope_has_every_field():
+    """An outbox entry becomes P:outbox:{seq} with the event parsed into an object."""
+    event = {"id": "e1", "kind": "Go", "data": {"n": 1}}
+    entry = RawEntry("17", 17, _outbox_value("exe-2", event))
+
+    env = outbox_envelope(entry, prefix="stm", attempt=3, relayed_at=12.5)
+
+    assert env.body == {
+        "v": "relayd/1",
+        "kind": "outbox",
+        "id": "stm:outbox:17",
+        "prefix": "stm",
+        "attempt": 3,
+        "relayed_at": 12.5,
+        "seq": 17,
+        "target_id": "exe-2",
+        "event": event,
+    }
+    assert (env.id, env.kind, env.prefix, env.attempt, env.ordering_key) == (
+        "stm:outbox:17",
+        "outbox",
+        "stm",
+        3,
+        "exe-2",
+    )
+    assert orjson.loads(env.to_json()) == env.body
+
+
+def test_outbox_envelope_without_target_has_null_target_and_no_ordering_key():
+    entry = RawEntry("1", 1, _outbox_value(None, {"id": "x", "kind": "K"}))
+
+    env = outbox_envelope(entry, prefix="p", attempt=1, relayed_at=0.0)
+
+    assert env.body["target_id"] is None
+    assert env.ordering_key is None
+
+
+def test_spawn_envelope_has_every_field():
+    value = json.dumps({"p": "parent", "c": "child", "r": "root.a", "x": {"k": [1, 2]}}).encode()
+
+    env = spawn_envelope(RawEntry("4", 4, value), prefix="stm", attempt=1, relayed_at=9.0)
+
+    assert env.body == {
+        "v": "relayd/1",
+        "kind": "spawn",
+        "id": "stm:spawn:4",
+        "prefix": "stm",
+        "attempt": 1,
+        "relayed_at": 9.0,
+        "seq": 4,
+        "parent_id": "parent",
+        "child_id": "child",
+        "root_path": "root.a",
+        "context": {"k": [1, 2]},
+    }
+    assert env.ordering_key == "child"
+
+
+@pytest.mark.parametrize(
+    ("execution_id", "path", "fire_at"),
+    [("exe-1", "a.b", 1_700_000_000.5), ("e:with:colons", "p q", 1_700_000_000.0), ("ünï", "x", 1e9 + 1 / 3)],
+    ids=["fraction", "colons-space-whole", "unicode-repeating"],
+)
+def test_timer_envelope_carries_harels_own_timeout_event(execution_id, path, fire_at):
+    """The timer id and event equal, id and payload, what harel's timeout_event builds."""
+    member = f"{execution_id}\x00{path}".encode()
+    expected = harel_timeout_event(execution_id, path, fire_at).model_dump(mode="json")
+
+    env = timer_envelope(RawTimer(member, fire_at), prefix="stm", attempt=2, relayed_at=5.0)
+
+    assert env.id == expected["id"] == timer_event_id(execution_id, path, fire_at)
+    assert env.body["event"] == {"id": expected["id"], "kind": expected["kind"], "data": expected["data"]}
+    assert env.body == {
+        "v": "relayd/1",
+        "kind": "timer",
+        "id": expected["id"],
+        "prefix": "stm",
+        "attempt": 2,
+        "relayed_at": 5.0,
+        "execution_id": execution_id,
+        "path": path,
+        "fire_at": fire_at,
+        "event": env.body["event"],
+    }
+    assert isinstance(env.body["fire_at"], float)
+    assert env.ordering_key == execution_id
+
+
+def test_restamp_changes_only_attempt_and_relayed_at():
+    env = outbox_envelope(
+        RawEntry("1", 1, _outbox_value("t", {"id": "a"})), prefix="p", attempt=1, relayed_at=1.0
+    )
+
+    again = restamp(env, attempt=2, relayed_at=7.0)
+
+    assert (again.attempt, again.body["attempt"], again.body["relayed_at"]) == (2, 2, 7.0)
+    assert {k: v for k, v in again.body.items() if k not in ("attempt", "relayed_at")} == {
+        k: v for k, v in env.body.items() if k not in ("attempt", "relayed_at")
+    }
+    assert env.body["attempt"] == 1
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("1", b"{not json", "bad_json"),
+        ("1", b"[1, 2]", "wrong_type"),
+        ("1", json.dumps({"e": "{}"}).encode(), "missing_field"),
+        ("1", json.dumps({"t": "x"}).encode(), "missing_field"),
+        ("1", json.dumps({"t": 5, "e": "{}"}).encode(), "wrong_type"),
+        ("1", json.dumps({"t": "x", "e": {"id": "obj"}}).encode(), "wrong_type"),
+        ("1", json.dumps({"t": "x", "e": "not json"}).encode(), "bad_json"),
+        ("1", json.dumps({"t": "x", "e": "[1]"}).encode(), "wrong_type"),
+        ("abc", _outbox_value("x", {"id": "a"}), "bad_seq"),
+    ],
+    ids=[
+        "bad-json",
+        "not-object",
+        "missing-t",
+        "missing-e",
+        "t-not-string",
+        "e-not-string",
+        "e-bad-json",
+        "e-not-object",
+        "non-integer-seq",
+    ],
+)
+def test_malformed_outbox_entry_raises_with_reason(field, value, reason):
+    seq = int(field) if field.isdigit() else None
+
+    with pytest.raises(MalformedEntry) as caught:
+        outbox_envelope(RawEntry(field, seq, value), prefix="p", attempt=1, relayed_at=0.0)
+
+    assert caught.value.reason == reason
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (b"\xff\xfe", "bad_json"),
+        (json.dumps({"p": "a", "c": "b", "r": "c"}).encode(), "missing_field"),
+        (json.dumps({"p": "a", "c": 3, "r": "c", "x": {}}).encode(), "wrong_type"),
+        (json.dumps({"p": "a", "c": "b", "r": "c", "x": "ctx"}).encode(), "wrong_type"),
+    ],
+    ids=["not-utf8", "missing-x", "child-not-string", "context-not-object"],
+)
+def test_malformed_spawn_entry_raises_with_reason(value, reason):
+    with pytest.raises(MalformedEntry) as caught:
+        spawn_envelope(RawEntry("1", 1, value), prefix="p", attempt=1, relayed_at=0.0)
+
+    assert caught.value.reason == reason
+
+
+@pytest.mark.parametrize("member", [b"no-separator", b"\xff\x00path"], ids=["no-nul", "not-utf8"])
+def test_malformed_timer_member_raises_bad_member(member):
+    with pytest.raises(MalformedEntry) as caught:
+        timer_envelope(RawTimer(member, 1.0), prefix="p", attempt=1, relayed_at=0.0)
+
+    assert caught.value.reason == "bad_member"
