@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -21,6 +22,8 @@ from relayd.sinks.webhook import WebhookSink
 from .conftest import outbox
 
 PLUGIN_DIR = Path(__file__).parents[2] / "plugins" / "relayd-test-sink"
+#: Build and install offline: the build backend (hatchling) is already installed.
+PIP_OFFLINE = ("--quiet", "--no-deps", "--no-index", "--no-build-isolation", "--disable-pip-version-check")
 
 
 class RecordingSink:
@@ -128,20 +131,7 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     site = tmp_path_factory.mktemp("plugin-site")
     build = tmp_path_factory.mktemp("plugin-build")
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-index",
-            "--no-build-isolation",
-            "--disable-pip-version-check",
-            "--target",
-            str(site),
-            str(PLUGIN_DIR),
-        ],
+        [sys.executable, "-m", "pip", "install", *PIP_OFFLINE, "--target", str(site), str(PLUGIN_DIR)],
         check=True,
         cwd=build,
         capture_output=True,
@@ -166,3 +156,31 @@ async def test_plugin_distribution_resolves_by_name(
     assert sink.target == "some/target"  # type: ignore[attr-defined]
     assert list(outcomes) == [DELIVERED, DELIVERED]
     assert sink.ids == ["p:outbox:1", "p:outbox:2"]  # type: ignore[attr-defined]
+
+
+EXAMPLE_DIR = Path(__file__).parents[3] / "deploy" / "plugin-example"
+
+
+async def test_deploy_plugin_example_installs_and_works(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The documented example plugin builds, registers sqlite under relayd.sinks, and stores envelopes."""
+    site = tmp_path_factory.mktemp("example-site")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", *PIP_OFFLINE, "--target", str(site), str(EXAMPLE_DIR)],
+        check=True,
+        capture_output=True,
+    )
+    monkeypatch.syspath_prepend(str(site))
+    db = tmp_path / "out.db"
+
+    sink = resolve_sink(f"sqlite:{db}", SinkOptions())
+    await sink.start()
+    outcomes = await sink.deliver([outbox("p", 1, "a"), outbox("p", 1, "a"), outbox("p", 2, "b")])
+    await sink.close()
+
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT id, kind FROM envelopes ORDER BY id").fetchall()
+    conn.close()
+    assert list(outcomes) == [DELIVERED] * 3
+    assert rows == [("p:outbox:1", "outbox"), ("p:outbox:2", "outbox")]
