@@ -254,6 +254,28 @@ class RedisCluster:
 
     # -- convergence ---------------------------------------------------------------------
 
+    def wait_replicated(self, timeout_s: float = 10.0) -> None:
+        """Wait until every live replica has applied everything its master wrote so far.
+
+        Replication is asynchronous: call this before killing a master when the test expects
+        the writes made so far to survive the failover.
+        """
+
+        def caught_up() -> bool:
+            for node in self.nodes:
+                info = node.replication_info() if node.alive else None
+                if info is None or info.get("role") != "master":
+                    continue
+                offset = int(str(info.get("master_repl_offset", 0)))
+                for name, value in info.items():
+                    # slaveN: {"ip": ..., "port": ..., "offset": ...} (redis-py parses the line)
+                    lagging = isinstance(value, dict) and int(value.get("offset", -1)) < offset
+                    if name.startswith("slave") and lagging:
+                        return False
+            return True
+
+        self._wait(caught_up, time.monotonic() + timeout_s, "replicas to catch up")
+
     def wait_ok(self, timeout_s: float = 20.0) -> None:
         """Wait until every live node says ``cluster_state:ok`` and every replica is in sync."""
         self._wait(lambda: self._all_ok() and self._replicas_linked(), time.monotonic() + timeout_s, "ok")

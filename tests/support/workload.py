@@ -21,13 +21,25 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from store import Event, Execution, RedisStore, Status, StoreConflict, TimerOp
+from store import Event, Execution, Keyspace, RedisStore, Status, StoreConflict, TimerOp, parse_timer_member
 
 
 def timer_event_id(execution_id: str, path: str, fire_at: float) -> str:
     """The delivery id of a timer (DESIGN §3): fire_at rendered by ``str(float)``."""
     return f"timeout:{execution_id}:{path}:{float(fire_at)}"
+
+
+def stored_ids(client: Any, prefix: str) -> set[str]:
+    """Every delivery id present under ``prefix`` right now (outbox, spawns, timers)."""
+    keys = Keyspace(prefix)
+    ids = {f"{prefix}:outbox:{field.decode()}" for field in client.hkeys(keys.outbox)}
+    ids |= {f"{prefix}:spawn:{field.decode()}" for field in client.hkeys(keys.spawns)}
+    for member, score in client.zrange(keys.timers, 0, -1, withscores=True):
+        execution_id, path = parse_timer_member(member)
+        ids.add(timer_event_id(execution_id, path, score))
+    return ids
 
 
 @dataclass

@@ -6,7 +6,7 @@ import time
 
 import pytest
 import redis
-from support.workload import Workload, timer_event_id
+from support.workload import Workload, stored_ids, timer_event_id
 
 from store import RedisStore
 
@@ -14,16 +14,6 @@ from store import RedisStore
 @pytest.fixture
 def store(sync_client: redis.Redis, prefix: str) -> RedisStore:
     return RedisStore(sync_client, prefix=prefix)
-
-
-def _stored_ids(client: redis.Redis, prefix: str) -> set[str]:
-    """Every delivery id present in the prefix's outbox, spawns and timers right now."""
-    ids = {f"{prefix}:outbox:{f.decode()}" for f in client.hkeys(f"{prefix}:outbox")}
-    ids |= {f"{prefix}:spawn:{f.decode()}" for f in client.hkeys(f"{prefix}:spawns")}
-    for member, score in client.zrange(f"{prefix}:timers", 0, -1, withscores=True):
-        execution_id, _, path = member.decode().partition("\x00")
-        ids.add(timer_event_id(execution_id, path, score))
-    return ids
 
 
 def test_ledger_is_exactly_what_was_committed(
@@ -35,7 +25,7 @@ def test_ledger_is_exactly_what_was_committed(
     ledger = workload.run(60)
 
     assert ledger.commits == 60
-    assert set(ledger.committed) == _stored_ids(sync_client, prefix)
+    assert set(ledger.committed) == stored_ids(sync_client, prefix)
     assert len(ledger.committed) == len(set(ledger.committed))
     assert all(ledger.of_kind(kind) for kind in ("outbox", "spawn", "timer"))
 
@@ -50,7 +40,7 @@ def test_aborted_transactions_burn_seqs_that_never_commit(
 
     assert (ledger.commits, ledger.aborted) == (30, 10)
     assert ledger.burned
-    assert not set(ledger.burned) & _stored_ids(sync_client, prefix)
+    assert not set(ledger.burned) & stored_ids(sync_client, prefix)
     outbox_top = int(sync_client.get(f"{prefix}:outbox:seq"))
     outbox_ids = set(ledger.of_kind("outbox")) | {b for b in ledger.burned if ":outbox:" in b}
     assert outbox_ids == {f"{prefix}:outbox:{seq}" for seq in range(1, outbox_top + 1)}
@@ -84,7 +74,7 @@ def test_thread_commits_until_stopped(store: RedisStore, sync_client: redis.Redi
     ledger = workload.stop()
 
     assert ledger.commits > 5
-    assert set(ledger.committed) == _stored_ids(sync_client, prefix)
+    assert set(ledger.committed) == stored_ids(sync_client, prefix)
 
 
 def test_thread_failure_is_raised_by_stop(store: RedisStore) -> None:
