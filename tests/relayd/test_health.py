@@ -1,0 +1,53 @@
+"""The probes: liveness from loop progress, readiness from Redis and the sinks."""
+
+from __future__ import annotations
+
+from relayd.health import Health, HealthSnapshot, healthz, readyz
+
+
+def test_healthz_fails_once_the_loop_stops_making_progress():
+    snap = HealthSnapshot(last_progress_s=100.0)
+
+    fresh = healthz(snap, now_s=130.0, stale_after_s=60.0)
+    stale = healthz(snap, now_s=161.0, stale_after_s=60.0)
+
+    assert (fresh.ok, fresh.status) == (True, 200)
+    assert (stale.ok, stale.status, stale.reason) == (False, 503, "no progress for 61.0s")
+
+
+def test_readyz_names_what_is_not_ready():
+    redis_down = readyz(HealthSnapshot(redis_error="ConnectionError"))
+    sink_down = readyz(
+        HealthSnapshot(redis_error=None, sinks_ready={"outbox:webhook": False, "timer:log": True})
+    )
+    ok = readyz(HealthSnapshot(redis_error=None, sinks_ready={"outbox:log": True}))
+
+    assert (redis_down.status, redis_down.reason) == (503, "redis: ConnectionError")
+    assert (sink_down.status, sink_down.reason) == (503, "sink not ready: outbox:webhook")
+    assert (ok.status, ok.reason) == (200, "ok")
+
+
+def test_health_asks_the_sinks_at_probe_time_and_treats_errors_as_not_ready():
+    health = Health()
+    state = {"ready": False}
+
+    def broken() -> bool:
+        raise RuntimeError
+
+    health.watch_sinks({"a": lambda: state["ready"], "b": lambda: True})
+    health.redis_ok()
+    before = health.ready()
+    state["ready"] = True
+    after = health.ready()
+    health.watch_sinks({"c": broken})
+
+    assert (before.ok, after.ok, health.ready().ok) == (False, True, False)
+
+
+def test_not_ready_before_redis_answered_and_while_stopping():
+    health = Health()
+    starting = health.ready()
+    health.redis_ok()
+    health.stopping()
+
+    assert (starting.ok, health.ready().reason) == (False, "shutting down")

@@ -1,0 +1,62 @@
+"""/metrics, /healthz and /readyz over real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+
+from relayd.health import Health
+from relayd.http import serve_http
+from relayd.metrics import RelayMetrics
+
+
+@pytest.fixture
+def served():
+    registry = CollectorRegistry()
+    metrics = RelayMetrics(registry)
+    metrics.add_prefix("stm")
+    health = Health(stale_after_s=30)
+    handle = serve_http("127.0.0.1", 0, registry, health)
+    yield f"http://127.0.0.1:{handle.port}", metrics, health
+    handle.close()
+
+
+def test_metrics_endpoint_serves_prometheus_text(served):
+    base, metrics, _ = served
+    metrics.delivered.labels("stm", "outbox").inc(7)
+
+    response = httpx.get(f"{base}/metrics")
+
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    assert 'relayd_delivered_total{kind="outbox",prefix="stm"} 7.0' in response.text
+
+
+def test_readyz_is_503_with_the_reason_until_redis_answers(served):
+    base, _, health = served
+    health.watch_sinks({"outbox:log": lambda: True})
+
+    before = httpx.get(f"{base}/readyz")
+    health.redis_ok()
+    after = httpx.get(f"{base}/readyz")
+    health.redis_failed("ConnectionError")
+    again = httpx.get(f"{base}/readyz")
+
+    assert (before.status_code, after.status_code, again.status_code) == (503, 200, 503)
+    assert again.text.strip() == "redis: ConnectionError"
+
+
+def test_healthz_turns_503_when_the_loop_stalls(served):
+    base, _, health = served
+
+    health.progress(time.monotonic())
+    live = httpx.get(f"{base}/healthz")
+    health.progress(time.monotonic() - 31)
+    stalled = httpx.get(f"{base}/healthz")
+
+    assert (live.status_code, live.text.strip()) == (200, "ok")
+    assert stalled.status_code == 503
+    assert stalled.text.startswith("no progress for")
