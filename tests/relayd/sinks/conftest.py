@@ -5,8 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support.tls import tls_redis_server
 
 from relayd.envelope import Envelope
+
+# a fixture imported into a conftest is registered for the tests below it
+__all__ = ["tls_redis_server"]
 
 RELAYED_AT = 1_700_000_000.0
 

@@ -8,6 +8,7 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 from conftest import RedisServer, free_port
+from support.tls import TlsRedisServer
 
 from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec
@@ -181,3 +182,24 @@ async def test_plaintext_remote_allowed_with_the_flag() -> None:
     )
 
     assert sink.name == "redis-stream"
+
+
+async def test_tls_destination_is_verified_with_the_configured_ca(tls_redis_server: TlsRedisServer) -> None:
+    """rediss:// with the right CA delivers; with an unrelated CA the handshake fails into Retry."""
+    spec = parse_sink_spec(f"redis-stream:{tls_redis_server.url}?stream=tls")
+    good = RedisStreamSink(spec, SinkOptions(redis_ca_file=str(tls_redis_server.ca_path)))
+    bad = RedisStreamSink(spec, SinkOptions(redis_ca_file=str(tls_redis_server.wrong_ca_path)))
+    for sink in (good, bad):
+        await sink.start()
+
+    delivered = await good.deliver([outbox("p", 1, "a")])
+    refused = await bad.deliver([outbox("p", 2, "a")])
+    for sink in (good, bad):
+        await sink.close()
+
+    client = tls_redis_server.client()
+    assert list(delivered) == [DELIVERED]
+    assert isinstance(refused[0], Retry)
+    assert not bad.ready()
+    assert [f[b"id"] for _, f in client.xrange("tls")] == [b"p:outbox:1"]  # type: ignore[union-attr]
+    client.close()
