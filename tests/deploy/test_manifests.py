@@ -3,9 +3,11 @@ Compose example is wired together (services, env, ports, mounts). No Docker daem
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tomllib
@@ -118,6 +120,35 @@ def test_dockerfile_is_multi_stage_non_root_with_the_relayd_entrypoint() -> None
         assert f"org.opencontainers.image.{label}=" in labels
     # Only the base image's own pip runs in the final stage; no compiler is ever installed.
     assert not re.search(r"apt-get install|build-essential|gcc", runs)
+
+
+def healthcheck_argv(port: int) -> tuple[list[str], dict[str, str]]:
+    """The image's HEALTHCHECK command, run with this interpreter against ``port``."""
+    (args,) = (a for keyword, a in dockerfile_instructions() if keyword == "HEALTHCHECK")
+    argv = json.loads(args.split(" CMD ", 1)[1])
+    assert argv[0] == "python"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYD_")}
+    return [sys.executable, *argv[1:]], env | {"RELAYD_METRICS_ADDR": f"0.0.0.0:{port}"}
+
+
+def test_the_image_healthcheck_passes_against_a_live_relayd(relayd_metrics_port: int) -> None:
+    """The HEALTHCHECK's one-liner asks /healthz on the port RELAYD_METRICS_ADDR names."""
+    argv, env = healthcheck_argv(relayd_metrics_port)
+
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=30)
+
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_image_healthcheck_fails_when_nothing_answers() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed_port = int(sock.getsockname()[1])
+    argv, env = healthcheck_argv(closed_port)
+
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=30)
+
+    assert result.returncode != 0
 
 
 def test_dockerignore_allows_exactly_what_the_wheel_is_built_from() -> None:

@@ -9,25 +9,18 @@ and unit-tests the rules where it is installed.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import socket
 import subprocess
-import sys
-import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import promql_parser
 import pytest
 import yaml
 from prometheus_client.metrics_core import Metric
-from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "relayd-rules.yml"
@@ -352,83 +345,6 @@ def test_promtool_checks_and_unit_tests_the_rules() -> None:
 # --- against a running relayd ------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _seed(client: Any, prefix: str, now_s: float) -> None:
-    """Leave one entry of each kind plus a malformed outbox entry, the way an engine's commit would.
-
-    Written with raw commands in DESIGN §2's shapes so this test depends on relayd alone.
-    """
-    event = json.dumps({"id": "ev-1", "kind": "Ping", "data": {}})
-    client.hset(f"{prefix}:outbox", "1", json.dumps({"t": "exe-1", "e": event}))
-    client.hset(f"{prefix}:outbox", "2", "not json")
-    client.set(f"{prefix}:outbox:seq", 2)
-    client.hset(f"{prefix}:spawns", "1", json.dumps({"p": "exe-1", "c": "exe-1.child", "r": "root", "x": {}}))
-    client.set(f"{prefix}:spawns:seq", 1)
-    client.zadd(f"{prefix}:timers", {"exe-1\x00root.waiting": now_s - 5.0})
-
-
-def _families(text: str) -> list[Metric]:
-    return list(text_string_to_metric_families(text))
-
-
-def _settled(families: list[Metric]) -> bool:
-    """The seeded entries have gone through: a delivery of each kind and one dead letter."""
-    delivered_kinds = {
-        s.labels.get("kind")
-        for f in families
-        for s in f.samples
-        if s.name == "relayd_delivered_total" and s.value >= 1
-    }
-    dead = sum(s.value for f in families for s in f.samples if s.name == "relayd_dead_lettered_total")
-    return len(delivered_kinds) >= 3 and dead >= 1
-
-
-@pytest.fixture(scope="module")
-def scraped_families(redis_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Metric]]:
-    """Start ``relayd sweep`` against the real Redis, let it relay a seeded backlog, scrape it."""
-    prefix = "deploy" + uuid.uuid4().hex[:10]
-    _seed(redis_server.client(), prefix, time.time())
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("relayd") / "relayd.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYD_")}
-    argv = [sys.executable, "-m", "relayd", "sweep", "--redis-url", redis_server.url, "--prefix", prefix]
-    argv += ["--sink", "log", "--metrics-addr", f"127.0.0.1:{port}", "--log-format", "json"]
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        families: list[Metric] = []
-        deadline = time.monotonic() + 30.0
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                response = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2.0)
-            except httpx.TransportError:
-                response = None
-            if response is not None and response.status_code == 200:
-                families = _families(response.text)
-                if _settled(families):
-                    break
-            time.sleep(0.2)
-        if not _settled(families):
-            state = "exited with " + str(proc.returncode) if proc.poll() is not None else "still running"
-            pytest.fail(
-                f"relayd ({state}) did not relay the seeded backlog and serve it on /metrics within 30 s:\n"
-                + log_path.read_text(errors="replace")[-3000:]
-            )
-        yield families
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def exported_series(families: list[Metric]) -> dict[str, frozenset[str]]:
     """Every series name a scrape of these families can give Prometheus, with its labels."""
     suffixes = {
@@ -446,10 +362,10 @@ def exported_series(families: list[Metric]) -> dict[str, frozenset[str]]:
     return {name: frozenset(labels) for name, labels in series.items()}
 
 
-def test_a_running_relayd_exports_every_design_metric_with_its_labels(scraped_families: list[Metric]) -> None:
+def test_a_running_relayd_exports_every_design_metric_with_its_labels(relayd_families: list[Metric]) -> None:
     """The DESIGN table above is what relayd really exports, labels included, so the static
     checks are checks against reality."""
-    exported = exported_series(scraped_families)
+    exported = exported_series(relayd_families)
     design = series_labels()
 
     missing = sorted(name for name in design if name not in PROMETHEUS_SERIES and name not in exported)
@@ -463,11 +379,9 @@ def test_a_running_relayd_exports_every_design_metric_with_its_labels(scraped_fa
     assert label_drift == {}
 
 
-def test_rules_and_dashboard_name_only_series_a_running_relayd_exports(
-    scraped_families: list[Metric],
-) -> None:
+def test_rules_and_dashboard_name_only_series_a_running_relayd_exports(relayd_families: list[Metric]) -> None:
     """Scrape-checked: every name and label the rules and the dashboard use is really exported."""
-    exported = exported_series(scraped_families)
+    exported = exported_series(relayd_families)
     # Series relayd exports without samples yet fall back to their DESIGN labels.
     known = {
         name: labels or series_labels().get(name, frozenset()) for name, labels in exported.items()
