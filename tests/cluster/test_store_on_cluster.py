@@ -13,6 +13,7 @@ import pytest
 import redis.asyncio.cluster as aiocluster
 from redis.cluster import RedisCluster as ClusterClient
 from redis.crc import key_slot
+from support.cluster import RedisCluster
 from support.workload import Workload, stored_ids
 
 from store import (
@@ -41,7 +42,7 @@ def _seed(client: ClusterClient, prefix: str, outbox: int = 0, spawns: int = 0) 
     The read, ack and timer tests seed this way so that each tests one store operation.
     """
     space = Keyspace(prefix)
-    pipe = client.pipeline()
+    pipe = client.pipeline()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
     for seq in range(1, outbox + 1):
         event = orjson.dumps({"id": f"ev-{seq}", "kind": "N", "data": {"n": seq}}).decode()
         pipe.hset(space.outbox, str(seq), orjson.dumps({"t": None, "e": event}))
@@ -78,7 +79,9 @@ def test_sync_commit_fast_and_complex_paths(cluster_client: ClusterClient, clust
     )
 
     assert seqs == [1, 2]
-    assert store.load("e1").version == 2
+    loaded = store.load("e1")
+    assert loaded is not None
+    assert loaded.version == 2
     assert store.is_processed("e1", "evt-1")
     assert [(e.seq, e.target_id) for e in store.pending_outbox()] == [(1, "e2"), (2, None)]
     assert [s.child_id for s in store.pending_spawns()] == ["e1.child"]
@@ -106,7 +109,9 @@ async def test_async_commit_fast_and_complex_paths(
     )
 
     assert seqs == [1]
-    assert (await store.load("a1")).version == 2
+    loaded = await store.load("a1")
+    assert loaded is not None
+    assert loaded.version == 2
     assert [e.target_id for e in await store.pending_outbox(limit=10)] == ["a2"]
     assert [s.child_id for s in await store.pending_spawns(limit=10)] == ["a1.child"]
     with pytest.raises(StoreConflict):
@@ -189,7 +194,7 @@ def test_workload_ledger_matches_the_cluster(cluster_client: ClusterClient, clus
 
 
 @pytest.mark.crash
-def test_store_continues_after_a_master_fails_over(redis_cluster, cluster_prefix: str) -> None:
+def test_store_continues_after_a_master_fails_over(redis_cluster: RedisCluster, cluster_prefix: str) -> None:
     """Kill the master of ``{shard-7}``: a replica takes over, data survives, the store goes on.
 
     Reads, acks and the timer script (EVALSHA on a node that never loaded it) run after the

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 
@@ -98,11 +99,15 @@ class ClusterNode:
         """Run one admin command; None when the node does not answer."""
         client = self.client()
         try:
-            return str(client.execute_command(*args))
+            return str(client.execute_command(*args))  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
         except redis.RedisError:
             return None
         finally:
             client.close()
+
+
+def _answers(node: ClusterNode) -> bool:
+    return node.query("PING") is not None
 
 
 class RedisCluster:
@@ -130,7 +135,7 @@ class RedisCluster:
                 node.start()
             deadline = time.monotonic() + timeout_s
             for node in self.nodes:
-                self._wait(lambda n=node: n.query("PING") is not None, deadline, f"node {node.port} start")
+                self._wait(partial(_answers, node), deadline, f"node {node.port} start")
             self._create(deadline)
             self.wait_ok(timeout_s=max(deadline - time.monotonic(), 1.0))
         except BaseException:
@@ -241,7 +246,7 @@ class RedisCluster:
         """Start a killed node again on its port and ``nodes.conf``: it rejoins as a replica."""
         node.start()
         deadline = time.monotonic() + timeout_s
-        self._wait(lambda: node.query("PING") is not None, deadline, f"restart of {node.port}")
+        self._wait(partial(_answers, node), deadline, f"restart of {node.port}")
         if self._slots_of_killed.pop(node.port, None) is not None:
             # it wakes up believing it is still master; wait until it learns it was replaced
             self._wait(lambda: self._role(node) == "slave", deadline, f"{node.port} to rejoin as replica")

@@ -22,9 +22,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal
+from typing import Any, Literal
 
 Mode = Literal["pass", "cut", "blackhole"]
 MODES: tuple[Mode, ...] = ("pass", "cut", "blackhole")
@@ -41,7 +42,7 @@ class _Link:
 
     client: asyncio.StreamWriter
     upstream: asyncio.StreamWriter | None = None
-    task: asyncio.Task[None] | None = field(default=None, repr=False)
+    task: asyncio.Task[Any] | None = field(default=None, repr=False)
 
     def abort(self) -> None:
         for writer in (self.client, self.upstream):
@@ -123,10 +124,9 @@ class TcpProxy:
     ) -> None:
         self.stop()
 
-    def _call(self, coro: object) -> None:
+    def _call(self, coro: Coroutine[object, object, None]) -> None:
         assert self._loop is not None, "proxy not started"
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
-        future.result(CALL_TIMEOUT_S)
+        asyncio.run_coroutine_threadsafe(coro, self._loop).result(CALL_TIMEOUT_S)
 
     # -- loop side -----------------------------------------------------------------------
 
@@ -187,7 +187,7 @@ class TcpProxy:
             writer.transport.abort()
             return
         self.accepted += 1
-        link = _Link(client=writer, task=asyncio.current_task())  # type: ignore[arg-type]
+        link = _Link(client=writer, task=asyncio.current_task())
         self._links.add(link)
         try:
             assert self._flowing is not None

@@ -179,7 +179,7 @@ class TlsRedisServer:
         """A verified TLS client trusting the test CA (hostname checked against the SAN)."""
         options: dict[str, object] = {"ssl_ca_certs": str(self.ca_path), "socket_timeout": 2.0}
         options.update(kwargs)
-        return redis.Redis.from_url(self.url, **options)  # type: ignore[arg-type]
+        return redis.Redis.from_url(self.url, **options)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -134,11 +134,16 @@ class Workload:
         self.ledger.committed += [timer_event_id(exe.id, t.path, t.fire_at) for t in timers]
         self.ledger.commits += 1
 
-    def _abort(self, exe: Execution, emits: list[tuple[str | None, Event]], spawns: list[object]) -> None:
+    def _abort(
+        self,
+        exe: Execution,
+        emits: list[tuple[str | None, Event]],
+        spawns: list[tuple[str, str, dict[str, Any]]],
+    ) -> None:
         # a copy one version ahead loses the version check after the seqs were allocated
         stale = exe.model_copy(update={"version": exe.version + 1000})
         try:
-            self.store.commit(stale, emits, None, spawns=spawns)  # type: ignore[arg-type]
+            self.store.commit(stale, emits, None, spawns=spawns)
         except StoreConflict:
             pass
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 import redis
@@ -12,11 +13,14 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from support.proxy import TcpProxy
 
+if TYPE_CHECKING:
+    from conftest import RedisServer
+
 PING = b"*1\r\n$4\r\nPING\r\n"
 
 
 @pytest.fixture
-def proxy(redis_server) -> Iterator[TcpProxy]:
+def proxy(redis_server: RedisServer) -> Iterator[TcpProxy]:
     with TcpProxy(redis_server.port) as running:
         yield running
 
@@ -91,7 +95,7 @@ def test_blackholed_bytes_are_released_when_traffic_passes_again(proxy: TcpProxy
     sock.close()
 
 
-def test_connections_beyond_the_bound_are_closed_on_accept(redis_server) -> None:
+def test_connections_beyond_the_bound_are_closed_on_accept(redis_server: RedisServer) -> None:
     """With ``max_connections=2`` a third connection is closed at once and counted."""
     with TcpProxy(redis_server.port, max_connections=2) as proxy:
         first, second = _raw(proxy), _raw(proxy)
@@ -108,7 +112,7 @@ def test_connections_beyond_the_bound_are_closed_on_accept(redis_server) -> None
             sock.close()
 
 
-def test_stop_closes_connections_listener_and_thread(redis_server) -> None:
+def test_stop_closes_connections_listener_and_thread(redis_server: RedisServer) -> None:
     """``stop`` leaves nothing behind: live connections see EOF, the port refuses, the thread ends."""
     proxy = TcpProxy(redis_server.port)
     proxy.start()
@@ -128,7 +132,7 @@ def test_stop_closes_connections_listener_and_thread(redis_server) -> None:
     proxy.stop()
 
 
-def test_a_proxy_can_start_cut_and_open_later(redis_server) -> None:
+def test_a_proxy_can_start_cut_and_open_later(redis_server: RedisServer) -> None:
     """Starting in ``cut`` reserves the port but refuses until the test lets traffic pass."""
     with TcpProxy(redis_server.port, mode="cut") as proxy:
         with pytest.raises(ConnectionRefusedError):
@@ -136,7 +140,9 @@ def test_a_proxy_can_start_cut_and_open_later(redis_server) -> None:
 
         proxy.set_mode("pass")
 
-        assert _client(proxy).ping()
+        client = _client(proxy)
+        assert client.ping()
+        client.close()
 
 
 def test_unknown_mode_is_refused(proxy: TcpProxy) -> None:

@@ -41,7 +41,7 @@ def test_aborted_transactions_burn_seqs_that_never_commit(
     assert (ledger.commits, ledger.aborted) == (30, 10)
     assert ledger.burned
     assert not set(ledger.burned) & stored_ids(sync_client, prefix)
-    outbox_top = int(sync_client.get(f"{prefix}:outbox:seq"))
+    outbox_top = int(sync_client.get(f"{prefix}:outbox:seq") or 0)
     outbox_ids = set(ledger.of_kind("outbox")) | {b for b in ledger.burned if ":outbox:" in b}
     assert outbox_ids == {f"{prefix}:outbox:{seq}" for seq in range(1, outbox_top + 1)}
 
