@@ -119,3 +119,39 @@ async def test_harel_async_runner_completes_on_our_async_store(definition, async
     assert await store.pending_spawns() == []
     assert int(await async_client.get(f"{prefix}:spawns:seq")) == 2
     assert int(await async_client.get(f"{prefix}:outbox:seq")) >= 2
+
+
+def _drain(worker) -> None:
+    while worker.step():
+        pass
+
+
+@pytest.mark.parametrize("execution", ["inline", "background"])
+def test_harel_worker_completes_on_our_sync_store(definition, sync_client, prefix, execution) -> None:
+    from harel.engine.distributed import DistributedRunner
+    from harel.engine.transport import RedisTransport
+
+    store = RedisStore(sync_client, prefix=prefix, **HAREL_TYPES)
+    clock = Clock()
+    transport = RedisTransport(sync_client, clock, prefix=prefix)
+    runner = DistributedRunner(store, transport, {definition.id: definition}, clock, execution=execution)
+    worker = runner.worker(clock=clock)
+
+    exe = runner.create(definition.id)
+    _drain(worker)
+    runner.send(exe.id, HarelEvent(kind="Go"))
+    _drain(worker)
+    children = list(store.load(exe.id).children)
+    runner.send(children[0], HarelEvent(kind="A"))
+    runner.send(children[1], HarelEvent(kind="B"))
+    _drain(worker)
+    clock.now_s += 10
+    fired = worker.fire_due_timers()
+    _drain(worker)
+    done = store.load(exe.id)
+
+    assert len(children) == 2
+    assert fired == 1
+    assert (done.status, done.outcome, done.active_path) == (HarelStatus.DONE, "success", "Finished")
+    assert store.pending_outbox() == []
+    assert store.pending_spawns() == []
