@@ -42,6 +42,14 @@ class ClusterError(RuntimeError):
     """The test cluster did not start or did not converge in time."""
 
 
+class PortTaken(ClusterError):
+    """A node could not bind its port: something else took it between the pick and the start."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(f"port {port} was taken by another process")
+        self.port = port
+
+
 @dataclass
 class ClusterNode:
     """One redis-server process of the test cluster."""
@@ -107,7 +115,19 @@ class ClusterNode:
 
 
 def _answers(node: ClusterNode) -> bool:
-    return node.query("PING") is not None
+    """The node's own process answers on its port (not another test's server that holds it)."""
+    if not node.alive:
+        raise PortTaken(node.port)
+    client = node.client()
+    try:
+        pid = client.info("server").get("process_id")
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+    if node.proc is None or pid != node.proc.pid:
+        raise PortTaken(node.port)
+    return True
 
 
 class RedisCluster:
@@ -125,8 +145,21 @@ class RedisCluster:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def start(self, timeout_s: float = 30.0) -> None:
-        """Start every node, create the cluster, and wait until it is healthy everywhere."""
+    def start(self, timeout_s: float = 30.0, attempts: int = 3) -> None:
+        """Start every node, create the cluster, and wait until it is healthy everywhere.
+
+        Ports are checked free when picked, but a parallel test may bind one before the node
+        does: then every node is killed and the start retried on fresh ports.
+        """
+        for attempt in range(attempts):
+            try:
+                self._start_once(timeout_s)
+                return
+            except PortTaken:
+                if attempt == attempts - 1:
+                    raise
+
+    def _start_once(self, timeout_s: float) -> None:
         self._root = Path(tempfile.mkdtemp(prefix="relayd-cluster-"))
         try:
             ports = pick_ports(self.masters * (1 + self.replicas), self._rng)

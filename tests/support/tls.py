@@ -192,8 +192,24 @@ class TlsRedisServer:
         self.proc = None
 
 
-def start_tls_redis_server(pki: Pki, *, plain_port: bool = False, timeout_s: float = 10.0) -> TlsRedisServer:
-    """Start redis-server with TLS on a free loopback port; the caller stops it."""
+def start_tls_redis_server(
+    pki: Pki, *, plain_port: bool = False, timeout_s: float = 10.0, attempts: int = 3
+) -> TlsRedisServer:
+    """Start redis-server with TLS on a free loopback port; the caller stops it.
+
+    A server that exits at once lost its port to a parallel test: it is retried on fresh ports.
+    """
+    for _ in range(attempts - 1):
+        server = _start_tls_once(pki, plain_port=plain_port, timeout_s=timeout_s)
+        if server is not None:
+            return server
+    server = _start_tls_once(pki, plain_port=plain_port, timeout_s=timeout_s)
+    if server is None:
+        raise RuntimeError("TLS redis-server could not bind a port")
+    return server
+
+
+def _start_tls_once(pki: Pki, *, plain_port: bool, timeout_s: float) -> TlsRedisServer | None:
     ports = pick_ports(2, random.Random())
     server = TlsRedisServer(pki=pki, tls_port=ports[0], plain_port=ports[1] if plain_port else None)
     argv = [
@@ -214,10 +230,12 @@ def start_tls_redis_server(pki: Pki, *, plain_port: bool = False, timeout_s: flo
     server.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            return None  # exited: the port was taken between the pick and the bind
         client = server.client(socket_timeout=0.5)
         try:
-            client.ping()
-            return server
+            if client.info("server").get("process_id") == server.proc.pid:
+                return server
         except (redis.ConnectionError, ssl.SSLError, OSError):
             time.sleep(0.02)
         finally:
