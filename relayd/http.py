@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -70,9 +71,14 @@ class HttpHandle:
 
 def serve_http(host: str, port: int, registry: CollectorRegistry, health: Health) -> HttpHandle:
     """Serve the endpoints on ``host:port`` from a daemon thread."""
-    server = make_server(
-        host, port, make_app(registry, health), ThreadingWSGIServer, handler_class=_QuietHandler
-    )
+    server_class = ThreadingWSGIServer
+    if ":" in host:  # an IPv6 literal such as "::" or "::1"
+
+        class _V6Server(ThreadingWSGIServer):
+            address_family = socket.AF_INET6
+
+        server_class = _V6Server
+    server = make_server(host, port, make_app(registry, health), server_class, handler_class=_QuietHandler)
     thread = threading.Thread(target=server.serve_forever, name="relayd-http", daemon=True)
     thread.start()
     return HttpHandle(server, thread)

@@ -178,6 +178,8 @@ class Sweeper:
             tally.read += len(fresh) + len(malformed)
             tally.full |= len(fresh) + len(malformed) >= min(batch, room)
         picked, _ = choose(lane.held.values(), now=self.clock.now(), limit=batch, blocked=blocked)
+        if picked and not self.may_deliver():
+            picked = []  # the lease was lost while reading: another replica delivers now
         tally.full |= len(picked) >= batch
         verdicts = Verdicts()
         if picked:

@@ -60,3 +60,18 @@ def test_healthz_turns_503_when_the_loop_stalls(served):
     assert (live.status_code, live.text.strip()) == (200, "ok")
     assert stalled.status_code == 503
     assert stalled.text.startswith("no progress for")
+
+
+def test_serves_on_ipv6_loopback_too():
+    registry = CollectorRegistry()
+    RelayMetrics(registry).add_prefix("stm")
+    try:
+        handle = serve_http("::1", 0, registry, Health())
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    try:
+        response = httpx.get(f"http://[::1]:{handle.port}/metrics")
+    finally:
+        handle.close()
+
+    assert "relayd_active" in response.text
