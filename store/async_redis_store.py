@@ -128,7 +128,7 @@ class AsyncRedisStore(StoreCore[ExeT, EvtT]):
             getattr(pipe, name)(*args)
         outbox_seqs, spawn_seqs, trace_index = alloc.split(await pipe.execute())
         old = exe.version
-        async with self.client.pipeline() as tx:
+        async with self.client.pipeline(transaction=True) as tx:
             try:
                 await tx.watch(plan.exe_key)
                 conflict, found = plans.version_conflict(await tx.get(plan.exe_key), old)

@@ -128,7 +128,7 @@ class RedisStore(StoreCore[ExeT, EvtT]):
             getattr(pipe, name)(*args)
         outbox_seqs, spawn_seqs, trace_index = alloc.split(pipe.execute())
         old = exe.version
-        with self.client.pipeline() as tx:
+        with self.client.pipeline(transaction=True) as tx:
             try:
                 tx.watch(plan.exe_key)
                 conflict, found = plans.version_conflict(tx.get(plan.exe_key), old)

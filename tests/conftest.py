@@ -78,6 +78,11 @@ class RedisServer:
                 self.proc.wait()
         self.proc = None
 
+    def cleanup(self) -> None:
+        """Stop the server and remove its working directory."""
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
     def client(self, **kwargs: Any) -> redis.Redis:
         return redis.Redis(port=self.port, **kwargs)
 
@@ -105,7 +110,7 @@ def redis_server() -> Iterator[RedisServer]:
     """One real redis-server for the whole session (per xdist worker); tests isolate by prefix."""
     server = start_redis_server()
     yield server
-    server.stop()
+    server.cleanup()
 
 
 @pytest.fixture
@@ -113,7 +118,7 @@ def own_redis_server() -> Iterator[RedisServer]:
     """A redis-server owned by one test, for tests that stop, restart or break it."""
     server = start_redis_server()
     yield server
-    server.stop()
+    server.cleanup()
 
 
 @pytest.fixture
