@@ -1,0 +1,84 @@
+"""The README stays true: its option table matches the real CLI, its commands match CI."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import typer.main
+
+from relayd.cli.app import app
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+#: ``relayd bench`` has its own flags, documented with the Performance section, not as configuration.
+BENCHMARK_COMMANDS = {"bench"}
+
+
+def _section(title: str) -> str:
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## )", README, re.S | re.M)
+    assert match, f"README has no '## {title}' section"
+    return match.group(1)
+
+
+def _readme_options() -> dict[str, tuple[str, str]]:
+    """``--flag -> (ENV_VAR, default cell)`` from the Configuration table."""
+    rows = {}
+    for line in _section("Configuration").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`--"):
+            rows[cells[0].strip("`")] = (cells[1].strip("`"), cells[2])
+    return rows
+
+
+def _cli_options() -> dict[str, Any]:
+    """``--flag -> click option`` for every option with an environment variable, all commands."""
+    found: dict[str, Any] = {}
+
+    def walk(command: Any) -> None:
+        for sub in getattr(command, "commands", {}).values():
+            walk(sub)
+        for param in getattr(command, "params", []):
+            if type(param).__name__.endswith("Option") and param.envvar:
+                found[param.opts[0]] = param
+
+    root = typer.main.get_command(app)
+    for name, command in root.commands.items():  # type: ignore[attr-defined]
+        if name not in BENCHMARK_COMMANDS:
+            walk(command)
+    return found
+
+
+def test_every_cli_option_with_an_env_var_is_in_the_readme_table_and_nothing_else_is() -> None:
+    """A new or renamed option fails here until the README documents it."""
+    readme, cli = _readme_options(), _cli_options()
+
+    assert sorted(readme) == sorted(cli)
+
+
+def test_the_readme_table_names_each_option_s_real_env_var_and_default() -> None:
+    """The environment variable and the shown default of each row are the CLI's own."""
+    readme, cli = _readme_options(), _cli_options()
+
+    for flag, option in cli.items():
+        env, default_cell = readme[flag]
+        assert env == option.envvar, flag
+        shown = option.show_default
+        if isinstance(shown, str):
+            assert f"`{shown}`" == default_cell, flag
+
+
+def _fenced_commands(section: str) -> list[str]:
+    return re.findall(r"```bash\n(.*?)\n```", _section(section))
+
+
+def test_the_readme_test_command_is_what_ci_runs() -> None:
+    """The second of the two commands is the last line of ``.ci/run``, verbatim after install."""
+    demo, tests = _fenced_commands("Two commands")
+    ci_lines = [line for line in (ROOT / ".ci/run").read_text().splitlines() if line and not line.startswith("#")]
+
+    assert "relayd demo" in demo
+    install, run = (part.strip() for part in tests.split("&&"))
+    assert ci_lines[-1] == run
+    assert any(line.endswith(install.removeprefix("pip install ")) for line in ci_lines)
