@@ -15,7 +15,9 @@ Security rules (DESIGN §7) are checked here, before anything connects:
 
 Prefixes: ``--prefix`` is repeatable; ``RELAYD_PREFIX`` is comma-separated. A compact range
 form expands inside a hash tag: ``{shard-0..31}`` is the 32 prefixes ``{shard-0}`` …
-``{shard-31}`` (Redis Cluster deployments that shard one engine over many slots).
+``{shard-31}`` (Redis Cluster deployments that shard one engine over many slots). On a
+cluster (``redis+cluster://``) every prefix must carry a hash tag, so all of its keys share one
+slot; an untagged prefix is a ``ConfigError``.
 """
 
 from __future__ import annotations
@@ -178,6 +180,16 @@ def _check_readable(option: str, path: Path | None) -> None:
         raise ValueError(f"{option}: {str(path)!r} is not a readable file")
 
 
+def _require_hash_tags(prefixes: tuple[str, ...]) -> None:
+    """On a cluster every key of a prefix must hash to one slot: the scripts touch several at once."""
+    untagged = [prefix for prefix in prefixes if not Keyspace(prefix).has_hash_tag]
+    if untagged:
+        raise ValueError(
+            f"on Redis Cluster every prefix needs a hash tag such as '{{shard-7}}x', so all its keys "
+            f"share one slot; {untagged[0]!r} has none"
+        )
+
+
 class Settings(BaseSettings):
     """Every relayd option (DESIGN §5, §7), validated; ``RELAYD_<NAME>`` for each."""
 
@@ -266,6 +278,8 @@ class Settings(BaseSettings):
                     f"plaintext Redis to non-loopback host {address.host!r} needs --allow-plaintext "
                     "(or use rediss://)"
                 )
+        if address.cluster:
+            _require_hash_tags(self.prefix)
         if self.webhook_secret_file is not None:
             self._webhook_secret = SecretStr(
                 read_secret_file("--webhook-secret-file", self.webhook_secret_file)
