@@ -1,0 +1,385 @@
+"""``relayd bench``: seed throwaway backlogs, drain them with the real engine, measure, clean up.
+
+Suites (``--suite``, comma-separated or ``all``):
+
+- ``drain``: per kind, seed ``backlog`` entries through ``store``, drain them with ``run_relay``
+  (``once=True``) into the sink, then drain an identical backlog the incumbent's way
+  (``relayd.bench_seed.drain_like_incumbent``) into a fresh sink of the same spec; entries/s,
+  commit-to-delivery p50/p99, Redis commands per entry, peak RSS, CPU seconds and the ratio.
+- ``scale``: per-pass cost (median of full passes, ``Sweeper.run_pass``) at a small and a large
+  outbox backlog, and the peak RSS while draining the large one.
+- ``timers``: timers coming due at ``timer_rate`` per second for ``timer_duration_s``, relayed
+  by the long-running loop at the default poll interval; p50/p99 of delivery minus fire_at.
+- ``idle``: the long-running loop on an empty prefix: Redis commands per second and CPU share.
+
+Every prefix is ``bench<hex>`` and every key under it (the default stream sink included) is
+deleted when its scenario ends, even on failure; a redis-server started here is stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import resource
+import time
+import uuid
+from array import array
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import redis
+import redis.asyncio as aioredis
+import redis.utils
+from prometheus_client import CollectorRegistry
+
+from relayd.bench_seed import drain_like_incumbent, live_count, seed
+from relayd.bench_server import bench_redis, command_calls, delete_prefix, server_cpu_s
+from relayd.bench_stats import RunFigures, commands_delta, committed_at, kind_row, percentile, sane
+from relayd.engine.clock import SYSTEM_CLOCK
+from relayd.engine.loop import run_relay
+from relayd.engine.options import SweepOptions
+from relayd.engine.sweeper import Sweeper
+from relayd.envelope import KINDS, Envelope, Kind
+from relayd.health import Health
+from relayd.metrics import RelayMetrics
+from relayd.sinks import resolve_sink
+from relayd.sinks.base import Delivered, Outcome, Sink, SinkOptions
+from store import AsyncRedisStore
+
+#: The default sink: one stream per benchmark prefix on the benchmarked Redis, trimmed.
+DEFAULT_SINK: Final = "redis-stream:{redis_url}?stream={prefix}:bench:stream&maxlen=10000"
+SUITES: Final = ("drain", "scale", "timers", "idle")
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    """What to measure (every count in entries, every duration in seconds)."""
+
+    redis_url: str | None = None
+    sink: str = DEFAULT_SINK
+    backlog: int = 100_000
+    kinds: tuple[Kind, ...] = ("outbox", "spawn", "timer")
+    batch: int = 1000
+    baseline: bool = True
+    suites: tuple[str, ...] = ("drain",)
+    scale_backlogs: tuple[int, int] = (1_000, 1_000_000)
+    timer_rate: int = 10_000
+    timer_duration_s: float = 30.0
+    idle_duration_s: float = 10.0
+    poll_interval_s: float = SweepOptions().poll_interval_s
+
+
+class TimingSink:
+    """Wraps a sink: stamps each confirmed delivery and keeps its commit-to-delivery latency."""
+
+    def __init__(self, inner: Sink, clock: Callable[[], float] = time.time) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.clock = clock
+        self.delivered = 0
+        self.latencies_s = array("d")  # 8 bytes per entry: a 1M drain keeps 8 MB
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+        outcomes = await self.inner.deliver(batch)
+        now = self.clock()
+        for envelope, outcome in zip(batch, outcomes, strict=False):
+            if isinstance(outcome, Delivered):
+                self.delivered += 1
+                stamp = committed_at(envelope.body)
+                if stamp is not None:
+                    self.latencies_s.append(now - stamp)
+        return outcomes
+
+    def ready(self) -> bool:
+        return self.inner.ready()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+def new_prefix() -> str:
+    """A throwaway prefix (an identifier, so harel would accept it too)."""
+    return "bench" + uuid.uuid4().hex[:10]
+
+
+def peak_rss_mb() -> float:
+    """The process's peak RSS so far (VmHWM, which ``reset_peak_rss`` can reset; else ru_maxrss)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def reset_peak_rss() -> None:
+    """Reset VmHWM to the current RSS (Linux); elsewhere the peak stays the lifetime peak."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+class Bench:
+    """One benchmark run on one Redis: every scenario, each on its own throwaway prefix."""
+
+    def __init__(self, config: BenchConfig, url: str, *, log: Callable[[str], None] = lambda _: None) -> None:
+        self.config = config
+        self.url = url
+        self.log = log
+        self.sync = redis.Redis.from_url(url)
+        self.client = aioredis.Redis.from_url(url)
+
+    def sink_for(self, prefix: str) -> TimingSink:
+        spec = self.config.sink.replace("{redis_url}", self.url).replace("{prefix}", prefix)
+        return TimingSink(resolve_sink(spec, SinkOptions()))
+
+    @contextlib.asynccontextmanager
+    async def prefix(self) -> AsyncIterator[str]:
+        name = new_prefix()
+        try:
+            yield name
+        finally:
+            delete_prefix(self.sync, name)
+
+    async def close(self) -> None:
+        await self.client.aclose()
+        self.sync.close()
+
+    # --- drain ----------------------------------------------------------------------------
+    async def drain(self) -> list[dict[str, Any]]:
+        rows = []
+        for kind in self.config.kinds:
+            relay = await self.relay_drain(kind, self.config.backlog)
+            baseline = await self.baseline_drain(kind, self.config.backlog) if self.config.baseline else None
+            rows.append(kind_row(relay, baseline) | {"problems": sane([relay, *filter(None, [baseline])])})
+        return rows
+
+    async def relay_drain(self, kind: Kind, count: int) -> RunFigures:
+        async with self.prefix() as prefix:
+            self.log(f"seeding {count} {kind} entries under {prefix!r}")
+            seed(self.sync, prefix, kind, count, clock=time.time)
+            sink = self.sink_for(prefix)
+            options = SweepOptions(prefixes=(prefix,), batch=self.config.batch, once=True)
+            self.log(f"draining {kind} with the relay")
+            with _Meter(self.sync) as meter:
+                await run_relay(
+                    options,
+                    redis=self.client,
+                    sinks=dict.fromkeys(KINDS, sink),
+                    metrics=RelayMetrics(CollectorRegistry()),
+                    health=Health(),
+                    stop=asyncio.Event(),
+                )
+            return meter.figures("relay", kind, count, sink, left=live_count(self.sync, prefix, kind))
+
+    async def baseline_drain(self, kind: Kind, count: int) -> RunFigures:
+        async with self.prefix() as prefix:
+            seed(self.sync, prefix, kind, count, clock=time.time)
+            sink = self.sink_for(prefix)
+            self.log(f"draining {kind} the incumbent's way")
+            await sink.start()
+            try:
+                with _Meter(self.sync) as meter:
+                    await drain_like_incumbent(self.client, prefix, kind, sink, clock=time.time)
+            finally:
+                await sink.close()
+            return meter.figures("baseline", kind, count, sink, left=live_count(self.sync, prefix, kind))
+
+    # --- scale ----------------------------------------------------------------------------
+    async def scale(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"batch": self.config.batch}
+        for count in self.config.scale_backlogs:
+            async with self.prefix() as prefix:
+                self.log(f"scale: seeding {count} outbox entries")
+                seed(self.sync, prefix, "outbox", count, clock=time.time)
+                reset_peak_rss()
+                rss_before_mb = peak_rss_mb()
+                passes_s, delivered, cpu_s, wall_s = await self._passes(prefix)
+                out[str(count)] = {
+                    "backlog": count,
+                    "delivered": delivered,
+                    "left": live_count(self.sync, prefix, "outbox"),
+                    "full_passes": len(passes_s),
+                    "median_pass_s": _round(percentile(passes_s, 50)),
+                    "p99_pass_s": _round(percentile(passes_s, 99)),
+                    "entries_per_s": round(delivered / wall_s, 1) if wall_s else None,
+                    "cpu_s": round(cpu_s, 3),
+                    "rss_before_mb": round(rss_before_mb, 1),
+                    "peak_rss_mb": round(peak_rss_mb(), 1),
+                }
+        small, large = (out[str(n)]["median_pass_s"] for n in self.config.scale_backlogs)
+        out["pass_cost_ratio"] = round(large / small, 2) if small and large else None
+        return out
+
+    async def _passes(self, prefix: str) -> tuple[list[float], int, float, float]:
+        """Drain with ``Sweeper.run_pass`` directly; durations of the passes that hit the batch."""
+        sink = self.sink_for(prefix)
+        options = SweepOptions(prefixes=(prefix,), batch=self.config.batch, once=True)
+        sweeper = Sweeper(
+            AsyncRedisStore(self.client, prefix=prefix),
+            sinks=dict.fromkeys(KINDS, sink),
+            options=options,
+            metrics=RelayMetrics(CollectorRegistry()),
+            clock=SYSTEM_CLOCK,
+        )
+        await sink.start()
+        full: list[float] = []
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        try:
+            await sweeper.start()
+            while True:
+                started = time.monotonic()
+                result = await sweeper.run_pass()
+                if sum(result.delivered.values()) >= self.config.batch:
+                    full.append(time.monotonic() - started)
+                if result.drained:
+                    break
+        finally:
+            await sink.close()
+        return full, sink.delivered, time.process_time() - cpu0, time.monotonic() - wall0
+
+    # --- timers and idle (the long-running loop) --------------------------------------------
+    async def timers(self) -> dict[str, Any]:
+        rate, duration_s = self.config.timer_rate, self.config.timer_duration_s
+        count = int(rate * duration_s)
+        async with self.prefix() as prefix:
+            # fire_at starts after seeding ends (seeding runs at well over 50k timers/s)
+            first_s = time.time() + 1.0 + count / 50_000
+            fire_ats = [first_s + n / rate for n in range(count)]
+            self.log(f"timers: seeding {count} timers due over {duration_s:.0f}s")
+            seed(self.sync, prefix, "timer", count, clock=time.time, fire_ats=fire_ats)
+            sink = self.sink_for(prefix)
+            until_s = fire_ats[-1] + self.config.poll_interval_s + 1.0
+            with _Meter(self.sync) as meter:
+                await self._run_until(prefix, sink, until_s)
+            figures = meter.figures(
+                "relay", "timer", count, sink, left=live_count(self.sync, prefix, "timer")
+            )
+        summary = figures.summary()
+        bound_s = self.config.poll_interval_s + 0.05
+        p99 = summary["p99_latency_s"]
+        return summary | {
+            "rate_per_s": rate,
+            "poll_interval_s": self.config.poll_interval_s,
+            "p99_bound_s": bound_s,
+            "p99_within_bound": p99 is not None and p99 <= bound_s,
+            "early": sum(1 for lag in figures.latencies_s if lag < 0),
+        }
+
+    async def idle(self) -> dict[str, Any]:
+        duration_s = self.config.idle_duration_s
+        async with self.prefix() as prefix:
+            sink = self.sink_for(prefix)
+            # the first seconds include start-up (lease, cursors); measure the steady state after
+            settle_s = min(3.0, duration_s / 3)
+            start_s = time.time()
+            run = asyncio.create_task(self._run_until(prefix, sink, start_s + settle_s + duration_s))
+            await asyncio.sleep(settle_s)
+            with _Meter(self.sync) as meter:
+                await asyncio.sleep(duration_s)
+            await run
+        commands = sum((meter.commands or {}).values()) if meter.commands is not None else None
+        return {
+            "duration_s": duration_s,
+            "poll_interval_s": self.config.poll_interval_s,
+            "commands": meter.commands,
+            "commands_per_s": round(commands / duration_s, 2) if commands is not None else None,
+            "cpu_share": round(meter.cpu_s / duration_s, 5),
+        }
+
+    async def _run_until(self, prefix: str, sink: Sink, until_s: float) -> None:
+        stop = asyncio.Event()
+        options = SweepOptions(
+            prefixes=(prefix,), batch=self.config.batch, poll_interval_s=self.config.poll_interval_s
+        )
+        relay = asyncio.create_task(
+            run_relay(
+                options,
+                redis=self.client,
+                sinks=dict.fromkeys(KINDS, sink),
+                metrics=RelayMetrics(CollectorRegistry()),
+                health=Health(),
+                stop=stop,
+            )
+        )
+        await asyncio.sleep(max(0.0, until_s - time.time()))
+        stop.set()
+        await relay
+
+
+class _Meter:
+    """Wall, process CPU, Redis CPU and command counts between entering and leaving."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self.commands: dict[str, int] | None = None
+        self.cpu_s = self.wall_s = 0.0
+        self.redis_cpu_s: float | None = None
+
+    def __enter__(self) -> _Meter:
+        self._calls = command_calls(self.client)
+        self._redis_cpu = server_cpu_s(self.client)
+        self._cpu, self._wall = time.process_time(), time.monotonic()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall_s = time.monotonic() - self._wall
+        self.cpu_s = time.process_time() - self._cpu
+        calls, redis_cpu = command_calls(self.client), server_cpu_s(self.client)
+        if calls is not None and self._calls is not None:
+            self.commands = commands_delta(self._calls, calls)
+        if redis_cpu is not None and self._redis_cpu is not None:
+            self.redis_cpu_s = redis_cpu - self._redis_cpu
+
+    def figures(self, method: str, kind: Kind, count: int, sink: TimingSink, *, left: int) -> RunFigures:
+        return RunFigures(
+            method=method,
+            kind=kind,
+            entries=count,
+            delivered=sink.delivered,
+            left=left,
+            duration_s=self.wall_s,
+            cpu_s=self.cpu_s,
+            latencies_s=sink.latencies_s,
+            commands=self.commands,
+            redis_cpu_s=None if self.redis_cpu_s is None else round(self.redis_cpu_s, 3),
+            peak_rss_mb=round(peak_rss_mb(), 1),
+        )
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+async def _run(config: BenchConfig, url: str, flavour: str, log: Callable[[str], None]) -> dict[str, Any]:
+    bench = Bench(config, url, log=log)
+    report: dict[str, Any] = {
+        "redis": flavour,
+        "hiredis": redis.utils.HIREDIS_AVAILABLE,
+        "sink": config.sink,
+        "backlog": config.backlog,
+        "batch": config.batch,
+    }
+    try:
+        if "drain" in config.suites:
+            report["kinds"] = await bench.drain()
+        if "scale" in config.suites:
+            report["scale"] = await bench.scale()
+        if "timers" in config.suites:
+            report["timers"] = await bench.timers()
+        if "idle" in config.suites:
+            report["idle"] = await bench.idle()
+    finally:
+        await bench.close()
+    report["problems"] = [p for row in report.get("kinds", []) for p in row.pop("problems")]
+    return report
+
+
+def run_bench(config: BenchConfig, *, log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Run the configured suites on the configured (or a throwaway) Redis; return the report."""
+    with bench_redis(config.redis_url) as target:
+        log(f"benchmarking on {target.flavour} at {target.url}")
+        return asyncio.run(_run(config, target.url, target.flavour, log))

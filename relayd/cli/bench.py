@@ -1,0 +1,182 @@
+"""``relayd bench``: measure the relay against the incumbent-style baseline; a table or ``--json``.
+
+Options read ``RELAYD_BENCH_<NAME>`` (not ``RELAYD_<NAME>``): a benchmark seeds and deletes keys,
+so it must never pick up a production ``RELAYD_REDIS_URL`` from the environment by accident.
+Exit code 0 when every run drained everything it seeded, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, cast
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from relayd.envelope import KINDS, Kind
+from relayd.errors import ConfigError
+
+
+def _opt(*names: str, help_text: str, **extra: Any) -> Any:
+    env = "RELAYD_BENCH_" + names[0].lstrip("-").split("/")[0].replace("-", "_").upper()
+    return typer.Option(*names, envvar=env, show_envvar=True, help=help_text, **extra)
+
+
+def bench(  # noqa: PLR0917 - Typer builds one option per parameter
+    redis_url: Annotated[
+        str | None,
+        _opt(
+            "--redis-url",
+            help_text="Redis to benchmark on (default: a throwaway redis-server on a free loopback "
+            "port if one is on PATH, else the embedded fakeredis).",
+        ),
+    ] = None,
+    sink: Annotated[
+        str | None,
+        _opt(
+            "--sink",
+            help_text="Sink spec ('null', 'jsonl:PATH', 'redis-stream:URL?stream=NAME'); "
+            "'{prefix}' and '{redis_url}' are filled in. Default: one trimmed stream on the same Redis.",
+        ),
+    ] = None,
+    backlog: Annotated[int, _opt("--backlog", help_text="Entries seeded per kind.", min=1)] = 100_000,
+    kinds: Annotated[
+        str, _opt("--kinds", help_text="Kinds to drain, comma-separated.")
+    ] = "outbox,spawn,timer",
+    batch: Annotated[int, _opt("--batch", help_text="Entries per read and per sink call.", min=1)] = 1000,
+    baseline: Annotated[
+        bool,
+        _opt("--baseline/--no-baseline", help_text="Also drain an identical backlog the incumbent's way."),
+    ] = True,
+    suite: Annotated[
+        str, _opt("--suite", help_text="drain, scale, timers, idle (comma-separated) or all.")
+    ] = "drain",
+    scale_backlog: Annotated[
+        int, _opt("--scale-backlog", help_text="The large backlog of the scale suite.", min=1000)
+    ] = 1_000_000,
+    timer_duration: Annotated[
+        float, _opt("--timer-duration", help_text="Seconds of the timers suite.", min=1.0)
+    ] = 30.0,
+    timer_rate: Annotated[int, _opt("--timer-rate", help_text="Timers due per second.", min=1)] = 10_000,
+    idle_duration: Annotated[
+        float, _opt("--idle-duration", help_text="Seconds of the idle suite.", min=1.0)
+    ] = 10.0,
+    as_json: Annotated[bool, _opt("--json", help_text="Print one JSON document instead of tables.")] = False,
+) -> None:
+    """Seed throwaway backlogs, drain them with the real engine and the baseline, print the figures."""
+    from relayd.bench import DEFAULT_SINK, SUITES, BenchConfig, run_bench
+    from relayd.logs import configure_logging
+
+    chosen_kinds = tuple(k.strip() for k in kinds.split(",") if k.strip())
+    if not chosen_kinds or any(k not in KINDS for k in chosen_kinds):
+        raise ConfigError(f"--kinds takes a comma-separated subset of {','.join(KINDS)}")
+    suites = SUITES if suite == "all" else tuple(s.strip() for s in suite.split(",") if s.strip())
+    if not suites or any(s not in SUITES for s in suites):
+        raise ConfigError(f"--suite takes a comma-separated subset of {','.join(SUITES)}, or 'all'")
+    config = BenchConfig(
+        redis_url=redis_url,
+        sink=sink or DEFAULT_SINK,
+        backlog=backlog,
+        kinds=cast(tuple[Kind, ...], chosen_kinds),
+        batch=batch,
+        baseline=baseline,
+        suites=suites,
+        scale_backlogs=(1_000, scale_backlog),
+        timer_rate=timer_rate,
+        timer_duration_s=timer_duration,
+        idle_duration_s=idle_duration,
+    )
+    # The relay logs one line per pass at info: only warnings, so the log does not skew the figures.
+    configure_logging(log_format="console", log_level="warning")
+    err = Console(stderr=True)
+    report = run_bench(config, log=(lambda _: None) if as_json else (lambda m: err.print(f"[dim]{m}[/dim]")))
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        render(report, Console())
+    raise typer.Exit(1 if report["problems"] else 0)
+
+
+def _fmt(value: Any, digits: int = 1, scale: float = 1.0) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float | int):
+        return f"{value * scale:,.{digits}f}"
+    return str(value)
+
+
+def render(report: dict[str, Any], console: Console) -> None:
+    """Print the report as rich tables."""
+    console.print(
+        f"Redis: {report['redis']} (hiredis: {report['hiredis']}), backlog {report['backlog']:,} "
+        f"per kind, batch {report['batch']}, sink {report['sink']}"
+    )
+    if "kinds" in report:
+        table = Table(title="relayd bench: drain")
+        for column in (
+            "kind",
+            "method",
+            "entries/s",
+            "p50 ms",
+            "p99 ms",
+            "cmds/entry",
+            "CPU s",
+            "peak RSS MB",
+        ):
+            table.add_column(column, justify="left" if column in ("kind", "method") else "right")
+        table.add_column("speedup", justify="right")
+        for row in report["kinds"]:
+            for method in ("relay", "baseline"):
+                fig = row.get(method)
+                if fig is None:
+                    continue
+                table.add_row(
+                    row["kind"],
+                    method,
+                    _fmt(fig["entries_per_s"], 0),
+                    _fmt(fig["p50_latency_s"], 1, 1000),
+                    _fmt(fig["p99_latency_s"], 1, 1000),
+                    _fmt(fig["commands_per_entry"], 2),
+                    _fmt(fig["cpu_s"], 2),
+                    _fmt(fig["peak_rss_mb"], 0),
+                    f"{row['speedup']:.1f}x" if method == "relay" and row.get("speedup") else "",
+                )
+        console.print(table)
+    if "scale" in report:
+        scale = report["scale"]
+        table = Table(title=f"scale: per-pass cost (batch {scale['batch']})")
+        for column in ("backlog", "median pass ms", "p99 pass ms", "entries/s", "peak RSS MB"):
+            table.add_column(column, justify="right")
+        for key, fig in scale.items():
+            if isinstance(fig, dict):
+                table.add_row(
+                    f"{fig['backlog']:,}",
+                    _fmt(fig["median_pass_s"], 2, 1000),
+                    _fmt(fig["p99_pass_s"], 2, 1000),
+                    _fmt(fig["entries_per_s"], 0),
+                    _fmt(fig["peak_rss_mb"], 0),
+                )
+                del key
+        console.print(table)
+        console.print(f"pass cost large/small: {_fmt(scale['pass_cost_ratio'], 2)}x")
+    if "timers" in report:
+        t = report["timers"]
+        console.print(
+            f"timers: {t['rate_per_s']:,}/s for {t['entries'] / t['rate_per_s']:.0f}s: delivered "
+            f"{t['delivered']:,}, lag p50 {_fmt(t['p50_latency_s'], 1, 1000)} ms, p99 "
+            f"{_fmt(t['p99_latency_s'], 1, 1000)} ms (bound {t['p99_bound_s'] * 1000:.0f} ms: "
+            f"{'ok' if t['p99_within_bound'] else 'MISSED'})"
+        )
+    if "idle" in report:
+        i = report["idle"]
+        console.print(
+            f"idle: {_fmt(i['commands_per_s'], 2)} Redis commands/s, CPU {_fmt(i['cpu_share'], 2, 100)}% "
+            f"of a core at poll interval {i['poll_interval_s']}s"
+        )
+    for problem in report["problems"]:
+        console.print(f"[red]problem: {problem}[/red]")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)

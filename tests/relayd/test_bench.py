@@ -1,0 +1,170 @@
+"""``relayd bench`` at a tiny size: the JSON shape, sane figures, everything drained and cleaned up."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import fakeredis
+import pytest
+import redis
+from typer.testing import CliRunner
+
+from relayd.bench_stats import (
+    RunFigures,
+    commands_delta,
+    committed_at,
+    kind_row,
+    parse_commandstats,
+    percentile,
+    sane,
+)
+from relayd.cli.app import app
+
+
+@pytest.fixture
+def bench_url(backend: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A Redis URL on the parametrised backend (fakeredis served over TCP, as the bench's own)."""
+    if backend == "real":
+        yield request.getfixturevalue("redis_server").url
+        return
+    server = fakeredis.TcpFakeServer(("127.0.0.1", 0), server_type="redis", server_version=(7, 0))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"redis://127.0.0.1:{server.server_address[1]}/0"
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+def _bench(*args: str) -> dict:
+    result = CliRunner().invoke(app, ["bench", "--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _bench_keys(url: str) -> list[bytes]:
+    with redis.Redis.from_url(url) as client:
+        return list(client.scan_iter(match="bench*"))
+
+
+@pytest.mark.parametrize("sink", ["default", "null", "jsonl"])
+def test_bench_drains_every_kind_with_relay_and_baseline_and_cleans_up(
+    bench_url: str, sink: str, backend: str, tmp_path: Path
+) -> None:
+    """Every seeded entry is delivered once by each method, nothing is left, no key survives."""
+    extra = (
+        []
+        if sink == "default"
+        else ["--sink", "null" if sink == "null" else f"jsonl:{tmp_path / 'out.jsonl'}"]
+    )
+
+    report = _bench("--redis-url", bench_url, "--backlog", "250", "--batch", "100", *extra)
+
+    assert report["problems"] == []
+    assert [row["kind"] for row in report["kinds"]] == ["outbox", "spawn", "timer"]
+    for row in report["kinds"]:
+        for method in ("relay", "baseline"):
+            fig = row[method]
+            assert (fig["entries"], fig["delivered"], fig["left"]) == (250, 250, 0)
+            assert fig["entries_per_s"] > 0
+            assert 0 <= fig["p50_latency_s"] <= fig["p99_latency_s"] <= fig["max_latency_s"] < 60
+            assert fig["cpu_s"] > 0
+            assert fig["peak_rss_mb"] > 0
+            if backend == "real":  # the embedded server has no INFO commandstats
+                assert fig["commands_per_entry"] > 0
+        assert row["speedup"] > 0
+    if backend == "real":
+        relay_cmds = report["kinds"][0]["relay"]["commands"]
+        assert relay_cmds.get("hgetall") is None  # the relay never reads the whole hash
+        assert report["kinds"][0]["baseline"]["commands"]["hdel"] == 250  # one round-trip each
+    if sink == "jsonl":
+        assert len((tmp_path / "out.jsonl").read_bytes().splitlines()) == 6 * 250
+    assert _bench_keys(bench_url) == []
+
+
+def test_bench_scale_timers_and_idle_suites_report_their_figures(redis_server) -> None:
+    """The other suites run at a tiny size and report the figures the README quotes."""
+    report = _bench(
+        "--redis-url",
+        redis_server.url,
+        "--suite",
+        "scale,timers,idle",
+        "--scale-backlog",
+        "3000",
+        "--batch",
+        "500",
+        "--timer-rate",
+        "500",
+        "--timer-duration",
+        "1",
+        "--idle-duration",
+        "1",
+    )
+
+    scale = report["scale"]
+    assert scale["1000"]["delivered"] == 1000
+    assert scale["3000"]["delivered"] == 3000
+    assert scale["3000"]["left"] == 0
+    assert scale["pass_cost_ratio"] > 0
+    timers = report["timers"]
+    assert (timers["delivered"], timers["left"], timers["early"]) == (500, 0, 0)
+    assert timers["p99_latency_s"] is not None
+    idle = report["idle"]
+    assert idle["commands_per_s"] > 0
+    assert 0 <= idle["cpu_share"] < 1
+    assert _bench_keys(redis_server.url) == []
+
+
+def test_unknown_kind_is_a_usage_error() -> None:
+    result = CliRunner().invoke(app, ["bench", "--kinds", "outbox,bogus"])
+
+    assert result.exit_code == 2
+    assert "--kinds" in result.output
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"kind": "outbox", "event": {"data": {"committed_at": 5.0}}}, 5.0),
+        ({"kind": "spawn", "context": {"committed_at": 6}}, 6.0),
+        ({"kind": "timer", "fire_at": 7.5}, 7.5),
+        ({"kind": "outbox", "event": {"data": {}}}, None),
+        ({"kind": "spawn", "context": "nope"}, None),
+    ],
+    ids=["outbox", "spawn", "timer", "outbox-unstamped", "spawn-malformed"],
+)
+def test_committed_at_reads_the_seeders_stamp(body: dict, expected: float | None) -> None:
+    assert committed_at(body) == expected
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(n) for n in range(1, 101)]
+
+    assert (percentile(values, 50), percentile(values, 99), percentile(values, 100)) == (50.0, 99.0, 100.0)
+    assert percentile([], 50) is None
+
+
+def test_commands_delta_leaves_out_probes_and_unchanged_commands() -> None:
+    before = parse_commandstats({"cmdstat_xadd": {"calls": 10}, "cmdstat_info": {"calls": 3}})
+    after = parse_commandstats(
+        {"cmdstat_xadd": {"calls": 15}, "cmdstat_info": {"calls": 9}, "cmdstat_hdel": {"calls": 2}}
+    )
+
+    assert commands_delta(before, after) == {"hdel": 2, "xadd": 5}
+
+
+def test_kind_row_reports_speedup_and_sanity() -> None:
+    relay = RunFigures("relay", "outbox", 100, 100, 0, 0.5, 0.1, latencies_s=(0.1, 0.2), commands={"x": 50})
+    baseline = RunFigures("baseline", "outbox", 100, 90, 10, 10.0, 1.0)
+
+    row = kind_row(relay, baseline)
+
+    assert row["speedup"] == round(200 / 9, 2)
+    assert row["relay"]["commands_per_entry"] == 0.5
+    assert sane([relay, baseline]) == [
+        "baseline outbox: 10 entries left undrained",
+        "baseline outbox: delivered 90 of 100",
+    ]
