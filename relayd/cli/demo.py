@@ -14,7 +14,7 @@ def demo(
     duration: Annotated[
         float,
         typer.Option(
-            "--duration", min=1.0, max=3600.0, help="Seconds the workload runs before the demo stops."
+            "--duration", min=3.0, max=3600.0, help="Seconds the workload runs before the demo stops."
         ),
     ] = 10.0,
     metrics_addr: Annotated[

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
 import orjson
@@ -14,6 +15,7 @@ from rich.table import Table
 
 from relayd.cli import options as o
 from relayd.connect import BRIEF, AsyncRedis, connect
+from relayd.envelope import KINDS, Kind
 from relayd.errors import ConfigError
 from relayd.settings import Settings
 from store.keys import Keyspace
@@ -27,12 +29,12 @@ KindOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="JSON instead of a table.")]
 
-_KINDS = ("outbox", "spawn", "timer")
 
-
-def _check_kind(kind: str | None) -> str | None:
-    if kind is not None and kind not in _KINDS:
-        raise ConfigError(f"invalid --kind {kind!r}; expected one of {', '.join(_KINDS)}")
+def _check_kind(kind: str | None) -> Kind | None:
+    if kind is None:
+        return None
+    if kind not in KINDS:
+        raise ConfigError(f"invalid --kind {kind!r}; expected one of {', '.join(KINDS)}")
     return kind
 
 
@@ -55,19 +57,26 @@ def _as_dict(letter: Any) -> dict[str, Any]:
     return dict(letter)
 
 
+def _when(epoch_s: object) -> str:
+    if not isinstance(epoch_s, int | float):
+        return "-"
+    return datetime.fromtimestamp(epoch_s, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def dead_letter_table(rows: Sequence[dict[str, Any]]) -> Table:
     table = Table(title="dead letters")
     for column in ("prefix", "kind", "id", "reason", "attempts", "first attempt", "last attempt"):
         table.add_column(column)
     for row in rows:
+        reason = f"{row['reason_code']}: {row['reason']}" if row.get("reason") else str(row["reason_code"])
         table.add_row(
-            str(row.get("prefix", "")),
-            str(row.get("kind", "")),
-            str(row.get("id", "")),
-            str(row.get("reason", "")),
-            str(row.get("attempts", "")),
-            str(row.get("first_attempt_at", "")),
-            str(row.get("last_attempt_at", "")),
+            str(row["prefix"]),
+            str(row["kind"]),
+            str(row["id"]),
+            reason,
+            str(row["attempts"]),
+            _when(row.get("first_attempt_at")),
+            _when(row.get("last_attempt_at")),
         )
     return table
 
@@ -95,7 +104,7 @@ def list_(  # noqa: PLR0917 - Typer builds one option per parameter
     only = _check_kind(kind)
 
     async def action(client: AsyncRedis, keyspace: Keyspace) -> list[dict[str, Any]]:
-        letters = await list_dead_letters(client, keyspace, kind=only)  # type: ignore[arg-type]
+        letters = await list_dead_letters(client, keyspace, kind=only)
         return [{"prefix": keyspace.prefix, **_as_dict(letter)} for letter in letters]
 
     rows = [row for rows in _per_prefix(settings, action) for row in rows]
@@ -134,7 +143,7 @@ def replay(  # noqa: PLR0917 - Typer builds one option per parameter
     wanted = None if replay_all else list(ids or ())
 
     async def action(client: AsyncRedis, keyspace: Keyspace) -> int:
-        return int(await replay_dead_letters(client, keyspace, ids=wanted))  # type: ignore[arg-type]
+        return int(await replay_dead_letters(client, keyspace, ids=wanted))
 
     count = sum(_per_prefix(settings, action))
     typer.echo(f"replayed {count} dead letter(s)")
@@ -165,7 +174,7 @@ def purge(  # noqa: PLR0917 - Typer builds one option per parameter
     only = _check_kind(kind)
 
     async def action(client: AsyncRedis, keyspace: Keyspace) -> int:
-        return int(await purge_dead_letters(client, keyspace, kind=only))  # type: ignore[arg-type]
+        return int(await purge_dead_letters(client, keyspace, kind=only))
 
     count = sum(_per_prefix(settings, action))
     typer.echo(f"purged {count} dead letter(s)")

@@ -71,7 +71,7 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
     if not once:
         host, port = settings.metrics_host_port
         server = serve_http(host, port, registry, health)
-        log.info("http_serving", url=f"http://{host}:{server_port(server, port)}/metrics")
+        log.info("http_serving", url=f"http://{host}:{server.port}/metrics")
     try:
         client = await connect(settings, BRIEF if once else FOREVER, stop=stop)
         try:
@@ -89,11 +89,6 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
         if server is not None:
             server.close()
     return int(summary.exit_code)
-
-
-def server_port(server: object, requested: int) -> int:
-    """The port actually bound (port 0 asks the OS for one)."""
-    return int(getattr(server, "port", requested))
 
 
 def sweep(  # noqa: PLR0917 - Typer builds one option per parameter
