@@ -17,7 +17,6 @@ import pytest
 import redis
 
 
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

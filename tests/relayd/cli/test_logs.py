@@ -22,7 +22,9 @@ def _reset_structlog():
 def test_redactor_replaces_secrets_and_url_credentials_everywhere():
     redactor = Redactor(["hunter2", "hunter"])
 
-    event = redactor(None, "info", {"event": "x", "error": "auth hunter2 failed", "nested": {"u": "redis://a:b@h/0"}})
+    event = redactor(
+        None, "info", {"event": "x", "error": "auth hunter2 failed", "nested": {"u": "redis://a:b@h/0"}}
+    )
 
     assert event["error"] == f"auth {REDACTED} failed"
     assert event["nested"] == {"u": f"redis://{REDACTED}@h/0"}

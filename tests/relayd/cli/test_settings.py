@@ -86,7 +86,13 @@ def test_expand_prefixes_rejects(values):
 def test_parse_redis_url(url, tls, cluster, host, port, db):
     address = parse_redis_url(url)
 
-    assert (address.tls, address.cluster, address.host, address.port, address.db) == (tls, cluster, host, port, db)
+    assert (address.tls, address.cluster, address.host, address.port, address.db) == (
+        tls,
+        cluster,
+        host,
+        port,
+        db,
+    )
 
 
 @pytest.mark.parametrize(
@@ -122,7 +128,14 @@ def test_url_credentials_never_appear_in_errors_or_display():
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
-    [("localhost", True), ("127.0.0.1", True), ("127.9.9.9", True), ("::1", True), ("10.0.0.1", False), ("redis", False)],
+    [
+        ("localhost", True),
+        ("127.0.0.1", True),
+        ("127.9.9.9", True),
+        ("::1", True),
+        ("10.0.0.1", False),
+        ("redis", False),
+    ],
 )
 def test_is_loopback(host, loopback):
     assert is_loopback(host) is loopback
@@ -150,7 +163,10 @@ def test_credentials_come_from_files_and_win_over_the_url(tmp_path: Path):
     ("kwargs", "message"),
     [
         ({"redis_url": "redis://10.0.0.1:6379"}, "needs --allow-plaintext"),
-        ({"redis_url": "redis://:pw@10.0.0.1:6379", "allow_plaintext": True}, "refusing to send Redis credentials"),
+        (
+            {"redis_url": "redis://:pw@10.0.0.1:6379", "allow_plaintext": True},
+            "refusing to send Redis credentials",
+        ),
         ({"redis_url": "redis+cluster://10.0.0.1:7000"}, "needs --allow-plaintext"),
         ({"redis_password_file": "PASSWORD", "redis_url": "redis://10.0.0.1"}, "refusing to send"),
         ({"redis_password_file": "/nonexistent/password"}, "--redis-password-file: cannot read"),
@@ -180,7 +196,8 @@ def test_security_rules(tmp_path: Path, kwargs, message):
     (tmp_path / "PASSWORD").write_text("hunter2\n")
     (tmp_path / "EMPTY").write_text("\n")
     resolved = {
-        k: (str(tmp_path / v) if isinstance(v, str) and v in ("PASSWORD", "EMPTY") else v) for k, v in kwargs.items()
+        k: (str(tmp_path / v) if isinstance(v, str) and v in ("PASSWORD", "EMPTY") else v)
+        for k, v in kwargs.items()
     }
 
     with pytest.raises(ConfigError) as excinfo:
@@ -211,7 +228,11 @@ def test_webhook_secret_reaches_sink_options(tmp_path: Path):
 def test_per_kind_sinks_default_to_sink():
     settings = load_settings(sink="jsonl:/tmp/x.jsonl", timer_sink="log")
 
-    assert settings.sink_specs() == {"spawn": "jsonl:/tmp/x.jsonl", "outbox": "jsonl:/tmp/x.jsonl", "timer": "log"}
+    assert settings.sink_specs() == {
+        "spawn": "jsonl:/tmp/x.jsonl",
+        "outbox": "jsonl:/tmp/x.jsonl",
+        "timer": "log",
+    }
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,209 @@
+"""The relayd command line: help, bad configuration, precedence, status --json, dlq, no secret logged."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+import redis
+import typer.main
+from typer.testing import CliRunner
+
+from relayd.cli.app import app
+from relayd.settings import Settings
+
+WIDE = {"COLUMNS": "300", "TERMINAL_WIDTH": "300"}
+
+COMMANDS = [["sweep"], ["status"], ["demo"], ["dlq", "list"], ["dlq", "replay"], ["dlq", "purge"]]
+
+
+def invoke(args: list[str], env: dict[str, str] | None = None):
+    return CliRunner().invoke(app, args, env={**WIDE, **(env or {})})
+
+
+def _command(path: list[str]):
+    command = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]  # type: ignore[attr-defined]
+    return command
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=" ".join)
+def test_help_lists_every_options_env_var(path):
+    """Every option that has an env var shows it in --help (click's show_envvar)."""
+    result = invoke([*path, "--help"])
+    envvars = [p.envvar for p in _command(path).params if getattr(p, "envvar", None)]
+
+    assert result.exit_code == 0
+    assert envvars
+    for envvar in envvars:
+        assert f"RELAYD_{envvar.removeprefix('RELAYD_')}" in result.output
+
+
+def test_sweep_help_covers_every_setting():
+    """``sweep`` exposes every Settings field as --name with RELAYD_NAME."""
+    result = invoke(["sweep", "--help"])
+
+    for name in Settings.model_fields:
+        assert f"--{name.replace('_', '-')}" in result.output
+        assert f"RELAYD_{name.upper()}" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--bogus"], "No such option: --bogus"),
+        (["--batch", "many"], "Invalid value for '--batch'"),
+        (["--batch", "0"], "invalid --batch (RELAYD_BATCH)"),
+        (["--sink", "nope"], "unknown sink 'nope'"),
+        (["--timer-sink", "jsonl"], "jsonl"),
+        (["--redis-url", "http://localhost"], "must start with one of redis://"),
+        (["--redis-url", "redis://h:notaport"], "malformed Redis URL"),
+        (["--redis-password-file", "/nonexistent/pw"], "--redis-password-file: cannot read"),
+        (["--redis-url", "redis://:hunter2@10.1.2.3:6379/0"], "refusing to send Redis credentials"),
+        (["--redis-url", "redis://10.1.2.3:6379/0"], "needs --allow-plaintext"),
+        (["--prefix", "{s-9..1}"], "invalid --prefix"),
+        (["--log-format", "xml"], "invalid --log-format"),
+    ],
+    ids=[
+        "unknown-flag",
+        "non-integer",
+        "out-of-range",
+        "unknown-sink",
+        "sink-without-path",
+        "bad-scheme",
+        "bad-port",
+        "missing-password-file",
+        "credentials-plaintext-remote",
+        "plaintext-remote",
+        "bad-prefix-range",
+        "bad-log-format",
+    ],
+)
+def test_bad_configuration_is_one_line_and_exit_2(args, message):
+    result = invoke(["sweep", "--once", *args])
+
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("relayd: error: ")
+    assert message in lines[0]
+    assert "Traceback" not in result.output
+    assert "hunter2" not in result.output
+
+
+def test_bad_env_var_is_exit_2_too():
+    result = invoke(["sweep", "--once"], env={"RELAYD_SINK": "nope"})
+
+    assert result.exit_code == 2
+    assert "unknown sink 'nope'" in result.stderr
+
+
+def test_unreachable_redis_is_exit_3(closed_port: int):
+    result = invoke(["status", "--redis-url", f"redis://127.0.0.1:{closed_port}/0", "--log-format", "json"])
+
+    assert result.exit_code == 3
+    assert "unreachable after 5 attempts" in result.stderr.splitlines()[-1]
+
+
+def _seed(client: redis.Redis, prefix: str, now: float) -> None:
+    client.hset(f"{prefix}:outbox", mapping={"1": b'{"t":"a","e":"{}"}', "2": b"x", "3": b"y"})
+    client.hset(f"{prefix}:spawns", mapping={"1": b"{}", "2": b"{}"})
+    client.zadd(
+        f"{prefix}:timers",
+        {"e1\x00a": now - 30, "e1\x00b": now - 5, "e2\x00a": now + 60, "e3\x00a": now + 90},
+    )
+    client.hset(f"{prefix}:relay:dead:timer", mapping={"t1": b"{}"})
+
+
+def test_status_json_reports_backlog_due_timers_lag_dead_letters(redis_url: str, prefix: str):
+    client = redis.Redis.from_url(redis_url)
+    _seed(client, prefix, time.time())
+
+    result = invoke(["status", "--json", "--redis-url", redis_url, "--prefix", prefix])
+
+    assert result.exit_code == 0, result.output
+    (report,) = orjson.loads(result.stdout)["prefixes"]
+    assert report["prefix"] == prefix
+    assert report["backlog"] == {"spawn": 2, "outbox": 3, "timer": 4}
+    assert report["due_timers"] == 2
+    assert 29 <= report["oldest_timer_lag_s"] <= 40
+    assert report["dead_letters"] == {"spawn": 0, "outbox": 0, "timer": 1}
+    assert report["active"] is None
+
+
+def test_status_table_and_env_prefix_when_no_flag(redis_url: str, prefix: str):
+    client = redis.Redis.from_url(redis_url)
+    _seed(client, prefix, time.time())
+
+    from_env = invoke(
+        ["status", "--json"], env={"RELAYD_REDIS_URL": redis_url, "RELAYD_PREFIX": f"{prefix},other"}
+    )
+    flag_wins = invoke(
+        ["status", "--json", "--prefix", prefix], env={"RELAYD_REDIS_URL": redis_url, "RELAYD_PREFIX": "x"}
+    )
+    table = invoke(["status", "--redis-url", redis_url, "--prefix", prefix])
+
+    assert [r["prefix"] for r in orjson.loads(from_env.stdout)["prefixes"]] == [prefix, "other"]
+    assert [r["prefix"] for r in orjson.loads(flag_wins.stdout)["prefixes"]] == [prefix]
+    assert table.exit_code == 0
+    assert prefix in table.stdout
+    assert "due timers" in table.stdout
+
+
+def test_status_with_a_password_never_shows_it(tmp_path: Path, password_redis, prefix: str):
+    password = tmp_path / "pw"
+    password.write_text("right-pw\n")
+
+    result = invoke(
+        ["status", "--json", "--redis-url", password_redis.url, "--prefix", prefix, "--log-level", "debug"],
+        env={"RELAYD_REDIS_PASSWORD_FILE": str(password)},
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "right-pw" not in result.output
+
+
+def test_dlq_list_replay_purge(redis_url: str, prefix: str):
+    """A malformed entry is dead-lettered by a sweep; dlq lists it, replays it, purges it."""
+    client = redis.Redis.from_url(redis_url)
+    client.hset(f"{prefix}:outbox", mapping={"1": b"not json"})
+    common = ["--redis-url", redis_url, "--prefix", prefix]
+
+    swept = invoke(["sweep", "--once", "--sink", "null", *common])
+    listed = invoke(["dlq", "list", "--json", *common])
+    table = invoke(["dlq", "list", "--kind", "outbox", *common])
+    replayed = invoke(["dlq", "replay", "--all", *common])
+    back = client.hget(f"{prefix}:outbox", "1")
+    invoke(["sweep", "--once", "--sink", "null", *common])
+    refused = invoke(["dlq", "purge", *common])
+    purged = invoke(["dlq", "purge", "--yes", *common])
+
+    assert swept.exit_code == 1, swept.output
+    (letter,) = orjson.loads(listed.stdout)
+    assert (letter["prefix"], letter["kind"], letter["reason_code"]) == (prefix, "outbox", "bad_json")
+    assert letter["id"] in table.stdout
+    assert replayed.exit_code == 0
+    assert "replayed 1" in replayed.stdout
+    assert back == b"not json"
+    assert refused.exit_code == 2
+    assert "--yes" in refused.stderr
+    assert "purged 1" in purged.stdout
+    assert client.hlen(f"{prefix}:relay:dead:outbox") == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["dlq", "replay"], "pass --all"),
+        (["dlq", "replay", "x", "--all"], "not both"),
+        (["dlq", "list", "--kind", "spawns"], "invalid --kind"),
+    ],
+)
+def test_dlq_usage_errors(args, message, closed_port: int):
+    result = invoke([*args, "--redis-url", f"redis://127.0.0.1:{closed_port}/0"])
+
+    assert result.exit_code == 2
+    assert message in result.stderr
