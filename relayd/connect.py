@@ -7,7 +7,8 @@ itself and the bundle is added to the system store instead.
 
 The first PING is retried with exponential backoff: forever (until ``stop`` is set) for the
 long-running ``sweep``, a few times for ``--once``, ``status`` and ``dlq``. An authentication
-failure is not retried: it raises ``RedisUnreachable`` at once (exit 3). No log line or error
+failure or a server certificate that fails verification (wrong CA, wrong host) is not
+retried: it raises ``RedisUnreachable`` at once (exit 3). No log line or error
 carries the URL's password: only ``RedisAddress.display`` is ever shown.
 """
 
@@ -25,9 +26,9 @@ import redis.asyncio as aioredis
 import redis.exceptions
 import structlog
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import ConnectionPool, SSLConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.asyncio.connection import ConnectionPool, SSLConnection
 
 from relayd.errors import RedisUnreachable
 from relayd.settings import Settings
@@ -117,6 +118,18 @@ def build_client(settings: Settings) -> AsyncRedis:
     return aioredis.Redis(host=address.host, port=address.port, db=address.db, **common, **tls)
 
 
+def _tls_verify_failure(exc: BaseException) -> str | None:
+    """The verifier's reason when ``exc`` (or what it wraps) is a refused server certificate."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # redis-py wraps the ssl error once or twice; never loop on a cycle
+        if seen is None:
+            return None
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return str(seen.verify_message or seen.reason or "certificate verify failed")
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _is_auth_failure(exc: BaseException) -> bool:
     if isinstance(exc, redis.exceptions.AuthenticationError | redis.exceptions.AuthorizationError):
         return True
@@ -151,6 +164,13 @@ async def connect(
             if _is_auth_failure(exc):
                 await client.aclose()
                 raise RedisUnreachable(f"Redis at {shown} rejected the credentials") from None
+            reason = _tls_verify_failure(exc)
+            if reason is not None:
+                # a certificate the CA does not vouch for will not start verifying on a retry
+                await client.aclose()
+                raise RedisUnreachable(
+                    f"Redis at {shown}: TLS certificate verification failed ({reason}); check --redis-ca-file"
+                ) from None
             error = f"{type(exc).__name__}: {exc}"
             log.warning("redis_unreachable", attempt=attempt, error=error)
             if policy.attempts is not None and attempt >= policy.attempts:
