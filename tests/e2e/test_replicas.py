@@ -11,6 +11,7 @@ printed: run with ``-s`` to see them.
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from support.replicas import (
     count_lines_since,
     disagreements,
     holder_changes,
+    holder_pid,
     most_active,
     overlapping_samples,
     start_replica,
@@ -33,9 +35,8 @@ from support.replicas import (
 )
 from support.workload import Workload, stored_ids
 
+from relayd.state.lease import make_token
 from store import RedisStore
-
-pytestmark = pytest.mark.crash
 
 LEASE_TTL_S = 1.5
 POLL_INTERVAL_S = 0.2
@@ -154,6 +155,7 @@ def holder_sample(world: World) -> Callable[[Sample], bool]:
     return agreed
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("count", [2, 3], ids=["two", "three"])
 def test_replicas_keep_one_active_and_hand_over_on_sigterm(
     world: World, count: int, record_property: Callable[..., None]
@@ -184,6 +186,7 @@ def test_replicas_keep_one_active_and_hand_over_on_sigterm(
     world.drain_and_check(f"replicas-{count}", transitions=1, record_property=record_property)
 
 
+@pytest.mark.crash
 def test_sigkill_of_the_active_replica_is_taken_over_within_the_ttl(
     world: World, record_property: Callable[..., None]
 ) -> None:
@@ -217,6 +220,7 @@ def test_sigkill_of_the_active_replica_is_taken_over_within_the_ttl(
     world.drain_and_check("sigkill", transitions=2, record_property=record_property)
 
 
+@pytest.mark.crash
 def test_a_frozen_holder_loses_the_lease_and_stops_delivering(
     world: World, record_property: Callable[..., None]
 ) -> None:
@@ -260,3 +264,57 @@ def test_a_frozen_holder_loses_the_lease_and_stops_delivering(
     assert frozen.proc.poll() is None, "the resumed replica keeps running as a standby"
     check_gauges_follow_the_key(sampler.samples, world.pids())
     world.drain_and_check("sigstop", transitions=1, record_property=record_property)
+
+
+# --- the sampling analysis itself (pure; would the checks above notice a violation?) ---------
+
+
+def sample(at_s: float, holder: int | None, **active: int | None) -> Sample:
+    return Sample(at_s, holder, active)
+
+
+def test_a_gauge_left_at_one_after_the_key_moved_is_one_stale_run_with_its_duration() -> None:
+    """r1 keeps reporting active for 0.3 s after the key named r2: one stale run of 0.3 s."""
+    samples = [
+        sample(0.0, 1, r1=1, r2=0),
+        sample(0.1, 2, r1=1, r2=1),
+        sample(0.2, 2, r1=1, r2=1),
+        sample(0.4, 2, r1=1, r2=1),
+        sample(0.5, 2, r1=0, r2=1),
+    ]
+
+    runs = disagreements(samples, {"r1": 1, "r2": 2})
+
+    assert [(r.replica, r.kind, r.samples) for r in runs] == [("r1", "stale", 3)]
+    assert runs[0].duration_s == pytest.approx(0.3)
+    assert (most_active(samples), overlapping_samples(samples)) == (2, 3)
+    assert holder_changes(samples) == [(0.1, 1, 2)]
+
+
+def test_an_unreachable_sample_ends_a_run_and_a_holder_reporting_zero_is_missing() -> None:
+    """A frozen replica (None) says nothing; the key's holder at 0 is a "missing" run."""
+    samples = [
+        sample(0.0, 1, r1=1, r2=0),
+        sample(0.1, 2, r1=1, r2=0),
+        sample(0.2, 2, r1=None, r2=0),
+        sample(0.3, 2, r1=1, r2=1),
+        sample(0.4, 2, r1=0, r2=1),
+    ]
+
+    runs = disagreements(samples, {"r1": 1, "r2": 2})
+
+    assert sorted((r.replica, r.kind, r.first_at_s, r.last_at_s) for r in runs) == [
+        ("r1", "stale", 0.1, 0.1),
+        ("r1", "stale", 0.3, 0.3),
+        ("r2", "missing", 0.1, 0.2),
+    ]
+
+
+def test_lease_tokens_name_the_holder_pid() -> None:
+    """The token is ``hostname/pid/random`` (relayd.state.lease.make_token)."""
+
+    assert (holder_pid(make_token()), holder_pid(b"host/42/ab12"), holder_pid(None)) == (
+        os.getpid(),
+        42,
+        None,
+    )
