@@ -74,25 +74,19 @@ def test_expand_prefixes_rejects(values):
 
 
 @pytest.mark.parametrize(
-    ("url", "tls", "cluster", "host", "port", "db"),
+    ("url", "expected"),
     [
-        ("redis://127.0.0.1:6380/2", False, False, "127.0.0.1", 6380, 2),
-        ("rediss://cache.example.com", True, False, "cache.example.com", 6379, 0),
-        ("redis+cluster://10.0.0.1:7000", False, True, "10.0.0.1", 7000, 0),
-        ("rediss+cluster://node.example.com:7001/0", True, True, "node.example.com", 7001, 0),
-        ("redis://[::1]:6379", False, False, "::1", 6379, 0),
+        ("redis://127.0.0.1:6380/2", (False, False, "127.0.0.1", 6380, 2)),
+        ("rediss://cache.example.com", (True, False, "cache.example.com", 6379, 0)),
+        ("redis+cluster://10.0.0.1:7000", (False, True, "10.0.0.1", 7000, 0)),
+        ("rediss+cluster://node.example.com:7001/0", (True, True, "node.example.com", 7001, 0)),
+        ("redis://[::1]:6379", (False, False, "::1", 6379, 0)),
     ],
 )
-def test_parse_redis_url(url, tls, cluster, host, port, db):
+def test_parse_redis_url(url, expected):
     address = parse_redis_url(url)
 
-    assert (address.tls, address.cluster, address.host, address.port, address.db) == (
-        tls,
-        cluster,
-        host,
-        port,
-        db,
-    )
+    assert (address.tls, address.cluster, address.host, address.port, address.db) == expected
 
 
 @pytest.mark.parametrize(
@@ -119,7 +113,8 @@ def test_url_credentials_never_appear_in_errors_or_display():
     with pytest.raises(ConfigError) as excinfo:
         load_settings(redis_url="redis://user:s3cret-pw@cache.example.com/x")
 
-    assert address.password is not None and address.password.get_secret_value() == "s3cret-pw"
+    assert address.password is not None
+    assert address.password.get_secret_value() == "s3cret-pw"
     assert "s3cret-pw" not in address.display
     assert "s3cret-pw" not in repr(address)
     assert "s3cret-pw" not in str(excinfo.value)
@@ -154,7 +149,8 @@ def test_credentials_come_from_files_and_win_over_the_url(tmp_path: Path):
 
     username, secret = settings.redis_credentials
     assert username == "relay"
-    assert secret is not None and secret.get_secret_value() == "from-file"
+    assert secret is not None
+    assert secret.get_secret_value() == "from-file"
     assert set(settings.secrets()) == {"from-file", "from-url"}
     assert "from-file" not in repr(settings)
 
