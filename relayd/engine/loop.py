@@ -1,8 +1,12 @@
-"""The long-running relay: per-prefix lease, adaptive polling, Redis retries, graceful stop.
+"""The long-running relay: per-prefix lease, fair shares, adaptive polling, Redis retries, graceful stop.
 
 ``run_relay`` starts the sinks, runs one task per prefix and closes the sinks. A prefix task
 delivers only while its replica holds the prefix's lease (a keeper task takes and renews it);
 a full batch polls again at once, an idle pass backs off up to ``poll_interval_s`` with jitter.
+Replicas share the prefixes: a share task beats into each prefix's member registry every third
+of the lease TTL and lets a prefix task try for its lease only while this replica is below its
+fair share (``engine.shares``); a prefix above the share is handed back between passes
+(checkpoint, release), so shares rebalance within about one TTL of a join, leave or death.
 A Redis error is counted, reported to ``/readyz`` and retried with exponential backoff from a
 fresh ``Sweeper``. When ``stop`` is set no new read or delivery starts, the pass in flight
 gets ``shutdown_grace_s`` to finish and ack, then the reader cursors are checkpointed and the
@@ -25,6 +29,7 @@ from redis.exceptions import RedisError
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import SYSTEM_CLOCK, Clock
 from relayd.engine.options import SweepOptions
+from relayd.engine.shares import PrefixView, ShareDecision, decide_shares
 from relayd.engine.sweeper import PassResult, Sweeper
 from relayd.envelope import Kind
 from relayd.errors import RelaydError, SinkError
@@ -32,7 +37,8 @@ from relayd.health import Health
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import Sink
 from relayd.state import RedisClient
-from relayd.state.lease import Lease
+from relayd.state.lease import Lease, make_token
+from relayd.state.members import Membership
 from store import AsyncRedisStore
 from store.errors import StoreUnavailable
 
@@ -46,6 +52,9 @@ _ERROR_BACKOFF_BASE_S: Final = 0.2
 _ERROR_BACKOFF_CAP_S: Final = 10.0
 #: Idle polls start this fraction of ``poll_interval_s`` and double up to all of it.
 _FIRST_IDLE_FRACTION: Final = 1 / 16
+#: Registry beats come every third of the TTL times this jitter band (never later: a late beat
+#: lets the member expire and the group rebalance for nothing).
+_BEAT_JITTER: Final = (0.75, 1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +104,8 @@ async def run_relay(
         raise SinkError(f"sink {getattr(sink, 'name', '?')!r} failed to start: {type(exc).__name__}") from exc
     health.watch_sinks({f"{kind}:{sink.name}": sink.ready for kind, sink in sinks.items()})
     locks = {id(sink): asyncio.Lock() for sink in unique}
+    # One token per process, on every lease and registry: the shares count leases by holder.
+    token = make_token()
     relays = [
         _PrefixRelay(
             prefix,
@@ -106,11 +117,17 @@ async def run_relay(
             health=health,
             stop=stop,
             clock=clock,
+            token=token,
         )
         for prefix in options.prefixes
     ]
     try:
         async with asyncio.TaskGroup() as group:
+            if not options.once:  # a one-shot job takes what is free and is no group member
+                membership = Membership(
+                    redis, [r.store.keyspace for r in relays], token=token, ttl_s=options.lease_ttl_s
+                )
+                group.create_task(_keep_shares(membership, relays, stop=stop, health=health))
             for relay in relays:
                 group.create_task(relay.run())
     finally:
@@ -144,6 +161,41 @@ def _summarise(relays: list[_PrefixRelay]) -> RunSummary:
     )
 
 
+async def _keep_shares(
+    membership: Membership, relays: list[_PrefixRelay], *, stop: asyncio.Event, health: Health
+) -> None:
+    """Beat into the registries, decide the fair share, steer the prefix tasks; leave on stop."""
+    rng = random.Random()
+    beat_every_s = relays[0].lease.ttl_s / 3
+    last: ShareDecision | None = None
+    while not stop.is_set():
+        try:
+            seen = await membership.beat()
+        except REDIS_ERRORS as exc:
+            # The leases fail the same way and are counted there; keep the last decision.
+            health.redis_failed(type(exc).__name__)
+            log.warning("redis_error", error=f"{type(exc).__name__}: {exc}"[:300])
+        else:
+            views = [PrefixView(r.prefix, r.members, r.holder) for r in seen]
+            decision = decide_shares(views, membership.token)
+            for relay in relays:
+                relay.steer(
+                    may_acquire=relay.prefix in decision.acquire,
+                    release=relay.prefix in decision.release,
+                )
+            if last is None or (decision.quota, decision.members) != (last.quota, last.members):
+                log.info("share_changed", count=decision.quota)
+            last = decision
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), beat_every_s * rng.uniform(*_BEAT_JITTER))
+    # Leave before the prefix tasks release their leases: the others then count one member
+    # fewer by the time the leases come free, and take them at once.
+    try:
+        await membership.leave()
+    except REDIS_ERRORS as exc:
+        log.warning("redis_error", error=f"{type(exc).__name__}: {exc}"[:300])
+
+
 class _PrefixRelay:
     """Lease keeping and the poll loop of one prefix."""
 
@@ -159,6 +211,7 @@ class _PrefixRelay:
         health: Health,
         stop: asyncio.Event,
         clock: Clock,
+        token: str | None = None,
     ) -> None:
         self.prefix = prefix
         self.options = options
@@ -170,9 +223,21 @@ class _PrefixRelay:
         self.stop = stop
         self.clock = clock
         self.rng = random.Random()
-        self.lease = Lease(redis, self.store.keyspace, ttl_s=options.lease_ttl_s, monotonic=clock.monotonic)
+        self.lease = Lease(
+            redis, self.store.keyspace, ttl_s=options.lease_ttl_s, monotonic=clock.monotonic, token=token
+        )
         self.active = False
         self.lease_changed = asyncio.Event()
+        # Set by the share task: whether to try for the lease, whether to hand it back. A
+        # one-shot run has no share task and takes every lease it finds free.
+        self.may_acquire = options.once
+        self.release_wanted = False
+        # Wakes the keeper (may acquire now) and the loop (hand back now) out of their waits.
+        self.keeper_wake = asyncio.Event()
+        self.loop_wake = asyncio.Event()
+        # Keeper (renew + note) and hand-back exclude each other, so a renewal in flight
+        # cannot make a lease just given back look held again.
+        self.lease_lock = asyncio.Lock()
         self.delivered: Counter[Kind] = Counter()
         self.retried: Counter[Kind] = Counter()
         self.dead_lettered: Counter[Kind] = Counter()
@@ -182,22 +247,54 @@ class _PrefixRelay:
         metrics.add_prefix(prefix)
 
     # --- the lease ----------------------------------------------------------------------------
+    def steer(self, *, may_acquire: bool, release: bool) -> None:
+        """Follow the share task's decision: try for the lease or not, hand it back or not."""
+        if may_acquire and not self.may_acquire:
+            self.keeper_wake.set()
+        if release and not self.release_wanted:
+            self.loop_wake.set()
+        self.may_acquire, self.release_wanted = may_acquire, release
+
     async def keep_lease(self) -> None:
-        """Acquire, then renew every third of the TTL; standbys retry with jitter."""
+        """Acquire (while the share allows), then renew every third of the TTL; standbys jitter."""
         renew_every_s = self.lease.ttl_s / 3
         while True:
-            try:
-                if self.active:
-                    await self.lease.renew()
-                else:
-                    await self.lease.acquire()
-                self.health.redis_ok()
-            except REDIS_ERRORS as exc:
-                self._redis_failed(exc)
-            self._note_lease()
+            async with self.lease_lock:
+                try:
+                    if self.active:
+                        await self.lease.renew()
+                    elif self.may_acquire:
+                        await self.lease.acquire()
+                    self.health.redis_ok()
+                except REDIS_ERRORS as exc:
+                    self._redis_failed(exc)
+                self._note_lease()
             # Jitter for standbys so replicas never poll in lockstep (DESIGN §4).
             wait_s = renew_every_s if self.active else renew_every_s * self.rng.uniform(0.5, 1.5)
-            await asyncio.sleep(wait_s)
+            self.keeper_wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.keeper_wake.wait(), wait_s)
+
+    async def hand_back(self) -> None:
+        """Give the lease back to the group: checkpoint the readers, then release (between passes)."""
+        async with self.lease_lock:
+            if self.sweeper is not None:
+                with contextlib.suppress(*REDIS_ERRORS):
+                    await self.sweeper.checkpoint()
+                self._drop_sweeper()
+            self.may_acquire = self.release_wanted = False
+            self.active = False
+            self.metrics.active.labels(self.prefix).set(0)
+            try:
+                released = await self.lease.release()
+            except REDIS_ERRORS as exc:
+                self._redis_failed(exc)
+                self.lease.forget()  # it expires on its own within the TTL; we deliver no more
+                released = False
+            if released:
+                self.metrics.lease_transitions.labels(self.prefix, "released").inc()
+                log.info("lease_released", prefix=self.prefix)
+            self.lease_changed.set()
 
     def _note_lease(self) -> None:
         held = self.lease.held()
@@ -228,6 +325,9 @@ class _PrefixRelay:
         error_streak = idle_streak = 0
         waiting_since_s = self.clock.monotonic()
         while not self.stop.is_set():
+            if self.release_wanted and self.active:
+                await self.hand_back()
+                continue
             if not self.lease.held():
                 self._drop_sweeper()
                 self._note_lease()
@@ -270,7 +370,8 @@ class _PrefixRelay:
                 await asyncio.sleep(0)  # more is waiting: poll again at once
                 continue
             idle_streak += 1
-            await self._wait(self._idle_delay(idle_streak, result))
+            self.loop_wake.clear()
+            await self._wait(self._idle_delay(idle_streak, result), self.loop_wake)
 
     def _idle_delay(self, idle_streak: int, result: PassResult) -> float:
         interval_s = self.options.poll_interval_s

@@ -1,0 +1,118 @@
+"""The registry of live replicas per prefix: heartbeats in, members and lease holder out.
+
+    P:relay:members   zset   {replica token -> expiry, epoch ms on the Redis server's clock}
+
+Every replica of ``relayd sweep`` beats into the registry of each prefix it serves every third
+of the lease TTL; a member whose expiry has passed is dead and is pruned by the next beat of
+anyone. A clean shutdown removes the member at once. One beat is one script per prefix, all
+prefixes in one pipeline; each script touches only its own prefix's keys (one Redis Cluster
+slot when the prefix carries a hash tag).
+
+Expiry is judged on the Redis server's clock (``TIME`` inside the script), the same clock
+that expires the leases, so replicas on hosts whose clocks disagree still agree on who is
+alive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from relayd.state import RedisClient
+from relayd.state.keys import RelayKeys
+from store.keys import Keyspace
+
+#: Suffix of the registry under ``P:relay:``.
+MEMBERS_SUFFIX: Final = "members"
+#: The registry key outlives its last member by this many TTLs, then Redis drops it.
+_KEY_TTL_FACTOR: Final = 10
+
+# KEYS[1]  P:relay:members   the registry
+# KEYS[2]  P:relay:lease     the prefix's lease (read only)
+# ARGV[1]  our token
+# ARGV[2]  member TTL in milliseconds
+# ARGV[3]  the registry key's own TTL, in member TTLs (an abandoned prefix leaves nothing behind)
+# Returns {lease token or false, live member tokens...}.
+_BEAT: Final = """
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl_ms = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms)
+redis.call('ZADD', KEYS[1], now_ms + ttl_ms, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl_ms * tonumber(ARGV[3]))
+local members = redis.call('ZRANGE', KEYS[1], 0, -1)
+table.insert(members, 1, redis.call('GET', KEYS[2]))
+return members
+"""
+
+# KEYS[1]  P:relay:members
+# Returns the live member tokens without registering anyone (for status).
+_LIVE: Final = """
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now_ms, '+inf')
+"""
+
+
+def members_key(keyspace: Keyspace) -> str:
+    """The registry key of one prefix."""
+    return keyspace.relay(MEMBERS_SUFFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """What one beat saw on one prefix."""
+
+    prefix: str
+    members: frozenset[str]
+    #: The lease token at the moment of the beat; None when no replica is active.
+    holder: str | None
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+class Membership:
+    """One replica's registration on every prefix it serves."""
+
+    def __init__(
+        self, client: RedisClient, keyspaces: Sequence[Keyspace], *, token: str, ttl_s: float
+    ) -> None:
+        self._client = client
+        self._keyspaces = tuple(keyspaces)
+        self.token = token
+        self._ttl_ms = max(int(ttl_s * 1000), 1)
+
+    async def beat(self) -> list[Registration]:
+        """Register (or refresh) this replica on every prefix; return what each registry holds."""
+        pipe = self._client.pipeline(transaction=False)
+        for keyspace in self._keyspaces:
+            keys = (members_key(keyspace), RelayKeys(keyspace).lease)
+            pipe.eval(_BEAT, 2, *keys, self.token, str(self._ttl_ms), str(_KEY_TTL_FACTOR))
+        replies = await pipe.execute()
+        seen = []
+        for keyspace, reply in zip(self._keyspaces, replies, strict=True):
+            holder, *members = reply
+            seen.append(
+                Registration(
+                    prefix=keyspace.prefix,
+                    members=frozenset(_text(m) for m in members),
+                    holder=None if holder is None else _text(holder),
+                )
+            )
+        return seen
+
+    async def leave(self) -> None:
+        """Remove this replica from every registry (clean shutdown: the others rebalance now)."""
+        pipe = self._client.pipeline(transaction=False)
+        for keyspace in self._keyspaces:
+            pipe.zrem(members_key(keyspace), self.token)
+        await pipe.execute()
+
+
+async def read_members(client: RedisClient, keyspace: Keyspace) -> list[str]:
+    """Return the live members registered on ``keyspace``, in token order."""
+    live = await client.eval(_LIVE, 1, members_key(keyspace))
+    return sorted(_text(member) for member in live)
