@@ -134,8 +134,9 @@ def seed_backlog(store: RedisStore[Any, Any], *, now_s: float) -> set[tuple[str,
     for n in range(3):
         exe = Execution(id=f"clean-install-{n}", definition_id="clean-install")
         emits = [(f"target-{n}", Event(kind="Ping", data={"n": n})), (None, Event(kind="Pong"))]
-        # A binary fraction, so the score survives Redis's double and str(float) unchanged.
-        timers = [TimerOp(action="schedule", path="root.waiting", fire_at=now_s - 30.0 + n + 0.25)]
+        # Whole seconds plus a binary fraction: exact in Redis's double and in str(float).
+        fire_at = float(int(now_s)) - 30.0 + n + 0.25
+        timers = [TimerOp(action="schedule", path="root.waiting", fire_at=fire_at)]
         spawns = [(f"clean-install-{n}.child", "root.fork", {"n": n})]
         store.commit(exe, emits, f"evt-{n}", timers=timers, spawns=spawns)
 
@@ -204,19 +205,19 @@ def test_wheel_installed_in_a_clean_venv_runs_help_demo_and_sweep_once(
     assert unnamed == [], explain(f"relayd demo's output does not name {unnamed}", demo)
 
     prefix = "clean" + uuid.uuid4().hex[:10]
-    client = redis_server.client()
-    store: RedisStore[Any, Any] = RedisStore(client, prefix=prefix)
-    expected = seed_backlog(store, now_s=time.time())
-    sink_path = tmp_path / "delivered.jsonl"
-    argv = [relayd, "sweep", "--once", "--redis-url", redis_server.url, "--prefix", prefix]
-    swept = run([*argv, "--sink", f"jsonl:{sink_path}"], cwd=tmp_path, timeout_s=COMMAND_TIMEOUT_S)
+    with redis_server.client() as client:
+        store: RedisStore[Any, Any] = RedisStore(client, prefix=prefix)
+        expected = seed_backlog(store, now_s=time.time())
+        sink_path = tmp_path / "delivered.jsonl"
+        argv = [relayd, "sweep", "--once", "--redis-url", redis_server.url, "--prefix", prefix]
+        swept = run([*argv, "--sink", f"jsonl:{sink_path}"], cwd=tmp_path, timeout_s=COMMAND_TIMEOUT_S)
 
-    assert swept.returncode == 0, explain("relayd sweep --once", swept)
-    envelopes = [json.loads(line) for line in sink_path.read_text().splitlines()]
-    assert {e["v"] for e in envelopes} == {"relayd/1"}
-    assert {e["prefix"] for e in envelopes} == {prefix}
-    delivered = {(e["kind"], e["id"]) for e in envelopes}
-    assert delivered == expected, f"missing: {expected - delivered}; unexpected: {delivered - expected}"
-    # Exit 0 means every entry was acked: the live structures are empty.
-    assert (store.pending_outbox(), store.pending_spawns(), store.due_timers(time.time())) == ([], [], [])
-    client.close()
+        assert swept.returncode == 0, explain("relayd sweep --once", swept)
+        envelopes = [json.loads(line) for line in sink_path.read_text().splitlines()]
+        assert {e["v"] for e in envelopes} == {"relayd/1"}
+        assert {e["prefix"] for e in envelopes} == {prefix}
+        delivered = {(e["kind"], e["id"]) for e in envelopes}
+        assert delivered == expected, f"missing: {expected - delivered}; unexpected: {delivered - expected}"
+        # Exit 0 means every entry was acked: the live structures are empty.
+        left = (store.pending_outbox(), store.pending_spawns(), store.due_timers(time.time()))
+        assert left == ([], [], [])
