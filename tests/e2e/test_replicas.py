@@ -31,6 +31,7 @@ from support.replicas import (
     most_active,
     overlapping_samples,
     start_replica,
+    wait_new_holder,
     wait_serving,
 )
 from support.workload import Workload, stored_ids
@@ -170,8 +171,8 @@ def test_replicas_keep_one_active_and_hand_over_on_sigterm(
         holder = world.by_pid(first.holder)
         stopped_at = time.monotonic()
         holder.signal(signal.SIGTERM)
-        after = sampler.wait_for(lambda s: s.holder not in (None, holder.pid), timeout_s=10)
-        handover_s = after.at_s - stopped_at
+        seen_at, _ = wait_new_holder(world.client, world.lease_key, not_pids=[holder.pid], timeout_s=10)
+        handover_s = seen_at - stopped_at
         time.sleep(2)
     samples = sampler.samples
     changes_in_steady = [c for c in holder_changes(steady) if c[0] > first.at_s]
@@ -194,6 +195,7 @@ def test_sigkill_of_the_active_replica_is_taken_over_within_the_ttl(
     world.workload.start()
     world.start(3)
     takeovers: list[float] = []
+    gauge_lags: list[float] = []  # from the key naming the new holder to a sample of its gauge at 1
     with world.sampler() as sampler:
         for _ in range(2):
             sample = sampler.wait_for(holder_sample(world), timeout_s=10)
@@ -202,20 +204,25 @@ def test_sigkill_of_the_active_replica_is_taken_over_within_the_ttl(
             killed_at = time.monotonic()
             victim.signal(signal.SIGKILL)
             victim.proc.wait(5)
-            taken = sampler.wait_for(
-                lambda s, dead=victim.pid: s.holder not in (None, dead) and holder_sample(world)(s),
-                timeout_s=10,
-            )
-            takeovers.append(taken.at_s - killed_at)
+            seen_at, _ = wait_new_holder(world.client, world.lease_key, not_pids=[victim.pid], timeout_s=10)
+            takeovers.append(seen_at - killed_at)
+            agreed = sampler.wait_for(holder_sample(world), timeout_s=10)
+            gauge_lags.append(agreed.at_s - seen_at)
         time.sleep(1)
-    print("sigkill_takeover_s=" + ",".join(f"{t:.3f}" for t in takeovers))
+    print(
+        "sigkill_takeover_s="
+        + ",".join(f"{t:.3f}" for t in takeovers)
+        + " new_holder_gauge_lag_s="
+        + ",".join(f"{t:.3f}" for t in gauge_lags)
+    )
     record_property("sigkill_takeover_s", [round(t, 3) for t in takeovers])
 
     # the key expires at most one TTL after the kill; the next standby try follows within
     # its jittered retry period
     assert all(t <= LEASE_TTL_S + STANDBY_RETRY_MAX_S + SLACK_S for t in takeovers), takeovers
     # and not before the dead holder's lease could have expired: no standby steals a lease
-    assert all(t >= LEASE_TTL_S - RENEW_PERIOD_S - SAMPLE_INTERVAL_S for t in takeovers), takeovers
+    assert all(t >= LEASE_TTL_S - RENEW_PERIOD_S - 0.1 for t in takeovers), takeovers
+    assert all(lag <= MAX_DISAGREEMENT_S + SLACK_S for lag in gauge_lags), gauge_lags
     check_gauges_follow_the_key(sampler.samples, world.pids())
     world.drain_and_check("sigkill", transitions=2, record_property=record_property)
 
@@ -235,8 +242,8 @@ def test_a_frozen_holder_loses_the_lease_and_stops_delivering(
         other = next(r for r in world.replicas if r is not frozen)
         frozen_at = time.monotonic()
         frozen.signal(signal.SIGSTOP)
-        taken = sampler.wait_for(lambda s: s.holder == other.pid, timeout_s=10)
-        takeover_s = taken.at_s - frozen_at
+        seen_at, _ = wait_new_holder(world.client, world.lease_key, not_pids=[frozen.pid], timeout_s=10)
+        takeover_s = seen_at - frozen_at
         time.sleep(max(0.0, frozen_at + 2 * LEASE_TTL_S - time.monotonic()))
         frozen_lines, other_lines = frozen.lines(), other.lines()
         resumed_at = time.monotonic()

@@ -199,6 +199,21 @@ class Sampler:
         raise TimeoutError("no sample satisfied the condition")
 
 
+def wait_new_holder(
+    client: Any, lease_key: str, *, not_pids: Iterable[int], timeout_s: float, poll_s: float = 0.01
+) -> tuple[float, int]:
+    """Poll the lease key (every ``poll_s``, finer than the sampler) until a pid outside
+    ``not_pids`` holds it; return ``(monotonic time seen, pid)``."""
+    excluded = set(not_pids)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pid = holder_pid(client.get(lease_key))
+        if pid is not None and pid not in excluded:
+            return time.monotonic(), pid
+        time.sleep(poll_s)
+    raise TimeoutError(f"no new holder of {lease_key} within {timeout_s} s")
+
+
 # --- pure analysis ---------------------------------------------------------------------------
 
 
