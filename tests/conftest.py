@@ -50,12 +50,18 @@ class RedisServer:
     def start(self) -> None:
         argv = [
             "redis-server",
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--save", "",
-            "--appendonly", "no",
-            "--dir", str(self.dir),
-            "--loglevel", "warning",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.dir),
+            "--loglevel",
+            "warning",
             *self.args,
         ]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -38,7 +38,7 @@ def _imports(path: Path) -> set[str]:
 
 
 def _top(name: str) -> str:
-    return name.split(".")[0]
+    return name.partition(".")[0]
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "store").rglob("*.py")), ids=lambda p: p.name)

@@ -76,7 +76,9 @@ def _fenced_commands(section: str) -> list[str]:
 def test_the_readme_test_command_is_what_ci_runs() -> None:
     """The second of the two commands is the last line of ``.ci/run``, verbatim after install."""
     demo, tests = _fenced_commands("Two commands")
-    ci_lines = [line for line in (ROOT / ".ci/run").read_text().splitlines() if line and not line.startswith("#")]
+    ci_lines = [
+        line for line in (ROOT / ".ci/run").read_text().splitlines() if line and not line.startswith("#")
+    ]
 
     assert "relayd demo" in demo
     install, run = (part.strip() for part in tests.split("&&"))
