@@ -73,13 +73,22 @@ def relayd_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "relayd", *args]
 
 
-def run_relayd(*args: str, timeout_s: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_relayd(
+    *args: str, timeout_s: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        relayd_argv(*args), capture_output=True, text=True, timeout=timeout_s, env=relayd_env(env), check=False
+        relayd_argv(*args),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=relayd_env(env),
+        check=False,
     )
 
 
-def start_relayd(*args: str, env: dict[str, str] | None = None, stderr: Any = subprocess.PIPE) -> subprocess.Popen[str]:
+def start_relayd(
+    *args: str, env: dict[str, str] | None = None, stderr: Any = subprocess.PIPE
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         relayd_argv(*args), stdout=subprocess.PIPE, stderr=stderr, text=True, env=relayd_env(env)
     )
@@ -128,7 +137,9 @@ def commit_backlog(
             for i in range(emits)
         ]
         intents = [(f"{exe.id}.child-{i}", f"region/{i}", {"i": i, "parent": exe.id}) for i in range(spawns)]
-        timers = [TimerOp("schedule", f"wait/p {i}:é", now - rng.uniform(1, 1000)) for i in range(past_timers)]
+        timers = [
+            TimerOp("schedule", f"wait/p {i}:é", now - rng.uniform(1, 1000)) for i in range(past_timers)
+        ]
         timers += [TimerOp("schedule", f"later/{i}", now + 3600 + i) for i in range(future_timers)]
         seqs = store.commit(exe, events, timers=timers, spawns=intents)
         for seq, (target, event) in zip(seqs, events, strict=True):

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
+import orjson
 from harel.engine.core import timeout_event
 from harel.engine.execution import Execution as HarelExecution
 from harel.engine.store import RedisStore as HarelRedisStore
@@ -33,7 +33,16 @@ def test_once_delivers_a_mixed_backlog_exactly_and_acks_it(e2e_redis, prefix: st
     started = time.time()
 
     result = run_relayd(
-        "sweep", "--once", "--redis-url", e2e_redis.url, "--prefix", prefix, "--sink", f"jsonl:{out}", "--batch", "500"
+        "sweep",
+        "--once",
+        "--redis-url",
+        e2e_redis.url,
+        "--prefix",
+        prefix,
+        "--sink",
+        f"jsonl:{out}",
+        "--batch",
+        "500",
     )
 
     finished = time.time()
@@ -54,7 +63,9 @@ def test_once_delivers_a_mixed_backlog_exactly_and_acks_it(e2e_redis, prefix: st
         assert env["target_id"] == target
         assert env["event"] == event
 
-    spawns = {(e["parent_id"], e["child_id"], e["root_path"], orjson_key(e["context"])): e for e in by_kind["spawn"]}
+    spawns = {
+        (e["parent_id"], e["child_id"], e["root_path"], orjson_key(e["context"])): e for e in by_kind["spawn"]
+    }
     assert set(spawns) == {(p, c, r, orjson_key(x)) for p, c, r, x in backlog.spawns}
     for env in by_kind["spawn"]:
         assert set(env) == ENVELOPE_KEYS | {"seq", "parent_id", "child_id", "root_path", "context"}
@@ -67,7 +78,11 @@ def test_once_delivers_a_mixed_backlog_exactly_and_acks_it(e2e_redis, prefix: st
         assert set(env) == ENVELOPE_KEYS | {"execution_id", "path", "fire_at", "event"}
         assert env["fire_at"] == fire_at
         assert env["id"] == f"timeout:{exe_id}:{path}:{fire_at}"
-        assert env["event"] == {"id": env["id"], "kind": "Timeout", "data": {"path": path, "fire_at": fire_at}}
+        assert env["event"] == {
+            "id": env["id"],
+            "kind": "Timeout",
+            "data": {"path": path, "fire_at": fire_at},
+        }
 
     outbox_order = [e["seq"] for e in by_kind["outbox"]]
     assert outbox_order == sorted(outbox_order)
@@ -76,14 +91,12 @@ def test_once_delivers_a_mixed_backlog_exactly_and_acks_it(e2e_redis, prefix: st
 
     assert client.hlen(f"{prefix}:outbox") == 0
     assert client.hlen(f"{prefix}:spawns") == 0
-    remaining = {m: s for m, s in client.zrange(f"{prefix}:timers", 0, -1, withscores=True)}
+    remaining = dict(client.zrange(f"{prefix}:timers", 0, -1, withscores=True))
     assert remaining == {f"{e}\x00{p}".encode(): f for (e, p), f in backlog.future_timers.items()}
     assert snapshot_engine_keys(client, prefix) == untouched
 
 
 def orjson_key(value: Any) -> str:
-    import orjson
-
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
@@ -96,17 +109,23 @@ def test_once_relays_a_backlog_harel_committed(e2e_redis, prefix: str, tmp_path:
     expected_events = {}
     for n in range(30):
         exe = HarelExecution(id=f"h-{n}", definition_id="d")
-        events = [("target-a" if i % 2 else None, HarelEvent(kind="Ping", data={"n": n, "i": i})) for i in range(5)]
+        events = [
+            ("target-a" if i % 2 else None, HarelEvent(kind="Ping", data={"n": n, "i": i})) for i in range(5)
+        ]
         timers = [HarelTimerOp("schedule", f"s/{i}", now - 10 - i - n / 7) for i in range(3)]
         timers.append(HarelTimerOp("schedule", "future", now + 3600))
         seqs = harel.commit(exe, events, None, timers=tuple(timers), spawns=((f"h-{n}.c", "r", {"n": n}),))
         for seq, (_target, event) in zip(seqs, events, strict=True):
             expected_events[seq] = event.model_dump(mode="json")
         for t in timers[:-1]:
-            expected_timers[(exe.id, t.path)] = timeout_event(exe.id, t.path, t.fire_at).model_dump(mode="json")
+            expected_timers[(exe.id, t.path)] = timeout_event(exe.id, t.path, t.fire_at).model_dump(
+                mode="json"
+            )
     out = tmp_path / "harel.jsonl"
 
-    result = run_relayd("sweep", "--once", "--redis-url", e2e_redis.url, "--prefix", prefix, "--sink", f"jsonl:{out}")
+    result = run_relayd(
+        "sweep", "--once", "--redis-url", e2e_redis.url, "--prefix", prefix, "--sink", f"jsonl:{out}"
+    )
 
     assert result.returncode == 0, result.stderr[-2000:]
     lines = read_jsonl(out)
@@ -124,27 +143,27 @@ def test_once_relays_a_backlog_harel_committed(e2e_redis, prefix: str, tmp_path:
     assert client.zcard(f"{prefix}:timers") == 30
 
 
-@pytest.mark.parametrize(
-    ("field", "value", "reason"),
-    [
-        ("outbox", b"not json", "bad_json"),
-        ("outbox", b'{"t": "a"}', "missing_field"),
-        ("outbox", b'{"t": 5, "e": "{}"}', "wrong_type"),
-        ("outbox:x", b'{"t": "a", "e": "{\\"id\\":\\"e\\",\\"kind\\":\\"k\\",\\"data\\":{}}"}', "bad_seq"),
-        ("spawns", b"[1, 2]", "wrong_type"),
-        ("timers", b"no-separator", "bad_member"),
-    ],
-    ids=["bad-json", "missing-field", "wrong-type", "non-integer-seq", "spawn-not-object", "timer-member"],
-)
-def test_poison_entries_are_dead_lettered_and_replayed(e2e_redis, prefix: str, tmp_path: Path, field, value, reason):
+#: Malformed shapes: (structure, field or member, value, expected reason code).
+POISON = [
+    ("outbox", "900", b"not json", "bad_json"),
+    ("outbox", "901", b'{"t": "a"}', "missing_field"),
+    ("outbox", "902", b'{"t": 5, "e": "{}"}', "wrong_type"),
+    ("outbox", "x1", b'{"t": "a", "e": "{\\"id\\":\\"e\\",\\"kind\\":\\"k\\",\\"data\\":{}}"}', "bad_seq"),
+    ("spawns", "900", b"[1, 2]", "wrong_type"),
+    ("spawns", "901", b'{"p": "a", "c": "b"}', "missing_field"),
+    ("timers", "no-separator", None, "bad_member"),
+]
+
+
+def test_poison_entries_are_dead_lettered_with_reasons_and_replayed(e2e_redis, prefix: str, tmp_path: Path):
+    """Each malformed shape is parked with its reason, everything else delivered, replay puts them back."""
     client = e2e_redis.client
     backlog = commit_backlog(client, prefix, executions=5, emits=4, spawns=2, past_timers=2, future_timers=0)
-    if field == "timers":
-        client.zadd(f"{prefix}:timers", {value: time.time() - 5})
-    elif field == "outbox:x":
-        client.hset(f"{prefix}:outbox", "x1", value)
-    else:
-        client.hset(f"{prefix}:{field}", "900", value)
+    for structure, ref, value, _reason in POISON:
+        if structure == "timers":
+            client.zadd(f"{prefix}:timers", {ref: time.time() - 5})
+        else:
+            client.hset(f"{prefix}:{structure}", ref, value)
     out = tmp_path / "out.jsonl"
     common = ["--redis-url", e2e_redis.url, "--prefix", prefix]
 
@@ -152,15 +171,14 @@ def test_poison_entries_are_dead_lettered_and_replayed(e2e_redis, prefix: str, t
     listed = run_relayd("dlq", "list", "--json", *common)
     replayed = run_relayd("dlq", "replay", "--all", *common)
 
-    import orjson
-
     assert result.returncode == 1, result.stderr[-2000:]
     assert len(read_jsonl(out)) == backlog.due_count
-    (letter,) = orjson.loads(listed.stdout)
-    assert letter["reason_code"] == reason
-    assert "replayed 1" in replayed.stdout
-    live = f"{prefix}:timers" if field == "timers" else f"{prefix}:{'outbox' if field == 'outbox:x' else field}"
-    if field == "timers":
-        assert client.zscore(live, value) is not None
-    else:
-        assert client.hlen(live) == 1
+    letters = orjson.loads(listed.stdout)
+    assert sorted(letter["reason_code"] for letter in letters) == sorted(p[3] for p in POISON)
+    assert f"replayed {len(POISON)}" in replayed.stdout
+    for structure, ref, value, _reason in POISON:
+        if structure == "timers":
+            assert client.zscore(f"{prefix}:timers", ref) is not None
+        else:
+            assert client.hget(f"{prefix}:{structure}", ref) == value
+    assert client.hlen(f"{prefix}:relay:dead:outbox") == 0
