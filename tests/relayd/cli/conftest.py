@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -15,6 +16,7 @@ from pathlib import Path
 import fakeredis
 import pytest
 import redis
+import structlog
 
 
 def free_port() -> int:
@@ -29,6 +31,14 @@ def _no_relayd_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("RELAYD_"):
             monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def _reset_logging() -> Iterator[None]:
+    """CliRunner points logging at its own stderr, closed after each invoke: undo that per test."""
+    yield
+    structlog.reset_defaults()
+    logging.getLogger().handlers.clear()
 
 
 @pytest.fixture

@@ -207,3 +207,35 @@ def test_dlq_usage_errors(args, message, closed_port: int):
 
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+def test_a_sweep_configured_with_a_password_never_logs_it(tmp_path: Path, password_redis, prefix: str):
+    """Debug logs of a whole run (log sink: one line per envelope) never contain the password."""
+    client = redis.Redis(port=password_redis.port, password=password_redis.password)
+    client.hset(
+        f"{prefix}:outbox", mapping={"1": b'{"t": "a", "e": "{\\"id\\": \\"e1\\", \\"kind\\": \\"k\\"}"}'}
+    )
+    client.zadd(f"{prefix}:timers", {"x\x00p": time.time() - 1})
+    password = tmp_path / "pw"
+    password.write_text("right-pw\n")
+
+    result = invoke(
+        [
+            "sweep",
+            "--once",
+            "--sink",
+            "log",
+            "--prefix",
+            prefix,
+            "--log-level",
+            "debug",
+            "--log-format",
+            "json",
+        ],
+        env={"RELAYD_REDIS_URL": password_redis.url, "RELAYD_REDIS_PASSWORD_FILE": str(password)},
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "pass_finished" in result.output or "timeout:x:p" in result.output
+    assert "right-pw" not in result.output
+    assert client.hlen(f"{prefix}:outbox") == 0
