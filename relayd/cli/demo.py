@@ -14,13 +14,21 @@ def demo(
     duration: Annotated[
         float,
         typer.Option(
-            "--duration", min=3.0, max=3600.0, help="Seconds the workload runs before the demo stops."
+            "--duration",
+            envvar="RELAYD_DEMO_DURATION",
+            show_envvar=True,
+            min=3.0,
+            max=3600.0,
+            help="Seconds the workload runs before the demo stops.",
         ),
     ] = 10.0,
     metrics_addr: Annotated[
         str,
         typer.Option(
             "--metrics-addr",
+            # Its own variable: RELAYD_METRICS_ADDR is set to 0.0.0.0:9464 in containers.
+            envvar="RELAYD_DEMO_METRICS_ADDR",
+            show_envvar=True,
             help="HOST:PORT for /metrics during the demo (port 0: any free port).",
         ),
     ] = "127.0.0.1:0",

@@ -25,9 +25,18 @@ dlq_app = typer.Typer(help="List, replay or purge dead letters.", no_args_is_hel
 T = TypeVar("T")
 
 KindOption = Annotated[
-    str | None, typer.Option("--kind", help="Only this kind: outbox, spawn or timer.", show_default=False)
+    str | None,
+    typer.Option(
+        "--kind",
+        envvar="RELAYD_KIND",
+        show_envvar=True,
+        help="Only this kind: outbox, spawn or timer.",
+        show_default=False,
+    ),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="JSON instead of a table.")]
+JsonOption = Annotated[
+    bool, typer.Option("--json", envvar="RELAYD_JSON", show_envvar=True, help="JSON instead of a table.")
+]
 
 
 def _check_kind(kind: str | None) -> Kind | None:

@@ -27,7 +27,12 @@ async def gather_reports(settings: Settings) -> list[StatusReport]:
 
 def status(  # noqa: PLR0917 - Typer builds one option per parameter
     ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON document instead of a table.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", envvar="RELAYD_JSON", show_envvar=True, help="One JSON document instead of a table."
+        ),
+    ] = False,
     redis_url: o.RedisUrl = None,
     prefix: o.Prefix = None,
     log_format: o.LogFormat = None,

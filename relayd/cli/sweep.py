@@ -94,7 +94,13 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
 def sweep(  # noqa: PLR0917 - Typer builds one option per parameter
     ctx: typer.Context,
     once: Annotated[
-        bool, typer.Option("--once", help="One bounded pass: deliver everything due now, then exit.")
+        bool,
+        typer.Option(
+            "--once",
+            envvar="RELAYD_ONCE",
+            show_envvar=True,
+            help="One bounded pass: deliver everything due now, then exit.",
+        ),
     ] = False,
     redis_url: o.RedisUrl = None,
     prefix: o.Prefix = None,
