@@ -176,7 +176,9 @@ class Sweeper:
         if room > 0:
             fresh, malformed = await self._read(lane, min(batch, room))
             tally.read += len(fresh) + len(malformed)
-            tally.full |= len(fresh) + len(malformed) >= min(batch, room)
+            # Anything read means more may wait: a window holding burned seqs (aborted commits)
+            # returns fewer than asked, and must not send the loop to its idle backoff.
+            tally.full |= len(fresh) + len(malformed) > 0
         picked, _ = choose(lane.held.values(), now=self.clock.now(), limit=batch, blocked=blocked)
         if picked and not self.may_deliver():
             picked = []  # the lease was lost while reading: another replica delivers now

@@ -1,0 +1,257 @@
+"""What the fault cases share: relayd and redis-server as real processes, a fast backlog seeder,
+a /metrics scraper and a wait helper.
+
+``RelayProcess`` runs ``relayd sweep`` (long-running, /metrics on a free loopback port) with its
+output in a log file, and can be SIGKILLed, stopped and started again with the same arguments.
+``RedisProcess`` is a redis-server on a fixed port and directory, so it can be stopped or
+killed and come back where it was (with AOF when asked). ``seed_backlog`` writes a mixed
+backlog straight in the engine's wire shape (DESIGN §2, encoded by ``store.codec``) with burned
+seqs, in pipelined chunks: a 50k backlog takes about a second, where committing it
+transaction by transaction would take most of a case's time budget.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+from support.ports import pick_ports
+from support.workload import timer_event_id
+
+from store import Event, Keyspace, timer_member
+from store.codec import encode_outbox_value, encode_spawn_value
+
+#: Entries written per pipeline round-trip by ``seed_backlog``.
+SEED_CHUNK = 2000
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.05) -> float:
+    """Poll ``check`` until true; return the seconds it took. Fails the test on timeout."""
+    started = time.monotonic()
+    while not check():
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(poll_s)
+    return time.monotonic() - started
+
+
+# -- the backlog -----------------------------------------------------------------------------
+
+
+@dataclass
+class Backlog:
+    """Ids (DESIGN §3) of what ``seed_backlog`` wrote, in write order, and the seqs it burned."""
+
+    prefix: str
+    committed: list[str] = field(default_factory=list)
+    burned: int = 0
+
+
+def seed_backlog(
+    client: Any,
+    prefix: str,
+    *,
+    outbox: int,
+    spawns: int,
+    timers: int,
+    targets: int = 20,
+    burn_every: int = 50,
+    fire_at: float,
+    start_seq: int = 0,
+    seed: int = 1,
+) -> Backlog:
+    """Write ``outbox`` events, ``spawns`` intents and ``timers`` due timers under ``prefix``.
+
+    Every ``burn_every``-th seq is skipped (an aborted commit's burned seq) and the counters end
+    past it, as an engine leaves them. Outbox events go to ``targets`` executions or untargeted.
+    Timers fire at ``fire_at`` plus a few milliseconds each, so they are ordered and distinct.
+    """
+    rng = random.Random(seed)
+    keys = Keyspace(prefix)
+    backlog = Backlog(prefix)
+    pipe = client.pipeline(transaction=False)
+    pending = 0
+
+    def flush(force: bool = False) -> None:
+        nonlocal pipe, pending
+        if pending >= SEED_CHUNK or (force and pending):
+            pipe.execute()
+            pipe = client.pipeline(transaction=False)
+            pending = 0
+
+    seq = start_seq
+    for n in range(outbox):
+        seq += 1
+        if burn_every and seq % burn_every == 0:
+            backlog.burned += 1
+            seq += 1
+        target = rng.choice([None, *(f"exe-{t}" for t in range(targets))])
+        event = Event(id=f"ev-{prefix}-{seq}", kind="Ping", data={"n": n, "seq": seq})
+        pipe.hset(keys.outbox, str(seq), encode_outbox_value(target, event))
+        backlog.committed.append(f"{prefix}:outbox:{seq}")
+        pending += 1
+        flush()
+    pipe.set(keys.outbox_seq, seq + 1)  # the last seq burned, too
+    spawn_seq = start_seq
+    for n in range(spawns):
+        spawn_seq += 1
+        if burn_every and spawn_seq % burn_every == 0:
+            backlog.burned += 1
+            spawn_seq += 1
+        parent = f"exe-{n % max(targets, 1)}"
+        value = encode_spawn_value(parent, f"{parent}.c{spawn_seq}", "root", {})
+        pipe.hset(keys.spawns, str(spawn_seq), value)
+        backlog.committed.append(f"{prefix}:spawn:{spawn_seq}")
+        pending += 1
+        flush()
+    pipe.set(keys.spawns_seq, spawn_seq)
+    for n in range(timers):
+        execution_id, path = f"exe-{n % max(targets, 1)}", f"root.wait-{n}"
+        at = round(fire_at + n * 0.001, 3)
+        pipe.zadd(keys.timers, {timer_member(execution_id, path): at})
+        backlog.committed.append(timer_event_id(execution_id, path, at))
+        pending += 1
+        flush()
+    flush(force=True)
+    pipe.execute()
+    return backlog
+
+
+# -- processes -------------------------------------------------------------------------------
+
+
+@dataclass
+class RedisProcess:
+    """A redis-server on a fixed loopback port and directory that can go away and come back."""
+
+    dir: Path
+    port: int = 0
+    args: tuple[str, ...] = ()
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        if not self.port:
+            self.port = pick_ports(1, random.Random())[0]
+        self.dir.mkdir(parents=True, exist_ok=True)
+        argv = [
+            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+            "--save", "", "--appendonly", "no", "--loglevel", "warning", *self.args,
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(self._answers, timeout_s, f"redis-server on {self.port}")
+
+    def _answers(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"redis-server on {self.port} exited with {self.proc.returncode}")
+        client = self.client(socket_timeout=0.5)
+        try:
+            return bool(client.info("server").get("process_id") == self.proc.pid)
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+
+    def client(self, **kwargs: Any) -> redis.Redis:
+        return redis.Redis(port=self.port, **kwargs)
+
+    def stop(self) -> None:
+        """SIGTERM: redis-server shuts down cleanly (AOF flushed)."""
+        self._end(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown at all."""
+        self._end(signal.SIGKILL)
+
+    def _end(self, signum: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signum)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+class RelayProcess:
+    """``relayd sweep`` as a child process, restartable with the same arguments."""
+
+    def __init__(self, args: Sequence[str], log_path: Path) -> None:
+        self.metrics_port = pick_ports(1, random.Random())[0]
+        self.args = [*args, "--metrics-addr", f"127.0.0.1:{self.metrics_port}"]
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(["relayd", "sweep", *self.args], stdout=log, stderr=log)
+        self.starts += 1
+
+    def kill(self) -> None:
+        """SIGKILL and reap: no shutdown grace, no lease release, no checkpoint."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self, timeout_s: float = 20.0) -> int | None:
+        """SIGTERM (the clean shutdown path); returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """Every sample of /metrics, keyed by (name, sorted labels); empty when not answering."""
+        return scrape(self.metrics_port)
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except FileNotFoundError:
+            return ""
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Parse ``http://127.0.0.1:port/metrics``; empty when the server does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def sample(
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str
+) -> float | None:
+    """One sample's value by name and exact labels."""
+    return samples.get((name, tuple(sorted(labels.items()))))
