@@ -196,6 +196,7 @@ class RelayProcess:
         self.log_path = log_path
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.started_at = self.ended_at = 0.0
 
     @property
     def alive(self) -> bool:
@@ -205,12 +206,14 @@ class RelayProcess:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(["relayd", "sweep", *self.args], stdout=log, stderr=log)
         self.starts += 1
+        self.started_at = time.monotonic()
 
     def kill(self) -> None:
         """SIGKILL and reap: no shutdown grace, no lease release, no checkpoint."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
+            self.ended_at = time.monotonic()
 
     def stop(self, timeout_s: float = 20.0) -> int | None:
         """SIGTERM (the clean shutdown path); returns the exit code."""
@@ -223,6 +226,7 @@ class RelayProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+            self.ended_at = time.monotonic()
         return self.proc.returncode
 
     def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
