@@ -74,7 +74,7 @@ def timeout_event(execution_id: str, path: str, fire_at: float) -> dict[str, obj
     }
 
 
-def _object(value: bytes, what: str) -> dict[str, object]:
+def _object(value: bytes | str, what: str) -> dict[str, object]:
     try:
         decoded = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
@@ -122,16 +122,33 @@ def outbox_envelope(entry: RawEntry, *, prefix: str, attempt: int, relayed_at: f
     Raises:
         MalformedEntry: ``bad_seq``, ``bad_json``, ``missing_field`` or ``wrong_type``.
     """
+    # The hot path of a drain: the checks of the helpers above, inlined (one call instead of
+    # seven per entry). The event is still parsed, so a malformed one is caught here, at read.
     seq = _seq(entry)
     value = _object(entry.value, "outbox value")
-    target_id = _string(value, "t", "outbox value", nullable=True)
-    event_text = _string(value, "e", "outbox value")
-    assert event_text is not None  # not nullable, checked above
-    event = _object(event_text.encode(), "outbox event")
-    id_ = outbox_id(prefix, entry.field)
-    body = _header("outbox", id_, prefix, attempt, relayed_at)
-    body.update(seq=seq, target_id=target_id, event=event)
-    return Envelope(id=id_, kind="outbox", prefix=prefix, attempt=attempt, body=body, ordering_key=target_id)
+    if "t" not in value:
+        raise MalformedEntry("missing_field", "outbox value has no 't'")
+    if "e" not in value:
+        raise MalformedEntry("missing_field", "outbox value has no 'e'")
+    target_id, event_text = value["t"], value["e"]
+    if target_id is not None and not isinstance(target_id, str):
+        raise MalformedEntry("wrong_type", "outbox value field 't' is not a string")
+    if not isinstance(event_text, str):
+        raise MalformedEntry("wrong_type", "outbox value field 'e' is not a string")
+    event = _object(event_text, "outbox event")
+    id_ = f"{prefix}:outbox:{entry.field}"
+    body: dict[str, object] = {
+        "v": ENVELOPE_VERSION,
+        "kind": "outbox",
+        "id": id_,
+        "prefix": prefix,
+        "attempt": attempt,
+        "relayed_at": relayed_at,
+        "seq": seq,
+        "target_id": target_id,
+        "event": event,
+    }
+    return Envelope(id_, "outbox", prefix, attempt, body, target_id)
 
 
 def spawn_envelope(entry: RawEntry, *, prefix: str, attempt: int, relayed_at: float) -> Envelope:

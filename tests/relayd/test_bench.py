@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import fakeredis
 import pytest
 import redis
+import structlog
 from typer.testing import CliRunner
 
 from relayd.bench_stats import (
@@ -22,6 +24,18 @@ from relayd.bench_stats import (
     sane,
 )
 from relayd.cli.app import app
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """``relayd bench`` configures logging onto CliRunner's stream; later tests must not log there."""
+    config = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    structlog.configure(**config)
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture

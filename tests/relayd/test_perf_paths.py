@@ -1,0 +1,133 @@
+"""The hot-path changes of issue 6 keep behaviour: hiredis packing, the scripted stream sink."""
+
+from __future__ import annotations
+
+import pytest
+import redis.asyncio as aioredis
+from redis.asyncio.connection import Connection
+from redis.exceptions import DataError, ResponseError
+
+from relayd.envelope import outbox_envelope
+from relayd.packing import use_hiredis_packing
+from relayd.sinks import DELIVERED, SinkOptions, parse_sink_spec
+from relayd.sinks.redis_stream import RedisStreamSink
+from store.backlog import RawEntry
+
+ARGS = [
+    ("SET", "k", "v"),
+    ("CONFIG GET", "maxmemory"),
+    ("HMGET", "h", *[str(n) for n in range(3000)]),
+    ("ZRANGEBYSCORE", "z", "-inf", 1746000000.123456, "LIMIT", 0, 1000),
+    ("XADD", b"s", "*", "envelope", b'{"v":"relayd/1"}' * 500, "id", "\u00e9t\u00e9"),
+    ("SET", bytearray(b"k"), memoryview(b"v")),
+]
+
+
+@pytest.mark.parametrize("args", ARGS, ids=["set", "subcommand", "many", "floats", "large", "buffers"])
+def test_hiredis_packing_produces_redis_pys_bytes(args: tuple) -> None:
+    """Exactly the bytes redis-py's own asyncio packer sends."""
+    plain = Connection()
+    fast = Connection()
+    use_hiredis_packing(_Holder(fast))
+
+    assert b"".join(fast.pack_command(*args)) == b"".join(bytes(c) for c in plain.pack_command(*args))
+
+
+@pytest.mark.parametrize("bad", [None, True])
+def test_hiredis_packing_refuses_what_redis_py_refuses(bad: object) -> None:
+    fast = Connection()
+    use_hiredis_packing(_Holder(fast))
+
+    with pytest.raises(DataError):
+        fast.pack_command("SET", "k", bad)
+
+
+async def test_a_client_switches_its_pooled_and_future_connections(redis_server) -> None:
+    client = aioredis.Redis(port=redis_server.port)
+    await client.ping()  # one connection pooled before the switch
+
+    switched = use_hiredis_packing(client)
+    again = use_hiredis_packing(client)
+    await client.set("perf-paths", "1")
+
+    pool = client.connection_pool
+    assert (switched, again) == (True, True)
+    assert all(type(c).__name__ == "HiredisConnection" for c in pool._available_connections)
+    assert pool.connection_class.__name__ == "HiredisConnection"
+    assert await client.get("perf-paths") == b"1"
+    await client.aclose()
+
+
+def test_a_non_utf8_client_keeps_its_packer() -> None:
+    client = aioredis.Redis(encoding="latin-1")
+
+    assert use_hiredis_packing(client) is False
+    assert client.connection_pool.connection_class is Connection
+
+
+def _envelope(prefix: str, seq: int, target: str) -> object:
+    value = b'{"t": "%s", "e": "{\\"id\\": \\"e%d\\", \\"kind\\": \\"k\\"}"}' % (target.encode(), seq)
+    return outbox_envelope(RawEntry(str(seq), seq, value), prefix=prefix, attempt=1, relayed_at=1.0)
+
+
+async def test_stream_sink_falls_back_to_a_pipeline_where_scripts_are_refused(
+    async_client: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An 'unknown command' reply to the script switches the sink to one XADD per entry, for good."""
+    sink = RedisStreamSink(
+        parse_sink_spec(f"redis-stream:redis://unused/0?stream={prefix}:s"),
+        SinkOptions(),
+        client=async_client,
+    )
+    await sink.start()
+    calls = []
+
+    async def refused(**kwargs: object) -> object:
+        calls.append(kwargs)
+        raise ResponseError("ERR unknown command 'evalsha'")
+
+    monkeypatch.setattr(sink, "_script", refused)
+
+    first = await sink.deliver([_envelope(prefix, 1, "a"), _envelope(prefix, 2, "b")])  # type: ignore[list-item]
+    second = await sink.deliver([_envelope(prefix, 3, "a")])  # type: ignore[list-item]
+
+    ids = [fields[b"id"] for _, fields in await async_client.xrange(f"{prefix}:s")]
+    assert (list(first), list(second)) == ([DELIVERED, DELIVERED], [DELIVERED])
+    assert ids == [f"{prefix}:outbox:{n}".encode() for n in (1, 2, 3)]
+    assert len(calls) == 1
+
+
+async def test_stream_sink_other_script_errors_retry_the_batch(
+    async_client: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = RedisStreamSink(
+        parse_sink_spec(f"redis-stream:redis://unused/0?stream={prefix}:s"),
+        SinkOptions(),
+        client=async_client,
+    )
+    await sink.start()
+
+    async def oom(**kwargs: object) -> object:
+        raise ResponseError("OOM command not allowed when used memory > 'maxmemory'")
+
+    monkeypatch.setattr(sink, "_script", oom)
+
+    outcomes = await sink.deliver([_envelope(prefix, 1, "a")])  # type: ignore[list-item]
+
+    assert outcomes[0] != DELIVERED
+    assert await async_client.exists(f"{prefix}:s") == 0
+
+
+class _Holder:
+    """A stand-in client whose pool holds one already-made connection."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection_pool = _Pool(connection)
+
+
+class _Pool:
+    def __init__(self, connection: Connection) -> None:
+        self.connection_class = type(connection)
+        self.connection_kwargs: dict[str, object] = {}
+        self._available_connections = [connection]
+        self._in_use_connections: set[Connection] = set()
