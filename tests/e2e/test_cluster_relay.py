@@ -13,7 +13,7 @@ import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -57,7 +57,7 @@ def relayd(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_sweep_once_drains_a_mixed_backlog_on_a_cluster(
-    cluster: RedisCluster, tagged_prefix: str, tmp_path: Path, record_property
+    cluster: RedisCluster, tagged_prefix: str, tmp_path: Path, record_property: Callable[[str, object], None]
 ) -> None:
     """Outbox, spawns and due timers written through ``store`` all reach the sink; nothing is left."""
     client = cluster.client()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,10 @@ def tls_prefix() -> str:
 
 
 def test_sweep_once_over_verified_tls_drains_a_mixed_backlog(
-    tls_redis_server: TlsRedisServer, tls_prefix: str, tmp_path: Path, record_property
+    tls_redis_server: TlsRedisServer,
+    tls_prefix: str,
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
 ) -> None:
     """Outbox, spawns and due timers written over TLS are all delivered, and acked on the server."""
     client = tls_redis_server.client()

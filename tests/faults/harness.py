@@ -30,6 +30,9 @@ from support.workload import timer_event_id
 from store import Event, Keyspace, timer_member
 from store.codec import encode_outbox_value, encode_spawn_value
 
+#: pytest's ``record_property`` fixture.
+RecordProperty = Callable[[str, object], None]
+
 #: Entries written per pipeline round-trip by ``seed_backlog``.
 SEED_CHUNK = 2000
 
@@ -42,6 +45,16 @@ def wait_until(check: Callable[[], bool], timeout_s: float, what: str, poll_s: f
             raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
         time.sleep(poll_s)
     return time.monotonic() - started
+
+
+def size_of(path: Path) -> int:
+    """Bytes in ``path`` so far (0 before the sink created it)."""
+    return path.stat().st_size if path.exists() else 0
+
+
+def grew(path: Path, beyond: int) -> Callable[[], bool]:
+    """A ``wait_until`` check: ``path`` holds more than ``beyond`` bytes."""
+    return lambda: size_of(path) > beyond
 
 
 # -- the backlog -----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from faults.harness import RelayProcess, seed_backlog, wait_until
+from faults.harness import RecordProperty, RelayProcess, seed_backlog, wait_until
 from support.cluster import RedisCluster
 from support.ledger import assert_ledger, ledger_from_jsonl, report_ledger, wait_delivered
 
@@ -25,7 +25,9 @@ PREFIX = "{shard-7}fo"
 BATCH = 100
 
 
-def test_master_killed_mid_drain_cluster_fails_over_relay_continues(tmp_path: Path, record_property) -> None:
+def test_master_killed_mid_drain_cluster_fails_over_relay_continues(
+    tmp_path: Path, record_property: RecordProperty
+) -> None:
     with RedisCluster(masters=3, replicas=1) as cluster:
         client = cluster.client()
         backlog = seed_backlog(

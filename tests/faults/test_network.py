@@ -14,23 +14,32 @@ import time
 from pathlib import Path
 
 import pytest
-from faults.harness import RedisProcess, RelayProcess, sample, seed_backlog, wait_until
+from faults.harness import (
+    RecordProperty,
+    RedisProcess,
+    RelayProcess,
+    grew,
+    sample,
+    seed_backlog,
+    size_of,
+    wait_until,
+)
 from support.ledger import assert_ledger, ledger_from_jsonl, report_ledger, wait_delivered
-from support.proxy import TcpProxy
+from support.proxy import Mode, TcpProxy
 from support.workload import Workload
 
 from store import RedisStore
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
 BATCH = 100
 #: (mode, seconds) of each fault, in order.
-FAULTS = (("cut", 4.0), ("blackhole", 12.0), ("cut", 4.0))
+FAULTS: tuple[tuple[Mode, float], ...] = (("cut", 4.0), ("blackhole", 12.0), ("cut", 4.0))
 LEASE_TTL_S = 2.0
 
 
 def test_cut_and_blackholed_network_loses_nothing(
-    redis_process: RedisProcess, tmp_path: Path, record_property
+    redis_process: RedisProcess, tmp_path: Path, record_property: RecordProperty
 ) -> None:
     client = redis_process.client()
     backlog = seed_backlog(client, "net", outbox=14_000, spawns=3_000, timers=3_000, fire_at=time.time() - 60)
@@ -50,10 +59,7 @@ def test_cut_and_blackholed_network_loses_nothing(
         workload.start()
         try:
             for mode, duration_s in FAULTS:
-                size = out.stat().st_size if out.exists() else 0
-                wait_until(
-                    lambda size=size: out.exists() and out.stat().st_size > size + 20_000, 30, "progress"
-                )
+                wait_until(grew(out, size_of(out) + 20_000), 30, "progress")
                 proxy.set_mode(mode)
                 # past the lease TTL the relay must have stopped delivering on its own
                 time.sleep(LEASE_TTL_S + 1.0)
@@ -62,7 +68,7 @@ def test_cut_and_blackholed_network_loses_nothing(
                 assert out.stat().st_size == stalled, f"delivered while the network was {mode}"
                 proxy.set_mode("pass")
                 healed = time.monotonic()
-                resume_s = wait_until(lambda s=stalled: out.stat().st_size > s, 30, f"delivery after {mode}")
+                resume_s = wait_until(grew(out, stalled), 30, f"delivery after {mode}")
                 faults.append((mode, duration_s, round(resume_s, 2)))
             committed = [*backlog.committed, *workload.stop().committed]
             recover_s = wait_delivered(out, committed, since=healed, timeout_s=60)

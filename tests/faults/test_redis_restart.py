@@ -11,17 +11,28 @@ import time
 from pathlib import Path
 
 import pytest
-from faults.harness import RedisProcess, RelayProcess, sample, seed_backlog, wait_until
+from faults.harness import (
+    RecordProperty,
+    RedisProcess,
+    RelayProcess,
+    grew,
+    sample,
+    seed_backlog,
+    size_of,
+    wait_until,
+)
 from support.ledger import assert_ledger, ledger_from_jsonl, report_ledger, wait_delivered
 
-pytestmark = [pytest.mark.faults, pytest.mark.crash]
+pytestmark = [pytest.mark.faults, pytest.mark.crash, pytest.mark.slow]
 
 BATCH = 100
 #: How long Redis stays away each time, in seconds.
 OUTAGE_S = 3.0
 
 
-def test_aof_redis_stopped_and_killed_mid_drain_relay_resumes(tmp_path: Path, record_property) -> None:
+def test_aof_redis_stopped_and_killed_mid_drain_relay_resumes(
+    tmp_path: Path, record_property: RecordProperty
+) -> None:
     server = RedisProcess(tmp_path / "redis", args=("--appendonly", "yes", "--appendfsync", "always"))
     server.start()
     client = server.client()
@@ -38,8 +49,7 @@ def test_aof_redis_stopped_and_killed_mid_drain_relay_resumes(tmp_path: Path, re
     outages = []
     try:
         for end in (server.stop, server.kill):
-            size = out.stat().st_size if out.exists() else 0
-            wait_until(lambda size=size: out.exists() and out.stat().st_size > size + 50_000, 30, "progress")
+            wait_until(grew(out, size_of(out) + 50_000), 30, "progress")
             end()
             time.sleep(OUTAGE_S)
             assert relay.alive, relay.log_tail()
@@ -47,10 +57,7 @@ def test_aof_redis_stopped_and_killed_mid_drain_relay_resumes(tmp_path: Path, re
             back = time.monotonic()
             left = client.hlen("aof:outbox") + client.hlen("aof:spawns") + client.zcard("aof:timers")
             # resumed: something more is delivered after Redis came back
-            size = out.stat().st_size
-            resume_s = wait_until(
-                lambda size=size: out.stat().st_size > size, 30, "delivery after the restart"
-            )
+            resume_s = wait_until(grew(out, size_of(out)), 30, "delivery after the restart")
             outages.append((end.__name__, left, round(resume_s, 2)))
         recover_s = wait_delivered(out, backlog.committed, since=back, timeout_s=60)
         errors = sample(relay.metrics(), "relayd_redis_errors_total", prefix="aof")

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from faults.harness import RedisProcess, RelayProcess, seed_backlog
+from faults.harness import RecordProperty, RedisProcess, RelayProcess, seed_backlog
 from support.ledger import assert_ledger, ledger_from_jsonl, report_ledger, wait_delivered
 
-pytestmark = [pytest.mark.faults, pytest.mark.crash]
+pytestmark = [pytest.mark.faults, pytest.mark.crash, pytest.mark.slow]
 
 KILLS = 20
 #: Small batches slow the drain down enough for twenty kills to land inside it.
@@ -25,7 +25,7 @@ PREFIX = "killed"
 
 
 def test_sigkill_twenty_times_during_a_50k_backlog_loses_nothing(
-    redis_process: RedisProcess, tmp_path: Path, record_property
+    redis_process: RedisProcess, tmp_path: Path, record_property: RecordProperty
 ) -> None:
     client = redis_process.client()
     backlog = seed_backlog(

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import orjson
 import pytest
-from faults.harness import RedisProcess, RelayProcess, seed_backlog, wait_until
+from faults.harness import RecordProperty, RedisProcess, RelayProcess, seed_backlog, wait_until
 from support.ledger import assert_ledger, compute_ledger, read_jsonl, report_ledger
 from support.workload import Workload
 
 from store import Keyspace, RedisStore
 
-pytestmark = [pytest.mark.faults, pytest.mark.crash]
+pytestmark = [pytest.mark.faults, pytest.mark.crash, pytest.mark.slow]
 
 PREFIXES = [f"{{shard-{n}}}" for n in range(16)]
 REPLICAS = 3
@@ -63,7 +63,8 @@ class LeaseSampler:
             for prefix, token in zip(PREFIXES, tokens, strict=True):
                 self.times[prefix].append(now)
                 # the token names the holder as hostname/pid/random
-                self.holders[prefix].append(int(token.decode().split("/")[-2]) if token else None)
+                text = token.decode() if isinstance(token, bytes) else token
+                self.holders[prefix].append(int(text.split("/")[-2]) if text else None)
             time.sleep(0.003)
 
     def held_by_other(self, prefix: str, at: float, pid: int) -> bool:
@@ -110,7 +111,7 @@ def test_the_lease_check_catches_a_delivery_under_another_holder() -> None:
 
 
 def test_three_replicas_killed_at_random_never_share_a_prefix_and_drain_all(
-    redis_process: RedisProcess, tmp_path: Path, record_property
+    redis_process: RedisProcess, tmp_path: Path, record_property: RecordProperty
 ) -> None:
     client = redis_process.client()
     committed: list[str] = []

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import orjson
 import pytest
-from faults.harness import RedisProcess, RelayProcess, sample, wait_until
+from faults.harness import RecordProperty, RedisProcess, RelayProcess, sample, wait_until
 from support.ledger import assert_ledger, ledger_from_jsonl, report_ledger, wait_delivered
 from support.workload import Workload
 
 from store import RedisStore
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
 #: How long the receiver answers 503, in seconds.
 OUTAGE_S = 24.0
@@ -107,7 +107,7 @@ def out_of_order(accepted: list[dict[str, object]]) -> list[str]:
 
 
 def test_webhook_503_for_half_a_minute_backlog_rises_then_drains_in_order(
-    redis_process: RedisProcess, receiver: Receiver, tmp_path: Path, record_property
+    redis_process: RedisProcess, receiver: Receiver, tmp_path: Path, record_property: RecordProperty
 ) -> None:
     workload = Workload(
         RedisStore(redis_process.client(), prefix=PREFIX), rate_per_s=40, executions=6, seed=3
@@ -140,7 +140,7 @@ def test_webhook_503_for_half_a_minute_backlog_rises_then_drains_in_order(
         healed = time.monotonic()
         time.sleep(2)  # the engine keeps committing a little after the receiver healed
         ledger_in = workload.stop()
-        recover_s = wait_delivered(receiver.out, ledger_in.committed, since=healed, timeout_s=45)
+        recover_s = wait_delivered(receiver.out, ledger_in.committed, since=healed, timeout_s=75)
         wait_until(lambda: gauges()[0] == 0, 10, "the backlog gauge back at 0")
         after = gauges()
     finally:
