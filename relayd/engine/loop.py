@@ -161,6 +161,20 @@ def _summarise(relays: list[_PrefixRelay]) -> RunSummary:
     )
 
 
+async def _sleep(timeout_s: float, *events: asyncio.Event) -> None:
+    """Sleep up to ``timeout_s``; any of ``events`` ends it early.
+
+    Not ``wait_for`` + ``suppress(TimeoutError)``: on Python 3.11 a cancel that races the
+    timeout comes out as ``TimeoutError`` and would be swallowed, leaving the task running.
+    """
+    waiters = [asyncio.create_task(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, timeout=max(0.0, timeout_s), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
 async def _keep_shares(
     membership: Membership, relays: list[_PrefixRelay], *, stop: asyncio.Event, health: Health
 ) -> None:
@@ -186,8 +200,7 @@ async def _keep_shares(
             if last is None or (decision.quota, decision.members) != (last.quota, last.members):
                 log.info("share_changed", count=decision.quota)
             last = decision
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), beat_every_s * rng.uniform(*_BEAT_JITTER))
+        await _sleep(beat_every_s * rng.uniform(*_BEAT_JITTER), stop)
     # Leave before the prefix tasks release their leases: the others then count one member
     # fewer by the time the leases come free, and take them at once.
     try:
@@ -238,6 +251,7 @@ class _PrefixRelay:
         # Keeper (renew + note) and hand-back exclude each other, so a renewal in flight
         # cannot make a lease just given back look held again.
         self.lease_lock = asyncio.Lock()
+        self.closing = False
         self.delivered: Counter[Kind] = Counter()
         self.retried: Counter[Kind] = Counter()
         self.dead_lettered: Counter[Kind] = Counter()
@@ -258,7 +272,7 @@ class _PrefixRelay:
     async def keep_lease(self) -> None:
         """Acquire (while the share allows), then renew every third of the TTL; standbys jitter."""
         renew_every_s = self.lease.ttl_s / 3
-        while True:
+        while not self.closing:
             async with self.lease_lock:
                 try:
                     if self.active:
@@ -272,8 +286,7 @@ class _PrefixRelay:
             # Jitter for standbys so replicas never poll in lockstep (DESIGN §4).
             wait_s = renew_every_s if self.active else renew_every_s * self.rng.uniform(0.5, 1.5)
             self.keeper_wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.keeper_wake.wait(), wait_s)
+            await _sleep(wait_s, self.keeper_wake)
 
     async def hand_back(self) -> None:
         """Give the lease back to the group: checkpoint the readers, then release (between passes)."""
@@ -316,6 +329,10 @@ class _PrefixRelay:
         try:
             await self._loop()
         finally:
+            # The flag as well as the cancel: on Python 3.11 a cancel can be lost inside
+            # redis-py's wait_for (bpo-42130); the keeper then stops at its next turn.
+            self.closing = True
+            self.keeper_wake.set()
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
@@ -428,13 +445,7 @@ class _PrefixRelay:
 
     async def _wait(self, timeout_s: float, wake: asyncio.Event | None = None) -> None:
         """Sleep up to ``timeout_s``; ``stop`` (or ``wake``) ends it early."""
-        events = [self.stop] if wake is None else [self.stop, wake]
-        waiters = [asyncio.create_task(e.wait()) for e in events]
-        try:
-            await asyncio.wait(waiters, timeout=max(0.0, timeout_s), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiter in waiters:
-                waiter.cancel()
+        await _sleep(timeout_s, self.stop, *([] if wake is None else [wake]))
 
     async def _shutdown(self) -> None:
         """Checkpoint the readers and give the lease back; Redis trouble here is only logged."""
