@@ -204,6 +204,10 @@ class Settings(BaseSettings):
     batch: int = Field(1000, ge=1, le=100_000)
     poll_interval: float = Field(1.0, gt=0, le=3600)
     max_attempts: int = Field(10, ge=1)
+    # Retry delays grow from retry_base to retry_cap (seconds, jittered): a minute at most by
+    # default, so a sink that comes back is drained within a minute rather than five.
+    retry_base: float = Field(0.5, gt=0, le=3600)
+    retry_cap: float = Field(60.0, gt=0, le=86400)
     # Loopback by default: metrics and health reveal backlog sizes; containers set 0.0.0.0:9464.
     metrics_addr: str = "127.0.0.1:9464"
     lease_ttl: float = Field(5.0, ge=0.3, le=3600)
@@ -322,6 +326,8 @@ class Settings(BaseSettings):
             batch=self.batch,
             poll_interval_s=self.poll_interval,
             max_attempts=self.max_attempts,
+            backoff_base_s=self.retry_base,
+            backoff_cap_s=max(self.retry_cap, self.retry_base),
             lease_ttl_s=self.lease_ttl,
             shutdown_grace_s=self.shutdown_grace,
             once=once,

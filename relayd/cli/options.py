@@ -69,6 +69,14 @@ Batch = Annotated[int | None, _option("batch", "Most entries of each kind read p
 PollInterval = Annotated[
     float | None, _option("poll_interval", "Longest wait between polls when idle, in seconds.", TUNING)
 ]
+RetryBase = Annotated[
+    float | None,
+    _option("retry_base", "First retry delay in seconds; it doubles per attempt, with jitter.", TUNING),
+]
+RetryCap = Annotated[
+    float | None,
+    _option("retry_cap", "Longest retry delay in seconds (a sink's Retry-After may exceed it).", TUNING),
+]
 MaxAttempts = Annotated[
     int | None, _option("max_attempts", "Attempts before an entry is dead-lettered.", TUNING)
 ]

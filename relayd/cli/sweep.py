@@ -111,6 +111,8 @@ def sweep(  # noqa: PLR0917 - Typer builds one option per parameter
     batch: o.Batch = None,
     poll_interval: o.PollInterval = None,
     max_attempts: o.MaxAttempts = None,
+    retry_base: o.RetryBase = None,
+    retry_cap: o.RetryCap = None,
     lease_ttl: o.LeaseTtl = None,
     shutdown_grace: o.ShutdownGrace = None,
     metrics_addr: o.MetricsAddr = None,

@@ -14,7 +14,7 @@ class SweepOptions:
     poll_interval_s: float = 1.0
     max_attempts: int = 10
     backoff_base_s: float = 0.5
-    backoff_cap_s: float = 300.0
+    backoff_cap_s: float = 60.0
     lease_ttl_s: float = 5.0
     shutdown_grace_s: float = 10.0
     #: How long a missing seq below delivered ones is waited for before it is passed over
