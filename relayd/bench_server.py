@@ -11,7 +11,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -92,17 +91,10 @@ def _wait_for(port: int, proc: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def _embedded() -> Iterator[int]:
-    import fakeredis
+    from relayd.embedded import EmbeddedRedis
 
-    server = fakeredis.TcpFakeServer(("127.0.0.1", 0), server_type="redis", server_version=(7, 0))
-    thread = threading.Thread(target=server.serve_forever, name="bench-redis", daemon=True)
-    thread.start()
-    try:
-        yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with EmbeddedRedis() as server:
+        yield server.port
 
 
 def command_calls(client: redis.Redis) -> dict[str, int] | None:

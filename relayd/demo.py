@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-import fakeredis
 import redis
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
@@ -32,6 +31,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from relayd.embedded import EmbeddedRedis
 from relayd.engine.loop import run_relay
 from relayd.engine.options import SweepOptions
 from relayd.envelope import KINDS, Envelope, Kind
@@ -141,16 +141,8 @@ def run_demo(
 ) -> int:
     """Run the whole demo; return 0 when every due committed entry was delivered, else 1."""
     out = console or Console()
-    server = fakeredis.TcpFakeServer(("127.0.0.1", 0), server_type="redis", server_version=(7, 0))
-    server_thread = threading.Thread(target=server.serve_forever, name="demo-redis", daemon=True)
-    server_thread.start()
-    redis_port = int(server.server_address[1])
-    try:
-        return asyncio.run(_run(duration_s=duration_s, redis_port=redis_port, host=host, port=port, out=out))
-    finally:
-        server.shutdown()
-        server.server_close()
-        server_thread.join(5)
+    with EmbeddedRedis() as server:
+        return asyncio.run(_run(duration_s=duration_s, redis_port=server.port, host=host, port=port, out=out))
 
 
 async def _run(*, duration_s: float, redis_port: int, host: str, port: int, out: Console) -> int:

@@ -8,7 +8,6 @@ import random
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ import orjson
 import pytest
 import redis
 
+from relayd.embedded import EmbeddedRedis
 from store import Event, Execution, RedisStore, TimerOp
 
 
@@ -39,16 +39,10 @@ class TcpRedis:
 
 @pytest.fixture
 def tcp_fake() -> Iterator[TcpRedis]:
-    port = free_port()
-    server = fakeredis.TcpFakeServer(("127.0.0.1", port), server_type="redis", server_version=(7, 0))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    client = fakeredis.FakeRedis(server=server.fake_server)
-    yield TcpRedis(url=f"redis://127.0.0.1:{port}/0", client=client)
-    client.close()
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with EmbeddedRedis() as server:
+        client = fakeredis.FakeRedis(server=server.fake_server)
+        yield TcpRedis(url=server.url, client=client)
+        client.close()
 
 
 @pytest.fixture

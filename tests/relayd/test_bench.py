@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import fakeredis
 import pytest
 import redis
 import structlog
@@ -24,6 +22,7 @@ from relayd.bench_stats import (
     sane,
 )
 from relayd.cli.app import app
+from relayd.embedded import EmbeddedRedis
 
 
 @pytest.fixture(autouse=True)
@@ -44,13 +43,8 @@ def bench_url(backend: str, request: pytest.FixtureRequest) -> Iterator[str]:
     if backend == "real":
         yield request.getfixturevalue("redis_server").url
         return
-    server = fakeredis.TcpFakeServer(("127.0.0.1", 0), server_type="redis", server_version=(7, 0))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"redis://127.0.0.1:{server.server_address[1]}/0"
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with EmbeddedRedis() as server:
+        yield server.url
 
 
 def _bench(*args: str) -> dict:

@@ -7,16 +7,16 @@ import os
 import shutil
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import fakeredis
 import pytest
 import redis
 import structlog
+
+from relayd.embedded import EmbeddedRedis
 
 
 def free_port() -> int:
@@ -44,14 +44,8 @@ def _reset_logging() -> Iterator[None]:
 @pytest.fixture
 def tcp_fake_redis() -> Iterator[str]:
     """fakeredis (with lupa) served over TCP on a free loopback port; yields its URL."""
-    port = free_port()
-    server = fakeredis.TcpFakeServer(("127.0.0.1", port), server_type="redis", server_version=(7, 0))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"redis://127.0.0.1:{port}/0"
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with EmbeddedRedis() as server:
+        yield server.url
 
 
 @pytest.fixture
