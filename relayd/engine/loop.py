@@ -186,10 +186,13 @@ async def _keep_shares(
         try:
             seen = await membership.beat()
         except REDIS_ERRORS as exc:
-            # The leases fail the same way and are counted there; keep the last decision.
+            # Keep the last decision: without the registry, the leases still keep everyone safe.
+            for relay in relays:  # the beat is one command per prefix, all of them failed
+                relay.metrics.redis_errors.labels(relay.prefix).inc()
             health.redis_failed(type(exc).__name__)
             log.warning("redis_error", error=f"{type(exc).__name__}: {exc}"[:300])
         else:
+            health.redis_ok()
             views = [PrefixView(r.prefix, r.members, r.holder) for r in seen]
             decision = decide_shares(views, membership.token)
             for relay in relays:
@@ -277,9 +280,10 @@ class _PrefixRelay:
                 try:
                     if self.active:
                         await self.lease.renew()
+                        self.health.redis_ok()
                     elif self.may_acquire:
                         await self.lease.acquire()
-                    self.health.redis_ok()
+                        self.health.redis_ok()
                 except REDIS_ERRORS as exc:
                     self._redis_failed(exc)
                 self._note_lease()
