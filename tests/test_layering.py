@@ -14,6 +14,7 @@ PURE_MODULES = [
     "relayd/engine/plan.py",
     "relayd/engine/backoff.py",
     "relayd/engine/ordering.py",
+    "relayd/engine/shares.py",
     "relayd/envelope.py",
     "relayd/health.py",
     "relayd/sinks/spec.py",

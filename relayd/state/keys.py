@@ -1,6 +1,7 @@
 """Key names of everything relayd keeps under ``P:relay:`` (and nothing else writes there).
 
     P:relay:lease             string  token of the replica delivering for P; PX = lease TTL
+    P:relay:members           zset    {replica token -> expiry ms}: who shares the prefixes (state/members.py)
     P:relay:attempts:{kind}   hash    {ref -> {"n", "f", "l"}}: failed attempts of a live entry
     P:relay:dead:{kind}       hash    {id -> dead-letter JSON}: entries parked for an operator
     P:relay:cursor:outbox     string  low-water seq of the outbox reader (written by ``store``)
