@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from store.codec import parse_seq
 
@@ -47,18 +48,20 @@ MAX_WINDOW_FACTOR = 64
 MAX_GAPS_FACTOR = 4
 
 
-@dataclass(frozen=True, slots=True)
-class RawEntry:
-    """One hash entry exactly as stored."""
+class RawEntry(NamedTuple):
+    """One hash entry exactly as stored (immutable).
+
+    A ``NamedTuple`` rather than a frozen dataclass: one is built per entry read, and a tuple
+    builds in half the time (a frozen dataclass sets each field through ``object.__setattr__``).
+    """
 
     field: str  # the hash field exactly as stored (normally str(seq))
     seq: int | None  # int(field) when canonical decimal integer, else None (malformed seq)
     value: bytes  # the stored value, untouched
 
 
-@dataclass(frozen=True, slots=True)
-class RawTimer:
-    """One timers zset entry exactly as stored."""
+class RawTimer(NamedTuple):
+    """One timers zset entry exactly as stored (immutable; a tuple for the same reason)."""
 
     member: bytes  # the zset member as stored
     fire_at: float  # its score (epoch seconds)

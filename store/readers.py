@@ -8,7 +8,7 @@ only key a reader writes, and only on ``checkpoint()``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from store.backlog import RawEntry, SeqWindow, WindowRead, merge
 from store.keys import Keyspace
@@ -76,7 +76,10 @@ class _ReaderBase:
         self, read: WindowRead, counter: bytes | str | None, values: Sequence[bytes | str | None], now: float
     ) -> list[RawEntry]:
         count = int(counter) if counter is not None else None
-        return self.window.apply(read, count, [None if v is None else _as_bytes(v) for v in values], now)
+        # Replies are bytes already on a client without decode_responses: convert only if not.
+        if not all(v is None or type(v) is bytes for v in values):
+            values = [None if v is None else _as_bytes(v) for v in values]
+        return self.window.apply(read, count, cast("Sequence[bytes | None]", values), now)
 
     def _fold_scan(
         self, cursor: int | bytes, pairs: Mapping[Any, Any], budget: int, now: float

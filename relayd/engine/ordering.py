@@ -47,3 +47,33 @@ def select_heads(
             continue
         picked.append(item)
     return picked, held
+
+
+def split_fresh(
+    items: Iterable[T],
+    *,
+    key: Callable[[T], str | None],
+    has_history: Callable[[T], bool],
+    blocked: set[str],
+) -> tuple[list[T], list[T]]:
+    """Split freshly read items (in delivery order) into a fast lane and a waiting line.
+
+    An item may go straight to the sink when it has no delivery history and its key is not
+    ``blocked`` (an entry of that key is already held in memory, or a spawn of that child is
+    pending). Otherwise it joins the line, and its key is added to ``blocked`` (updated in
+    place), so every later item of the same key queues behind it: per-key order holds.
+
+    Returns:
+        The fast items and the waiting items, each in the order given.
+    """
+    fast: list[T] = []
+    slow: list[T] = []
+    for item in items:
+        k = key(item)
+        if (k is not None and k in blocked) or has_history(item):
+            slow.append(item)
+            if k is not None:
+                blocked.add(k)
+        else:
+            fast.append(item)
+    return fast, slow

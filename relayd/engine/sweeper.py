@@ -21,11 +21,12 @@ import structlog
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock
 from relayd.engine.options import SweepOptions
+from relayd.engine.ordering import split_fresh
 from relayd.engine.plan import MAX_ATTEMPTS, PERMANENT, Dead, Held, Verdicts, choose, judge
 from relayd.envelope import Envelope, Kind, outbox_envelope, restamp, spawn_envelope, timer_envelope
 from relayd.metrics import RelayMetrics
 from relayd.packing import use_hiredis_packing
-from relayd.sinks.base import Outcome, Retry, Sink
+from relayd.sinks.base import Delivered, Outcome, Retry, Sink
 from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, forget_attempts, load_attempts, save_attempts
 from relayd.state.deadletters import DeadMove, encode_dead_letter, move_to_dead_letters
@@ -38,6 +39,10 @@ from store.readers import AsyncBacklogReader
 log = structlog.get_logger(__name__)
 
 _BUILDERS = {"outbox": outbox_envelope, "spawn": spawn_envelope}
+
+#: A freshly read entry on the fast path: (ref, raw entry, envelope). A tuple, not a ``Held``:
+#: most entries are delivered and acked on their first attempt and need no history.
+_Fresh = tuple[str, RawEntry | RawTimer, Envelope]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +76,9 @@ class _Lane:
     lock: asyncio.Lock
     reader: AsyncBacklogReader | None  # None for timers (read straight from the zset)
     held: dict[str, Held] = field(default_factory=dict)
+    # P:relay:attempts:{kind} may hold records: False only after an EXISTS said it is empty
+    # and this sweeper wrote none since, so a first-time read needs no HMGET of the records.
+    attempts_maybe: bool = True
 
 
 class Sweeper:
@@ -120,6 +128,12 @@ class Sweeper:
         for lane in self.lanes:
             if lane.reader is not None:
                 await lane.reader.start()
+            await self._check_attempts(lane)
+
+    async def _check_attempts(self, lane: _Lane) -> None:
+        # Only the lease holder writes records; one written by a replica that lost the lease a
+        # moment ago may be missed, which restarts that entry's count (dead-lettering later).
+        lane.attempts_maybe = bool(await self.client.exists(self.keys.attempts(lane.kind)))
 
     def has_eligible(self) -> bool:
         """Whether some held entry may be attempted now (not waiting, not behind a waiting head)."""
@@ -180,40 +194,92 @@ class Sweeper:
     # --- one kind ---------------------------------------------------------------------------
     async def _run_lane(self, lane: _Lane, tally: _Tally, blocked: set[str]) -> None:
         batch = self.options.batch
-        room = self.options.max_held - len(lane.held)
+        now = self.clock.now()
+        # Entries already waiting in memory are older than anything new: they go first.
+        picked: list[Held] = []
+        if lane.held:
+            picked, _ = choose(lane.held.values(), now=now, limit=batch, blocked=blocked)
+        fast: list[_Fresh] = []
         malformed: list[Dead] = []
+        room = min(batch - len(picked), self.options.max_held - len(lane.held))
         if room > 0:
-            fresh, malformed = await self._read(lane, min(batch, room))
-            tally.read += len(fresh) + len(malformed)
+            waiting = {k for h in lane.held.values() if (k := h.envelope.ordering_key) is not None}
+            before = len(lane.held)
+            fast, malformed, read_n = await self._read(lane, room, waiting | blocked)
+            tally.read += read_n
+            if len(lane.held) > before:  # some joined the line (a history): they may go now too
+                picked, _ = choose(lane.held.values(), now=now, limit=batch - len(fast), blocked=blocked)
             # Anything read means more may wait: a window holding burned seqs (aborted commits)
             # returns fewer than asked, and must not send the loop to its idle backoff.
-            tally.full |= len(fresh) + len(malformed) > 0
-        picked, _ = choose(lane.held.values(), now=self.clock.now(), limit=batch, blocked=blocked)
-        if picked and not self.may_deliver():
-            picked = []  # the lease was lost while reading: another replica delivers now
-        tally.full |= len(picked) >= batch
+            tally.full |= read_n > 0
+        if (picked or fast) and not self.may_deliver():
+            # The lease was lost while reading: another replica delivers now.
+            self._hold(lane, fast, now)
+            picked, fast = [], []
+        tally.full |= len(picked) + len(fast) >= batch
+        verdicts, acked_fast, stamp = Verdicts(), list[_Fresh](), now
+        if picked or fast:
+            tally.attempted += len(picked) + len(fast)
+            stamp = self.clock.now()
+            envelopes = [restamp(h.envelope, attempt=h.attempts + 1, relayed_at=stamp) for h in picked]
+            for _, _, envelope in fast:
+                # Built at read, never serialised yet: the stamp says when it was handed over.
+                envelope.body["relayed_at"] = stamp
+                envelopes.append(envelope)
+            outcomes = await self._deliver(lane, envelopes)
+            verdicts, acked_fast = self._judge(lane, picked, fast, outcomes, stamp)
+        verdicts.dead.extend(malformed)
+        await self._apply(lane, verdicts, acked_fast, stamp)
+        tally.count(lane.kind, verdicts, len(acked_fast))
+        self._count(lane.kind, verdicts, len(acked_fast))
+
+    def _judge(
+        self, lane: _Lane, picked: list[Held], fast: list[_Fresh], outcomes: Sequence[Outcome], now: float
+    ) -> tuple[Verdicts, list[_Fresh]]:
+        """Judge the held entries with ``judge``; ack the fast ones the sink confirmed.
+
+        A fast entry the sink did not confirm becomes a ``Held`` and is judged like any other
+        (retry with backoff, hold-back behind its key's failed head, dead letter).
+        """
+        total = len(picked) + len(fast)
+        if len(outcomes) != total:  # the sink broke its contract: every entry retries
+            outcomes = [Retry(error=f"sink returned {len(outcomes)} outcomes for {total} entries")] * total
         verdicts = Verdicts()
         if picked:
-            tally.attempted += len(picked)
-            outcomes = await self._deliver(lane, picked)
-            verdicts = judge(
-                picked,
-                outcomes,
-                now=self.clock.now(),
-                max_attempts=self.options.max_attempts,
-                delay_s=self._delay,
-            )
-        verdicts.dead.extend(malformed)
-        await self._apply(lane, verdicts)
-        tally.count(lane.kind, verdicts)
-        self._count(lane.kind, verdicts)
+            verdicts = self._verdicts(picked, outcomes[: len(picked)], now)
+        acked: list[_Fresh] = []
+        failed: list[Held] = []
+        failed_outcomes: list[Outcome] = []
+        for fresh, outcome in zip(fast, outcomes[len(picked) :], strict=True):
+            if type(outcome) is Delivered:
+                acked.append(fresh)
+            else:
+                failed.append(Held(fresh[0], fresh[1], fresh[2], now))
+                failed_outcomes.append(outcome)
+        if failed:
+            for held in failed:
+                lane.held[held.ref] = held
+            more = self._verdicts(failed, failed_outcomes, now)
+            verdicts.ack.extend(more.ack)
+            verdicts.retry.extend(more.retry)
+            verdicts.dead.extend(more.dead)
+            verdicts.held_back.extend(more.held_back)
+        return verdicts, acked
 
-    def _count(self, kind: Kind, verdicts: Verdicts) -> None:
+    def _verdicts(self, batch: list[Held], outcomes: Sequence[Outcome], now: float) -> Verdicts:
+        return judge(batch, outcomes, now=now, max_attempts=self.options.max_attempts, delay_s=self._delay)
+
+    def _hold(self, lane: _Lane, fresh: list[_Fresh], now: float) -> None:
+        for ref, raw, envelope in fresh:
+            lane.held[ref] = Held(ref, raw, envelope, now)
+
+    def _count(self, kind: Kind, verdicts: Verdicts, acked_fast: int) -> None:
         m, p = self.metrics, self.prefix
         gave_up = sum(1 for d in verdicts.dead if d.reason_code == MAX_ATTEMPTS)
         permanent = sum(1 for d in verdicts.dead if d.reason_code == PERMANENT)
-        m.delivered.labels(p, kind).inc(len(verdicts.ack))
-        m.attempts.labels(p, kind, "delivered").inc(len(verdicts.ack))
+        delivered = len(verdicts.ack) + acked_fast
+        m.delivered.labels(p, kind).inc(delivered)
+        m.attempts.labels(p, kind, "delivered").inc(delivered)
         m.attempts.labels(p, kind, "retry").inc(len(verdicts.retry) + gave_up)
         m.attempts.labels(p, kind, "permanent").inc(permanent)
         for d in verdicts.dead:
@@ -224,7 +290,11 @@ class Sweeper:
             attempt, base_s=self.options.backoff_base_s, cap_s=self.options.backoff_cap_s, rng=self.rng
         )
 
-    async def _read(self, lane: _Lane, limit: int) -> tuple[list[Held], list[Dead]]:
+    async def _read(self, lane: _Lane, limit: int, blocked: set[str]) -> tuple[list[_Fresh], list[Dead], int]:
+        """Read up to ``limit`` new entries; return the fast ones, the malformed ones, the count.
+
+        Entries with an attempt history or a blocked key join ``lane.held`` (the waiting line).
+        """
         now = self.clock.now()
         raws: Sequence[RawEntry | RawTimer]
         if lane.reader is not None:
@@ -232,37 +302,40 @@ class Sweeper:
         else:
             skip = [h.raw.member for h in lane.held.values() if isinstance(h.raw, RawTimer)]
             raws = await self.store.due_timer_entries(now, limit, skip=skip)
-        fresh: list[Held] = []
+        fresh: list[_Fresh] = []
         malformed: list[Dead] = []
+        prefix = self.prefix
+        build = _BUILDERS.get(lane.kind)
         for raw in raws:
             try:
-                held = self._decode(lane.kind, raw, now)
+                if build is not None and isinstance(raw, RawEntry):
+                    fresh.append((raw.field, raw, build(raw, prefix=prefix, attempt=1, relayed_at=now)))
+                elif isinstance(raw, RawTimer):
+                    envelope = timer_envelope(raw, prefix=prefix, attempt=1, relayed_at=now)
+                    fresh.append((envelope.id, raw, envelope))
             except MalformedEntry as exc:
                 ref = timer_ref(raw) if isinstance(raw, RawTimer) else raw.field
-                placeholder = Envelope(id=ref, kind=lane.kind, prefix=self.prefix, attempt=0, body={})
+                placeholder = Envelope(id=ref, kind=lane.kind, prefix=prefix, attempt=0, body={})
                 malformed.append(Dead(Held(ref, raw, placeholder, now), exc.reason, str(exc)))
-                continue
-            fresh.append(held)
-        records = await load_attempts(self.client, self.keys.attempts(lane.kind), [h.ref for h in fresh])
-        for held in fresh:
-            record = records.get(held.ref)
+        records: dict[str, AttemptRecord] = {}
+        if lane.attempts_maybe and fresh:
+            records = await load_attempts(self.client, self.keys.attempts(lane.kind), [f[0] for f in fresh])
+        if not records and not blocked:
+            return fresh, malformed, len(raws)  # the common case: everything goes straight on
+        fast, slow = split_fresh(
+            fresh, key=lambda f: f[2].ordering_key, has_history=lambda f: f[0] in records, blocked=blocked
+        )
+        for ref, raw, envelope in slow:
+            held = Held(ref, raw, envelope, now)
+            record = records.get(ref)
             if record is not None:  # attempts made before a restart still count
                 held.attempts = record.attempts
                 held.first_attempt_at = record.first_attempt_at
                 held.last_attempt_at = record.last_attempt_at
-            lane.held[held.ref] = held
-        return fresh, malformed
+            lane.held[ref] = held
+        return fast, malformed, len(raws)
 
-    def _decode(self, kind: Kind, raw: RawEntry | RawTimer, now: float) -> Held:
-        if isinstance(raw, RawTimer):
-            envelope = timer_envelope(raw, prefix=self.prefix, attempt=1, relayed_at=now)
-            return Held(envelope.id, raw, envelope, now)
-        envelope = _BUILDERS[kind](raw, prefix=self.prefix, attempt=1, relayed_at=now)
-        return Held(raw.field, raw, envelope, now)
-
-    async def _deliver(self, lane: _Lane, picked: list[Held]) -> Sequence[Outcome]:
-        now = self.clock.now()
-        batch = [restamp(h.envelope, attempt=h.attempts + 1, relayed_at=now) for h in picked]
+    async def _deliver(self, lane: _Lane, batch: list[Envelope]) -> Sequence[Outcome]:
         started_s = self.clock.monotonic()
         try:
             async with lane.lock:
@@ -275,17 +348,23 @@ class Sweeper:
         self.metrics.sink_latency.labels(self.prefix, lane.kind).observe(self.clock.monotonic() - started_s)
         return outcomes
 
-    async def _apply(self, lane: _Lane, verdicts: Verdicts) -> None:
+    async def _apply(self, lane: _Lane, verdicts: Verdicts, acked_fast: list[_Fresh], stamp: float) -> None:
         kind, now = lane.kind, self.clock.now()
-        if verdicts.ack:
-            await self._ack(lane, verdicts.ack)
+        acked = [(h.ref, h.raw) for h in verdicts.ack]
+        acked.extend((ref, raw) for ref, raw, _ in acked_fast)
+        if acked:
+            await self._ack(lane, acked)
             stale = [h.ref for h in verdicts.ack if h.attempts > 1]
-            await forget_attempts(self.client, self.keys.attempts(kind), stale)
+            if stale:
+                await forget_attempts(self.client, self.keys.attempts(kind), stale)
+                if not any(h.attempts for h in lane.held.values()):
+                    await self._check_attempts(lane)
         if verdicts.retry:
             records = {
                 h.ref: AttemptRecord(h.attempts, h.first_attempt_at or now, h.last_attempt_at or now)
                 for h in verdicts.retry
             }
+            lane.attempts_maybe = True
             await save_attempts(self.client, self.keys.attempts(kind), records)
             for h in verdicts.retry:
                 log.debug(
@@ -297,40 +376,50 @@ class Sweeper:
                     error=h.last_error,
                 )
         if verdicts.dead:
-            await move_to_dead_letters(
-                self.client, self.keys, kind, [self._dead_move(kind, d, now) for d in verdicts.dead]
-            )
-            for d in verdicts.dead:
-                log.warning(
-                    "dead_lettered",
-                    prefix=self.prefix,
-                    kind=kind,
-                    id=d.held.envelope.id,
-                    attempt=d.held.attempts,
-                    outcome=d.reason_code,
-                    error=d.reason,
-                )
-        resolved = [h.ref for h in verdicts.ack] + [d.held.ref for d in verdicts.dead]
-        for ref in resolved:
-            lane.held.pop(ref, None)
+            await self._bury(kind, verdicts.dead, now)
+        resolved = [ref for ref, _ in acked]
+        resolved.extend(d.held.ref for d in verdicts.dead)
+        if lane.held:
+            for ref in resolved:
+                lane.held.pop(ref, None)
         if lane.reader is not None:
             lane.reader.resolve(resolved)
-        for h in verdicts.ack:
-            if isinstance(h.raw, RawTimer):
-                self.metrics.timer_lag.labels(self.prefix).observe(
-                    max(0.0, (h.last_attempt_at or now) - h.raw.fire_at)
-                )
+        if kind == "timer":
+            self._observe_lag(verdicts.ack, acked_fast, stamp)
 
-    async def _ack(self, lane: _Lane, acked: list[Held]) -> None:
+    def _observe_lag(self, acked: list[Held], acked_fast: list[_Fresh], stamp: float) -> None:
+        lag = self.metrics.timer_lag.labels(self.prefix)
+        for h in acked:
+            if isinstance(h.raw, RawTimer):
+                lag.observe(max(0.0, (h.last_attempt_at or stamp) - h.raw.fire_at))
+        for _, raw, _ in acked_fast:
+            if isinstance(raw, RawTimer):
+                lag.observe(max(0.0, stamp - raw.fire_at))
+
+    async def _bury(self, kind: Kind, dead: list[Dead], now: float) -> None:
+        moves = [self._dead_move(kind, d, now) for d in dead]
+        await move_to_dead_letters(self.client, self.keys, kind, moves)
+        for d in dead:
+            log.warning(
+                "dead_lettered",
+                prefix=self.prefix,
+                kind=kind,
+                id=d.held.envelope.id,
+                attempt=d.held.attempts,
+                outcome=d.reason_code,
+                error=d.reason,
+            )
+
+    async def _ack(self, lane: _Lane, acked: list[tuple[str, RawEntry | RawTimer]]) -> None:
         if lane.kind == "timer":
             # Score-guarded: a timer the engine re-armed since we read it stays (DESIGN §4).
             await self.store.delete_timers_many(
-                [(h.raw.member, h.raw.fire_at) for h in acked if isinstance(h.raw, RawTimer)]
+                [(raw.member, raw.fire_at) for _, raw in acked if isinstance(raw, RawTimer)]
             )
         elif lane.kind == "outbox":
-            await self.store.ack_outbox_many([h.ref for h in acked])
+            await self.store.ack_outbox_many([ref for ref, _ in acked])
         else:
-            await self.store.ack_spawns_many([h.ref for h in acked])
+            await self.store.ack_spawns_many([ref for ref, _ in acked])
 
     def _dead_move(self, kind: Kind, dead: Dead, now: float) -> DeadMove:
         held, raw = dead.held, dead.held.raw
@@ -390,8 +479,8 @@ class _Tally:
     full: bool = False
     interrupted: bool = False
 
-    def count(self, kind: Kind, verdicts: Verdicts) -> None:
-        self.delivered[kind] = self.delivered.get(kind, 0) + len(verdicts.ack)
+    def count(self, kind: Kind, verdicts: Verdicts, acked_fast: int) -> None:
+        self.delivered[kind] = self.delivered.get(kind, 0) + len(verdicts.ack) + acked_fast
         self.retried[kind] = self.retried.get(kind, 0) + len(verdicts.retry)
         self.dead_lettered[kind] = self.dead_lettered.get(kind, 0) + len(verdicts.dead)
 

@@ -1,0 +1,116 @@
+"""The sweeper's fast path keeps the semantics of the waiting line (over fakeredis and real Redis).
+
+Fresh entries of a target with nothing held and no attempt record go straight to the sink;
+everything else queues behind its target's head. These tests pin what must not change.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from relayd.engine.options import SweepOptions
+from relayd.engine.sweeper import Sweeper
+from relayd.metrics import RelayMetrics
+from relayd.sinks.base import DELIVERED, Retry
+from relayd.sinks.memory import MemorySink
+from relayd.state.keys import RelayKeys
+from store import AsyncRedisStore
+
+pytestmark = pytest.mark.usefixtures("backend")
+
+
+def _sweeper(client, prefix, clock, sink, **options):
+    opts = SweepOptions(prefixes=(prefix,), **{"batch": 100, "backoff_base_s": 1.0, **options})
+    return Sweeper(
+        AsyncRedisStore(client, prefix=prefix),
+        sinks={"outbox": sink, "spawn": sink, "timer": sink},
+        options=opts,
+        metrics=RelayMetrics(CollectorRegistry()),
+        clock=clock,
+        rng=random.Random(1),
+    )
+
+
+def _ids(envelopes):
+    return [e.body["event"]["id"] for e in envelopes]
+
+
+async def test_first_time_deliveries_write_no_attempt_record_and_carry_the_delivery_stamp(
+    async_client, prefix, seeder, clock
+):
+    for n in range(5):
+        await seeder.outbox(f"T{n % 2}", f"e{n}")
+    sink = MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, sink)
+    await sweeper.start()
+
+    result = await sweeper.run_pass()
+
+    keys = RelayKeys(sweeper.store.keyspace)
+    assert result.delivered["outbox"] == 5
+    assert _ids(sink.delivered) == ["e0", "e1", "e2", "e3", "e4"]
+    assert {(e.attempt, e.body["attempt"], e.body["relayed_at"]) for e in sink.delivered} == {
+        (1, 1, clock.now())
+    }
+    assert await async_client.exists(keys.attempts("outbox")) == 0
+    assert await async_client.hlen(sweeper.store.keyspace.outbox) == 0
+
+
+async def test_a_target_failing_on_the_fast_path_queues_its_later_entries_in_order(
+    async_client, prefix, seeder, clock
+):
+    """A's head fails in pass one; A's entries read later wait behind it, B keeps flowing."""
+    await seeder.outbox("A", "a1")
+    await seeder.outbox("B", "b1")
+    await seeder.outbox("A", "a2")
+    failures = {"a1": 1}
+
+    def script(env):
+        event_id = env.body["event"]["id"]
+        if failures.get(event_id, 0) > 0:
+            failures[event_id] -= 1
+            return Retry("down")
+        return DELIVERED
+
+    sink = MemorySink(script)
+    sweeper = _sweeper(async_client, prefix, clock, sink)
+    await sweeper.start()
+
+    first = await sweeper.run_pass()
+    await seeder.outbox("A", "a3")
+    await seeder.outbox("B", "b2")
+    second = await sweeper.run_pass()  # a1 still waits for its backoff: a3 must not overtake it
+    clock.advance(10)
+    third = await sweeper.run_pass()
+
+    keys = RelayKeys(sweeper.store.keyspace)
+    assert (first.retried["outbox"], first.held) == (1, 2)  # a1 retried, a2 held back (no attempt)
+    assert _ids(sink.delivered) == ["b1", "b2", "a1", "a2", "a3"]
+    assert [e.attempt for e in sink.delivered if e.body["event"]["id"] == "a1"] == [2]
+    assert [e.attempt for e in sink.delivered if e.body["event"]["id"] == "a2"] == [1]
+    assert (second.held, third.held) == (3, 0)
+    assert await async_client.hlen(keys.attempts("outbox")) == 0  # forgotten once delivered
+
+
+async def test_entries_with_an_attempt_record_go_through_the_line_after_a_restart(
+    async_client, prefix, seeder, clock
+):
+    await seeder.outbox("A", "a1")
+    await seeder.outbox("A", "a2")
+    down = MemorySink(lambda env: Retry("down"))
+    crashed = _sweeper(async_client, prefix, clock, down)
+    await crashed.start()
+    await crashed.run_pass()
+    clock.advance(1000)
+
+    sink = MemorySink()
+    fresh = _sweeper(async_client, prefix, clock, sink)
+    await fresh.start()
+    result = await fresh.run_pass()
+
+    assert _ids(sink.delivered) == ["a1", "a2"]
+    assert [e.attempt for e in sink.delivered] == [2, 1]
+    assert result.delivered["outbox"] == 2
