@@ -1,12 +1,21 @@
 """One prefix's delivery passes: read, envelope, deliver, ack / retry / dead-letter, report.
 
 A pass goes spawns → outbox → due timers (a child must exist before events reach it). Each
-kind reads at most ``batch`` new entries into memory, where entries stay until they are acked
-or dead-lettered; ``plan.choose`` picks what may go now (per-target order, retry backoff),
-the kind's sink delivers, ``plan.judge`` classifies the outcomes, and the shell acts on them in
-batched round-trips. While more than ``max_held`` entries of a kind wait in memory, no new
-ones are read. Any Redis error propagates: the loop counts it and starts a fresh ``Sweeper``
-(everything unacked is read and delivered again; attempt counts live in Redis).
+kind reads at most ``batch`` new entries. Entries waiting in memory (``Held``: a retry backoff,
+behind a failing head of their target, or with attempts from before a restart) go first,
+picked by ``plan.choose``. Fresh entries of a target with nothing held and no attempt record
+take the fast path (``ordering.split_fresh``): raw entry → envelope → the same sink call →
+one batched ack, with no ``Held``, sorting or restamping; only an entry the sink did not
+confirm becomes a ``Held`` and is judged by ``plan.judge``. ``settle.Settlement`` acts on the
+verdicts in batched round-trips. While more than ``max_held`` entries of a kind wait in
+memory, no new ones are read. Any Redis error propagates: the loop counts it and starts a
+fresh ``Sweeper`` (everything unacked is read again; attempt counts live in Redis).
+
+Idle cost: a lane whose last run read and held nothing is probed before it is read (one
+EXISTS over both hashes, ZRANGE of the first timer: at most two commands per pass), and the
+gauges are refreshed on a time budget (``engine.gauges``). Timers: the score of the next timer
+not yet due comes back with each timer read or probe, and ``PassResult.next_retry_in_s`` lets
+the loop sleep only until it is due (at least ``TIMER_GATHER_S``).
 """
 
 from __future__ import annotations
@@ -15,34 +24,37 @@ import asyncio
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 import structlog
 
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock
+from relayd.engine.gauges import PrefixGauges
+from relayd.engine.lane import Fresh, Lane, timer_ref
 from relayd.engine.options import SweepOptions
 from relayd.engine.ordering import split_fresh
-from relayd.engine.plan import MAX_ATTEMPTS, PERMANENT, Dead, Held, Verdicts, choose, judge
+from relayd.engine.plan import Dead, Held, Verdicts, choose, judge
+from relayd.engine.settle import Settlement
 from relayd.envelope import Envelope, Kind, outbox_envelope, restamp, spawn_envelope, timer_envelope
 from relayd.metrics import RelayMetrics
 from relayd.packing import use_hiredis_packing
 from relayd.sinks.base import Delivered, Outcome, Retry, Sink
 from relayd.state import RedisClient
-from relayd.state.attempts import AttemptRecord, forget_attempts, load_attempts, save_attempts
-from relayd.state.deadletters import DeadMove, encode_dead_letter, move_to_dead_letters
+from relayd.state.attempts import AttemptRecord, load_attempts
 from relayd.state.keys import RelayKeys
 from store import AsyncRedisStore
+from store._base import as_bytes
 from store.backlog import RawEntry, RawTimer
 from store.errors import MalformedEntry
-from store.readers import AsyncBacklogReader
 
 log = structlog.get_logger(__name__)
 
 _BUILDERS = {"outbox": outbox_envelope, "spawn": spawn_envelope}
 
-#: A freshly read entry on the fast path: (ref, raw entry, envelope). A tuple, not a ``Held``:
-#: most entries are delivered and acked on their first attempt and need no history.
-_Fresh = tuple[str, RawEntry | RawTimer, Envelope]
+#: Least sleep before a timer coming due (seconds): timers due within it go in one pass, so a
+#: steady stream of timers costs one pass per few ms instead of one per timer.
+TIMER_GATHER_S: Final = 0.005
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,28 +69,8 @@ class PassResult:
     full: bool = False  # a read or a delivery hit its bound: poll again at once
     drained: bool = False  # nothing new, readers exhausted, nothing eligible left
     held: int = 0  # entries waiting in memory (retry backoff, or behind a failing head)
-    next_retry_in_s: float | None = None  # until the earliest held entry may go again
-
-
-def timer_ref(timer: RawTimer) -> str:
-    """A timer's stable id: its Timeout event id, or a readable stand-in when malformed."""
-    try:
-        return timer_envelope(timer, prefix="", attempt=1, relayed_at=0.0).id
-    except MalformedEntry:
-        member = timer.member.decode("utf-8", "backslashreplace").replace("\x00", "\\x00")
-        return f"timeout:{member}:{float(timer.fire_at)}"
-
-
-@dataclass(slots=True)
-class _Lane:
-    kind: Kind
-    sink: Sink
-    lock: asyncio.Lock
-    reader: AsyncBacklogReader | None  # None for timers (read straight from the zset)
-    held: dict[str, Held] = field(default_factory=dict)
-    # P:relay:attempts:{kind} may hold records: False only after an EXISTS said it is empty
-    # and this sweeper wrote none since, so a first-time read needs no HMGET of the records.
-    attempts_maybe: bool = True
+    # until the earliest held entry may go again, or the next timer is due
+    next_retry_in_s: float | None = None
 
 
 class Sweeper:
@@ -107,8 +99,13 @@ class Sweeper:
         self.rng = rng or random.Random()
         self.may_deliver = may_deliver
         locks = sink_locks or {}
-        self.lanes: list[_Lane] = []
+        self.lanes: list[Lane] = []
         self._checkpointed: dict[Kind, int] = {}  # low-water marks written by this sweeper
+        self.settle = Settlement(store, metrics=metrics, clock=clock)
+        self.gauges = PrefixGauges(store.client, store.keyspace, metrics)
+        # Lanes whose last run read, attempted and held nothing: the next pass probes them first.
+        self._quiet: set[Kind] = set()
+        self.next_timer_at: float | None = None  # the earliest timer not yet due (epoch s)
         for kind in ("spawn", "outbox", "timer"):
             reader = None
             if kind != "timer":
@@ -117,7 +114,7 @@ class Sweeper:
                     grace_s=options.gap_grace_s,
                     reconcile_interval_s=min(1.0, options.poll_interval_s),
                 )
-            self.lanes.append(_Lane(kind, sinks[kind], locks.get(kind) or asyncio.Lock(), reader))
+            self.lanes.append(Lane(kind, sinks[kind], locks.get(kind) or asyncio.Lock(), reader))
 
     @property
     def client(self) -> RedisClient:
@@ -128,12 +125,7 @@ class Sweeper:
         for lane in self.lanes:
             if lane.reader is not None:
                 await lane.reader.start()
-            await self._check_attempts(lane)
-
-    async def _check_attempts(self, lane: _Lane) -> None:
-        # Only the lease holder writes records; one written by a replica that lost the lease a
-        # moment ago may be missed, which restarts that entry's count (dead-lettering later).
-        lane.attempts_maybe = bool(await self.client.exists(self.keys.attempts(lane.kind)))
+            await self.settle.check_attempts(lane)
 
     def has_eligible(self) -> bool:
         """Whether some held entry may be attempted now (not waiting, not behind a waiting head)."""
@@ -164,16 +156,32 @@ class Sweeper:
         started_s = self.clock.monotonic()
         result = _Tally()
         blocked_children: set[str] = set()
+        idle_kinds = await self._probe(self._quiet) if self._quiet and not self.options.once else set()
         for lane in self.lanes:
             if (stop is not None and stop.is_set()) or not self.may_deliver():
                 result.interrupted = True
                 break
+            if lane.kind in idle_kinds:
+                continue
+            before = (result.read, result.attempted)
             await self._run_lane(lane, result, blocked_children)
+            if before == (result.read, result.attempted) and not lane.held:
+                self._quiet.add(lane.kind)
+            else:
+                self._quiet.discard(lane.kind)
             if lane.kind == "spawn":
                 # Events to a child whose spawn is still pending wait for it (DESIGN §4).
                 blocked_children = {k for h in lane.held.values() if (k := h.envelope.ordering_key)}
         await self.checkpoint()
-        await self._refresh_gauges()
+        empty = len(idle_kinds) == len(self.lanes)
+        worked = bool(result.read or result.attempted)
+        await self.gauges.maybe_refresh(
+            now=self.clock.now(),
+            now_s=self.clock.monotonic(),
+            worked=worked,
+            held={lane.kind: lane.held.values() for lane in self.lanes},
+            empty=empty,
+        )
         duration_s = self.clock.monotonic() - started_s
         self.metrics.sweep_duration.labels(self.prefix).observe(duration_s)
         self.metrics.last_sweep.labels(self.prefix).set(self.clock.now())
@@ -191,15 +199,43 @@ class Sweeper:
         )
         return done
 
+    async def _probe(self, quiet: set[Kind]) -> set[Kind]:
+        """Which of the ``quiet`` lanes have nothing to read: at most two commands, one trip.
+
+        A quiet lane holds nothing in memory, so an absent hash has nothing a read could
+        return (a gap that fills, a late commit below the frontier: each creates the key), and
+        no timer is due when the first score lies ahead. One EXISTS covers both hashes: when
+        either exists, both quiet hash lanes are read.
+        """
+        ks, now = self.store.keyspace, self.clock.now()
+        hashes = [key for kind, key in (("outbox", ks.outbox), ("spawn", ks.spawns)) if kind in quiet]
+        pipe = self.client.pipeline(transaction=False)
+        if hashes:
+            pipe.exists(*hashes)
+        if "timer" in quiet:
+            pipe.zrange(ks.timers, 0, 0, withscores=True)
+        replies = await pipe.execute()
+        idle: set[Kind] = set()
+        if hashes and not replies[0]:
+            idle.update(k for k in ("outbox", "spawn") if k in quiet)
+        if "timer" in quiet:
+            first = replies[-1]
+            self.next_timer_at = float(first[0][1]) if first else None
+            if self.next_timer_at is None or self.next_timer_at > now:
+                idle.add("timer")
+        if len(idle) == len(self.lanes):
+            self.gauges.note_empty()
+        return idle
+
     # --- one kind ---------------------------------------------------------------------------
-    async def _run_lane(self, lane: _Lane, tally: _Tally, blocked: set[str]) -> None:
+    async def _run_lane(self, lane: Lane, tally: _Tally, blocked: set[str]) -> None:
         batch = self.options.batch
         now = self.clock.now()
         # Entries already waiting in memory are older than anything new: they go first.
         picked: list[Held] = []
         if lane.held:
             picked, _ = choose(lane.held.values(), now=now, limit=batch, blocked=blocked)
-        fast: list[_Fresh] = []
+        fast: list[Fresh] = []
         malformed: list[Dead] = []
         room = min(batch - len(picked), self.options.max_held - len(lane.held))
         if room > 0:
@@ -210,14 +246,15 @@ class Sweeper:
             if len(lane.held) > before:  # some joined the line (a history): they may go now too
                 picked, _ = choose(lane.held.values(), now=now, limit=batch - len(fast), blocked=blocked)
             # Anything read means more may wait: a window holding burned seqs (aborted commits)
-            # returns fewer than asked, and must not send the loop to its idle backoff.
-            tally.full |= read_n > 0
+            # returns fewer than asked, and must not send the loop to its idle backoff. A timer
+            # read short of its limit took every due timer: the loop sleeps until the next.
+            tally.full |= read_n >= room if lane.reader is None else read_n > 0
         if (picked or fast) and not self.may_deliver():
             # The lease was lost while reading: another replica delivers now.
             self._hold(lane, fast, now)
             picked, fast = [], []
         tally.full |= len(picked) + len(fast) >= batch
-        verdicts, acked_fast, stamp = Verdicts(), list[_Fresh](), now
+        verdicts, acked_fast, stamp = Verdicts(), list[Fresh](), now
         if picked or fast:
             tally.attempted += len(picked) + len(fast)
             stamp = self.clock.now()
@@ -229,13 +266,13 @@ class Sweeper:
             outcomes = await self._deliver(lane, envelopes)
             verdicts, acked_fast = self._judge(lane, picked, fast, outcomes, stamp)
         verdicts.dead.extend(malformed)
-        await self._apply(lane, verdicts, acked_fast, stamp)
+        await self.settle.apply(lane, verdicts, acked_fast, stamp)
         tally.count(lane.kind, verdicts, len(acked_fast))
-        self._count(lane.kind, verdicts, len(acked_fast))
+        self.settle.count(lane.kind, verdicts, len(acked_fast))
 
     def _judge(
-        self, lane: _Lane, picked: list[Held], fast: list[_Fresh], outcomes: Sequence[Outcome], now: float
-    ) -> tuple[Verdicts, list[_Fresh]]:
+        self, lane: Lane, picked: list[Held], fast: list[Fresh], outcomes: Sequence[Outcome], now: float
+    ) -> tuple[Verdicts, list[Fresh]]:
         """Judge the held entries with ``judge``; ack the fast ones the sink confirmed.
 
         A fast entry the sink did not confirm becomes a ``Held`` and is judged like any other
@@ -247,7 +284,7 @@ class Sweeper:
         verdicts = Verdicts()
         if picked:
             verdicts = self._verdicts(picked, outcomes[: len(picked)], now)
-        acked: list[_Fresh] = []
+        acked: list[Fresh] = []
         failed: list[Held] = []
         failed_outcomes: list[Outcome] = []
         for fresh, outcome in zip(fast, outcomes[len(picked) :], strict=True):
@@ -269,28 +306,16 @@ class Sweeper:
     def _verdicts(self, batch: list[Held], outcomes: Sequence[Outcome], now: float) -> Verdicts:
         return judge(batch, outcomes, now=now, max_attempts=self.options.max_attempts, delay_s=self._delay)
 
-    def _hold(self, lane: _Lane, fresh: list[_Fresh], now: float) -> None:
+    def _hold(self, lane: Lane, fresh: list[Fresh], now: float) -> None:
         for ref, raw, envelope in fresh:
             lane.held[ref] = Held(ref, raw, envelope, now)
-
-    def _count(self, kind: Kind, verdicts: Verdicts, acked_fast: int) -> None:
-        m, p = self.metrics, self.prefix
-        gave_up = sum(1 for d in verdicts.dead if d.reason_code == MAX_ATTEMPTS)
-        permanent = sum(1 for d in verdicts.dead if d.reason_code == PERMANENT)
-        delivered = len(verdicts.ack) + acked_fast
-        m.delivered.labels(p, kind).inc(delivered)
-        m.attempts.labels(p, kind, "delivered").inc(delivered)
-        m.attempts.labels(p, kind, "retry").inc(len(verdicts.retry) + gave_up)
-        m.attempts.labels(p, kind, "permanent").inc(permanent)
-        for d in verdicts.dead:
-            m.dead_lettered.labels(p, kind, d.reason_code).inc()
 
     def _delay(self, attempt: int) -> float:
         return retry_delay(
             attempt, base_s=self.options.backoff_base_s, cap_s=self.options.backoff_cap_s, rng=self.rng
         )
 
-    async def _read(self, lane: _Lane, limit: int, blocked: set[str]) -> tuple[list[_Fresh], list[Dead], int]:
+    async def _read(self, lane: Lane, limit: int, blocked: set[str]) -> tuple[list[Fresh], list[Dead], int]:
         """Read up to ``limit`` new entries; return the fast ones, the malformed ones, the count.
 
         Entries with an attempt history or a blocked key join ``lane.held`` (the waiting line).
@@ -300,9 +325,8 @@ class Sweeper:
         if lane.reader is not None:
             raws = await lane.reader.read_new(limit, now=self.clock.monotonic())
         else:
-            skip = [h.raw.member for h in lane.held.values() if isinstance(h.raw, RawTimer)]
-            raws = await self.store.due_timer_entries(now, limit, skip=skip)
-        fresh: list[_Fresh] = []
+            raws = await self._read_timers(lane, now, limit)
+        fresh: list[Fresh] = []
         malformed: list[Dead] = []
         prefix = self.prefix
         build = _BUILDERS.get(lane.kind)
@@ -335,7 +359,24 @@ class Sweeper:
             lane.held[ref] = held
         return fast, malformed, len(raws)
 
-    async def _deliver(self, lane: _Lane, batch: list[Envelope]) -> Sequence[Outcome]:
+    async def _read_timers(self, lane: Lane, now: float, limit: int) -> list[RawTimer]:
+        """Due timers not held yet, in fire_at order, and (same round-trip) the next one's score.
+
+        The next score lets the loop sleep only until that timer is due (``next_retry_in_s``).
+        """
+        skip = {h.raw.member for h in lane.held.values() if isinstance(h.raw, RawTimer)}
+        key = self.store.keyspace.timers
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zrangebyscore(key, "-inf", now, start=0, num=limit + len(skip), withscores=True)
+        pipe.zrangebyscore(key, f"({now!r}", "+inf", start=0, num=1, withscores=True)
+        due, after = await pipe.execute()
+        self.next_timer_at = float(after[0][1]) if after else None
+        raws = [RawTimer(m if type(m) is bytes else as_bytes(m), float(s)) for m, s in due]
+        if skip:
+            raws = [r for r in raws if r.member not in skip]
+        return raws[:limit]
+
+    async def _deliver(self, lane: Lane, batch: list[Envelope]) -> Sequence[Outcome]:
         started_s = self.clock.monotonic()
         try:
             async with lane.lock:
@@ -347,126 +388,6 @@ class Sweeper:
             outcomes = [Retry(error=f"sink raised {type(exc).__name__}")] * len(batch)
         self.metrics.sink_latency.labels(self.prefix, lane.kind).observe(self.clock.monotonic() - started_s)
         return outcomes
-
-    async def _apply(self, lane: _Lane, verdicts: Verdicts, acked_fast: list[_Fresh], stamp: float) -> None:
-        kind, now = lane.kind, self.clock.now()
-        acked = [(h.ref, h.raw) for h in verdicts.ack]
-        acked.extend((ref, raw) for ref, raw, _ in acked_fast)
-        if acked:
-            await self._ack(lane, acked)
-            stale = [h.ref for h in verdicts.ack if h.attempts > 1]
-            if stale:
-                await forget_attempts(self.client, self.keys.attempts(kind), stale)
-                if not any(h.attempts for h in lane.held.values()):
-                    await self._check_attempts(lane)
-        if verdicts.retry:
-            records = {
-                h.ref: AttemptRecord(h.attempts, h.first_attempt_at or now, h.last_attempt_at or now)
-                for h in verdicts.retry
-            }
-            lane.attempts_maybe = True
-            await save_attempts(self.client, self.keys.attempts(kind), records)
-            for h in verdicts.retry:
-                log.debug(
-                    "delivery_retry",
-                    prefix=self.prefix,
-                    kind=kind,
-                    id=h.envelope.id,
-                    attempt=h.attempts,
-                    error=h.last_error,
-                )
-        if verdicts.dead:
-            await self._bury(kind, verdicts.dead, now)
-        resolved = [ref for ref, _ in acked]
-        resolved.extend(d.held.ref for d in verdicts.dead)
-        if lane.held:
-            for ref in resolved:
-                lane.held.pop(ref, None)
-        if lane.reader is not None:
-            lane.reader.resolve(resolved)
-        if kind == "timer":
-            self._observe_lag(verdicts.ack, acked_fast, stamp)
-
-    def _observe_lag(self, acked: list[Held], acked_fast: list[_Fresh], stamp: float) -> None:
-        lag = self.metrics.timer_lag.labels(self.prefix)
-        for h in acked:
-            if isinstance(h.raw, RawTimer):
-                lag.observe(max(0.0, (h.last_attempt_at or stamp) - h.raw.fire_at))
-        for _, raw, _ in acked_fast:
-            if isinstance(raw, RawTimer):
-                lag.observe(max(0.0, stamp - raw.fire_at))
-
-    async def _bury(self, kind: Kind, dead: list[Dead], now: float) -> None:
-        moves = [self._dead_move(kind, d, now) for d in dead]
-        await move_to_dead_letters(self.client, self.keys, kind, moves)
-        for d in dead:
-            log.warning(
-                "dead_lettered",
-                prefix=self.prefix,
-                kind=kind,
-                id=d.held.envelope.id,
-                attempt=d.held.attempts,
-                outcome=d.reason_code,
-                error=d.reason,
-            )
-
-    async def _ack(self, lane: _Lane, acked: list[tuple[str, RawEntry | RawTimer]]) -> None:
-        if lane.kind == "timer":
-            # Score-guarded: a timer the engine re-armed since we read it stays (DESIGN §4).
-            await self.store.delete_timers_many(
-                [(raw.member, raw.fire_at) for _, raw in acked if isinstance(raw, RawTimer)]
-            )
-        elif lane.kind == "outbox":
-            await self.store.ack_outbox_many([ref for ref, _ in acked])
-        else:
-            await self.store.ack_spawns_many([ref for ref, _ in acked])
-
-    def _dead_move(self, kind: Kind, dead: Dead, now: float) -> DeadMove:
-        held, raw = dead.held, dead.held.raw
-        id_ = held.ref if kind == "timer" else f"{self.prefix}:{kind}:{held.ref}"
-        doc = encode_dead_letter(
-            id_=id_,
-            kind=kind,
-            reason_code=dead.reason_code,
-            reason=dead.reason,
-            attempts=held.attempts,
-            first_attempt_at=held.first_attempt_at,
-            last_attempt_at=held.last_attempt_at,
-            dead_at=now,
-            envelope=held.envelope.body or None,  # None when the entry could not be decoded
-            field=None if isinstance(raw, RawTimer) else raw.field,
-            seq=None if isinstance(raw, RawTimer) else raw.seq,
-            value=None if isinstance(raw, RawTimer) else raw.value,
-            member=raw.member if isinstance(raw, RawTimer) else None,
-            fire_at=raw.fire_at if isinstance(raw, RawTimer) else None,
-        )
-        if isinstance(raw, RawTimer):
-            return DeadMove(raw.member, raw.fire_at, id_, doc, held.ref)
-        return DeadMove(raw.field, None, id_, doc, held.ref)
-
-    async def _refresh_gauges(self) -> None:
-        """Backlog, dead letters and oldest due age in one pipelined round-trip (all O(1)/O(log n))."""
-        ks, now, p = self.store.keyspace, self.clock.now(), self.prefix
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hlen(ks.outbox)
-        pipe.hlen(ks.spawns)
-        pipe.zcount(ks.timers, "-inf", now)
-        pipe.zrange(ks.timers, 0, 0, withscores=True)
-        for kind in ("outbox", "spawn", "timer"):
-            pipe.hlen(self.keys.dead(kind))
-        outbox_n, spawns_n, due_n, first, *dead = await pipe.execute()
-        self.metrics.backlog.labels(p, "outbox").set(outbox_n)
-        self.metrics.backlog.labels(p, "spawn").set(spawns_n)
-        self.metrics.backlog.labels(p, "timer").set(due_n)
-        for kind, n in zip(("outbox", "spawn", "timer"), dead, strict=True):
-            self.metrics.dead_letters.labels(p, kind).set(n)
-        for lane in self.lanes:
-            seen = [h.first_seen_at for h in lane.held.values()]
-            if lane.kind == "timer":
-                seen += [h.raw.fire_at for h in lane.held.values() if isinstance(h.raw, RawTimer)]
-                if first and float(first[0][1]) <= now:
-                    seen.append(float(first[0][1]))
-            self.metrics.oldest_due_age.labels(p, lane.kind).set(max(0.0, now - min(seen)) if seen else 0.0)
 
 
 @dataclass(slots=True)
@@ -488,6 +409,9 @@ class _Tally:
         del duration_s
         now = sweeper.clock.now()
         waits = [w for lane in sweeper.lanes for h in lane.held.values() if (w := h.not_before - now) > 0]
+        if sweeper.next_timer_at is not None:  # it may have come due during this pass
+            # Sleep only until the next timer is due, gathering those due within a few ms.
+            waits.append(max(sweeper.next_timer_at - now, TIMER_GATHER_S))
         exhausted = all(lane.reader.exhausted for lane in sweeper.lanes if lane.reader is not None)
         idle = not self.interrupted and self.read == 0 and not self.full
         drained = idle and exhausted and not sweeper.has_eligible()

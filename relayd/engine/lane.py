@@ -1,0 +1,43 @@
+"""One kind's lane in a sweeper: its sink, reader and waiting line, and the fast-path entry.
+
+``Fresh`` is a freshly read entry on the fast path, a plain tuple ``(ref, raw, envelope)``
+rather than a ``Held``: most entries are delivered and acked on their first attempt and need no
+delivery history. ``Lane`` keeps what one kind carries from pass to pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from relayd.engine.plan import Held
+from relayd.envelope import Envelope, Kind, timer_envelope
+from relayd.sinks.base import Sink
+from store.backlog import RawEntry, RawTimer
+from store.errors import MalformedEntry
+from store.readers import AsyncBacklogReader
+
+Fresh = tuple[str, RawEntry | RawTimer, Envelope]
+
+
+@dataclass(slots=True)
+class Lane:
+    """One kind's sink, reader and the entries waiting in memory (by ref)."""
+
+    kind: Kind
+    sink: Sink
+    lock: asyncio.Lock
+    reader: AsyncBacklogReader | None  # None for timers (read straight from the zset)
+    held: dict[str, Held] = field(default_factory=dict)
+    # P:relay:attempts:{kind} may hold records: False only after an EXISTS said it is empty
+    # and this sweeper wrote none since, so a first-time read needs no HMGET of the records.
+    attempts_maybe: bool = True
+
+
+def timer_ref(timer: RawTimer) -> str:
+    """A timer's stable id: its Timeout event id, or a readable stand-in when malformed."""
+    try:
+        return timer_envelope(timer, prefix="", attempt=1, relayed_at=0.0).id
+    except MalformedEntry:
+        member = timer.member.decode("utf-8", "backslashreplace").replace("\x00", "\\x00")
+        return f"timeout:{member}:{float(timer.fire_at)}"

@@ -1,0 +1,150 @@
+"""Act on one delivery's verdicts: batched acks, persisted retries, atomic dead letters, metrics.
+
+The shell half of a sweeper pass after the sink answered: acks go in one command per batch
+(HDEL, or the score-guarded timer compare-and-delete), attempt records are written only for
+failures and forgotten on delivery, dead letters move in one atomic step per chunk.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from relayd.engine.clock import Clock
+from relayd.engine.lane import Fresh, Lane
+from relayd.engine.plan import MAX_ATTEMPTS, PERMANENT, Dead, Held, Verdicts
+from relayd.envelope import Kind
+from relayd.metrics import RelayMetrics
+from relayd.state import RedisClient
+from relayd.state.attempts import AttemptRecord, forget_attempts, save_attempts
+from relayd.state.deadletters import DeadMove, encode_dead_letter, move_to_dead_letters
+from relayd.state.keys import RelayKeys
+from store import AsyncRedisStore
+from store.backlog import RawEntry, RawTimer
+
+log = structlog.get_logger(__name__)
+
+
+class Settlement:
+    """What one prefix's sweeper does with verdicts (one per sweeper)."""
+
+    def __init__(self, store: AsyncRedisStore, *, metrics: RelayMetrics, clock: Clock) -> None:
+        self.store = store
+        self.client: RedisClient = store.client
+        self.prefix = store.keyspace.prefix
+        self.keys = RelayKeys(store.keyspace)
+        self.metrics = metrics
+        self.clock = clock
+
+    async def check_attempts(self, lane: Lane) -> None:
+        """Note whether ``P:relay:attempts:{kind}`` holds any record (one EXISTS)."""
+        # Only the lease holder writes records; one written by a replica that lost the lease a
+        # moment ago may be missed, which restarts that entry's count (dead-lettering later).
+        lane.attempts_maybe = bool(await self.client.exists(self.keys.attempts(lane.kind)))
+
+    async def apply(self, lane: Lane, verdicts: Verdicts, acked_fast: list[Fresh], stamp: float) -> None:
+        kind, now = lane.kind, self.clock.now()
+        acked = [(h.ref, h.raw) for h in verdicts.ack]
+        acked.extend((ref, raw) for ref, raw, _ in acked_fast)
+        if acked:
+            await self._ack(lane, acked)
+            stale = [h.ref for h in verdicts.ack if h.attempts > 1]
+            if stale:
+                await forget_attempts(self.client, self.keys.attempts(kind), stale)
+                if not any(h.attempts for h in lane.held.values()):
+                    await self.check_attempts(lane)
+        if verdicts.retry:
+            records = {
+                h.ref: AttemptRecord(h.attempts, h.first_attempt_at or now, h.last_attempt_at or now)
+                for h in verdicts.retry
+            }
+            lane.attempts_maybe = True
+            await save_attempts(self.client, self.keys.attempts(kind), records)
+            for h in verdicts.retry:
+                log.debug(
+                    "delivery_retry",
+                    prefix=self.prefix,
+                    kind=kind,
+                    id=h.envelope.id,
+                    attempt=h.attempts,
+                    error=h.last_error,
+                )
+        if verdicts.dead:
+            await self._bury(kind, verdicts.dead, now)
+        resolved = [ref for ref, _ in acked]
+        resolved.extend(d.held.ref for d in verdicts.dead)
+        if lane.held:
+            for ref in resolved:
+                lane.held.pop(ref, None)
+        if lane.reader is not None:
+            lane.reader.resolve(resolved)
+        if kind == "timer":
+            self._observe_lag(verdicts.ack, acked_fast, stamp)
+
+    def _observe_lag(self, acked: list[Held], acked_fast: list[Fresh], stamp: float) -> None:
+        lag = self.metrics.timer_lag.labels(self.prefix)
+        for h in acked:
+            if isinstance(h.raw, RawTimer):
+                lag.observe(max(0.0, (h.last_attempt_at or stamp) - h.raw.fire_at))
+        for _, raw, _ in acked_fast:
+            if isinstance(raw, RawTimer):
+                lag.observe(max(0.0, stamp - raw.fire_at))
+
+    async def _bury(self, kind: Kind, dead: list[Dead], now: float) -> None:
+        moves = [self._dead_move(kind, d, now) for d in dead]
+        await move_to_dead_letters(self.client, self.keys, kind, moves)
+        for d in dead:
+            log.warning(
+                "dead_lettered",
+                prefix=self.prefix,
+                kind=kind,
+                id=d.held.envelope.id,
+                attempt=d.held.attempts,
+                outcome=d.reason_code,
+                error=d.reason,
+            )
+
+    async def _ack(self, lane: Lane, acked: list[tuple[str, RawEntry | RawTimer]]) -> None:
+        if lane.kind == "timer":
+            # Score-guarded: a timer the engine re-armed since we read it stays (DESIGN §4).
+            await self.store.delete_timers_many(
+                [(raw.member, raw.fire_at) for _, raw in acked if isinstance(raw, RawTimer)]
+            )
+        elif lane.kind == "outbox":
+            await self.store.ack_outbox_many([ref for ref, _ in acked])
+        else:
+            await self.store.ack_spawns_many([ref for ref, _ in acked])
+
+    def _dead_move(self, kind: Kind, dead: Dead, now: float) -> DeadMove:
+        held, raw = dead.held, dead.held.raw
+        id_ = held.ref if kind == "timer" else f"{self.prefix}:{kind}:{held.ref}"
+        doc = encode_dead_letter(
+            id_=id_,
+            kind=kind,
+            reason_code=dead.reason_code,
+            reason=dead.reason,
+            attempts=held.attempts,
+            first_attempt_at=held.first_attempt_at,
+            last_attempt_at=held.last_attempt_at,
+            dead_at=now,
+            envelope=held.envelope.body or None,  # None when the entry could not be decoded
+            field=None if isinstance(raw, RawTimer) else raw.field,
+            seq=None if isinstance(raw, RawTimer) else raw.seq,
+            value=None if isinstance(raw, RawTimer) else raw.value,
+            member=raw.member if isinstance(raw, RawTimer) else None,
+            fire_at=raw.fire_at if isinstance(raw, RawTimer) else None,
+        )
+        if isinstance(raw, RawTimer):
+            return DeadMove(raw.member, raw.fire_at, id_, doc, held.ref)
+        return DeadMove(raw.field, None, id_, doc, held.ref)
+
+    def count(self, kind: Kind, verdicts: Verdicts, acked_fast: int) -> None:
+        m, p = self.metrics, self.prefix
+        gave_up = sum(1 for d in verdicts.dead if d.reason_code == MAX_ATTEMPTS)
+        permanent = sum(1 for d in verdicts.dead if d.reason_code == PERMANENT)
+        delivered = len(verdicts.ack) + acked_fast
+        m.delivered.labels(p, kind).inc(delivered)
+        m.attempts.labels(p, kind, "delivered").inc(delivered)
+        m.attempts.labels(p, kind, "retry").inc(len(verdicts.retry) + gave_up)
+        m.attempts.labels(p, kind, "permanent").inc(permanent)
+        for d in verdicts.dead:
+            m.dead_lettered.labels(p, kind, d.reason_code).inc()

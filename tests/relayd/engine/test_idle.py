@@ -1,0 +1,148 @@
+"""Idle passes stay cheap: the probe, the gauge budget, the next-timer wake-up (fake and real Redis)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from relayd.engine.gauges import BUSY_REFRESH_S, IDLE_REFRESH_S, refresh_due
+from relayd.engine.options import SweepOptions
+from relayd.engine.sweeper import Sweeper
+from relayd.metrics import RelayMetrics
+from relayd.sinks.memory import MemorySink
+from relayd.state.keys import RelayKeys
+from store import AsyncRedisStore
+
+
+@pytest.mark.parametrize(
+    ("last_s", "now_s", "worked", "dirty", "expected"),
+    [
+        (None, 0.0, False, False, True),
+        (10.0, 10.0 + BUSY_REFRESH_S / 2, True, True, False),
+        (10.0, 10.0 + BUSY_REFRESH_S, True, True, True),
+        (10.0, 10.1, False, True, True),
+        (10.0, 10.0 + IDLE_REFRESH_S / 2, False, False, False),
+        (10.0, 10.0 + IDLE_REFRESH_S, False, False, True),
+    ],
+    ids=["never", "busy-recent", "busy-stale", "first-quiet-after-work", "idle-recent", "idle-stale"],
+)
+def test_refresh_due(last_s, now_s, worked, dirty, expected):
+    assert expected == refresh_due(last_s=last_s, now_s=now_s, worked=worked, dirty=dirty)
+
+
+def _sweeper(client, prefix, clock, sink, registry=None, **options):
+    opts = SweepOptions(prefixes=(prefix,), **{"batch": 100, **options})
+    return Sweeper(
+        AsyncRedisStore(client, prefix=prefix),
+        sinks={"outbox": sink, "spawn": sink, "timer": sink},
+        options=opts,
+        metrics=RelayMetrics(registry or CollectorRegistry()),
+        clock=clock,
+        rng=random.Random(1),
+    )
+
+
+class _Counting:
+    """Counts the reads a lane's reader makes."""
+
+    def __init__(self, reader):
+        self.reader, self.calls = reader, 0
+
+    def __getattr__(self, name):
+        return getattr(self.reader, name)
+
+    async def read_new(self, limit, *, now):
+        self.calls += 1
+        return await self.reader.read_new(limit, now=now)
+
+
+@pytest.mark.usefixtures("backend")
+async def test_a_quiet_prefix_is_probed_not_read_and_new_work_is_still_found(
+    async_client, prefix, seeder, clock
+):
+    sink = MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, sink)
+    await sweeper.start()
+    counters = []
+    for lane in sweeper.lanes:
+        if lane.reader is not None:
+            lane.reader = _Counting(lane.reader)
+            counters.append(lane.reader)
+
+    await sweeper.run_pass()  # quiet: reads once
+    reads_after_first = [c.calls for c in counters]
+    for _ in range(3):
+        await sweeper.run_pass()  # probed: nothing to read
+    reads_while_idle = [c.calls for c in counters]
+    await seeder.outbox("A", "late")
+    found = await sweeper.run_pass()
+
+    assert (reads_after_first, reads_while_idle) == ([1, 1], [1, 1])
+    assert found.delivered["outbox"] == 1
+    assert [e.body["event"]["id"] for e in sink.delivered] == ["late"]
+    assert [c.calls for c in counters] == [2, 2]  # one EXISTS covers both hashes: both are read
+
+
+@pytest.mark.usefixtures("backend")
+async def test_a_burned_gap_filled_late_is_delivered_while_idle(async_client, prefix, seeder, clock):
+    """A seq allocated before a quiet spell and committed during it is still found."""
+    sink = MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, sink)
+    await sweeper.start()
+    ks = sweeper.store.keyspace
+    await async_client.incr(ks.outbox_seq)  # seq 1 allocated, commit in flight
+    await seeder.outbox("A", "two")
+    await sweeper.run_pass()
+    await sweeper.run_pass()
+    await sweeper.run_pass()  # quiet now
+
+    await async_client.hset(ks.outbox, "1", '{"t": "A", "e": "{\\"id\\": \\"one\\"}"}')
+    await sweeper.run_pass()
+
+    assert [e.body["event"]["id"] for e in sink.delivered] == ["two", "one"]
+
+
+@pytest.mark.usefixtures("backend")
+async def test_the_next_timer_bounds_the_idle_sleep(async_client, prefix, seeder, clock):
+    sweeper = _sweeper(async_client, prefix, clock, MemorySink())
+    await sweeper.start()
+    await seeder.timer("exe", "soon", clock.now() + 0.25)
+
+    working = await sweeper.run_pass()
+    quiet = await sweeper.run_pass()  # probed
+    clock.advance(0.3)
+    due = await sweeper.run_pass()
+
+    assert working.next_retry_in_s == pytest.approx(0.25)
+    assert quiet.next_retry_in_s == pytest.approx(0.25)
+    assert due.delivered["timer"] == 1
+    assert due.next_retry_in_s is None
+
+
+@pytest.mark.usefixtures("backend")
+async def test_gauges_refresh_after_work_then_only_every_few_seconds_when_idle(
+    async_client, prefix, seeder, clock
+):
+    registry = CollectorRegistry()
+    sweeper = _sweeper(async_client, prefix, clock, MemorySink(), registry)
+    await sweeper.start()
+    dead_key = RelayKeys(sweeper.store.keyspace).dead("outbox")
+
+    def dead_letters():
+        return registry.get_sample_value("relayd_dead_letters", {"prefix": prefix, "kind": "outbox"})
+
+    await seeder.outbox("A", "e")
+    await sweeper.run_pass()  # first pass: refreshed
+    await async_client.hset(dead_key, "x", "{}")
+    await sweeper.run_pass()  # the first quiet pass after work: refreshed
+    seen_after_work = dead_letters()
+    await async_client.hset(dead_key, "y", "{}")
+    clock.advance(IDLE_REFRESH_S / 2)
+    await sweeper.run_pass()
+    seen_while_idle = dead_letters()
+    clock.advance(IDLE_REFRESH_S / 2)
+    await sweeper.run_pass()
+
+    assert (seen_after_work, seen_while_idle, dead_letters()) == (1, 1, 2)
