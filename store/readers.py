@@ -95,8 +95,11 @@ class BacklogReader(_ReaderBase):
         """Load the persisted cursor (a missing key starts at seq 1)."""
         self._restore(self.client.get(self.keys.cursor))
 
-    def read_new(self, limit: int, *, now: float) -> list[RawEntry]:
-        """Entries never returned before, at most ``limit``, in seq order (``seq=None`` last)."""
+    def read_new(self, limit: int, *, now: float, reconcile: bool = True) -> list[RawEntry]:
+        """Entries never returned before, at most ``limit``, in seq order (``seq=None`` last).
+
+        ``reconcile=False`` skips the HSCAN step (see ``AsyncBacklogReader.read_new``).
+        """
         read = self.window.plan(limit)
         pipe = self.client.pipeline(transaction=False)
         pipe.get(self.keys.counter)
@@ -104,7 +107,7 @@ class BacklogReader(_ReaderBase):
         counter, values = pipe.execute()
         entries = self._fold_window(read, counter, values, now)
         budget = limit - len(entries)
-        if budget > 0 and self.window.reconcile_due(now, bool(entries)):
+        if reconcile and budget > 0 and self.window.reconcile_due(now, bool(entries)):
             cursor, pairs = self.client.hscan(self.keys.hash, self.window.scan_cursor, count=limit)
             return merge(entries, self._fold_scan(cursor, pairs, budget, now))
         return entries
@@ -121,8 +124,13 @@ class AsyncBacklogReader(_ReaderBase):
         """Load the persisted cursor (a missing key starts at seq 1)."""
         self._restore(await self.client.get(self.keys.cursor))
 
-    async def read_new(self, limit: int, *, now: float) -> list[RawEntry]:
-        """Entries never returned before, at most ``limit``, in seq order (``seq=None`` last)."""
+    async def read_new(self, limit: int, *, now: float, reconcile: bool = True) -> list[RawEntry]:
+        """Entries never returned before, at most ``limit``, in seq order (``seq=None`` last).
+
+        ``reconcile=False`` skips the HSCAN step: for a read that runs while entries it returned
+        earlier are being acked (a prefetch). Such a scan could see an entry just before its
+        HDEL and, finding it resolved by the time the reply is folded, return it again.
+        """
         read = self.window.plan(limit)
         pipe = self.client.pipeline(transaction=False)
         pipe.get(self.keys.counter)
@@ -130,7 +138,7 @@ class AsyncBacklogReader(_ReaderBase):
         counter, values = await pipe.execute()
         entries = self._fold_window(read, counter, values, now)
         budget = limit - len(entries)
-        if budget > 0 and self.window.reconcile_due(now, bool(entries)):
+        if reconcile and budget > 0 and self.window.reconcile_due(now, bool(entries)):
             cursor, pairs = await self.client.hscan(self.keys.hash, self.window.scan_cursor, count=limit)
             return merge(entries, self._fold_scan(cursor, pairs, budget, now))
         return entries

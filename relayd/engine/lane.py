@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from relayd.engine.plan import Held
+from relayd.engine.plan import Dead, Held
 from relayd.envelope import Envelope, Kind, timer_envelope
 from relayd.sinks.base import Sink
 from store.backlog import RawEntry, RawTimer
@@ -18,6 +18,8 @@ from store.errors import MalformedEntry
 from store.readers import AsyncBacklogReader
 
 Fresh = tuple[str, RawEntry | RawTimer, Envelope]
+#: What one read brought: fresh entries, malformed ones (to dead-letter), how many, when (epoch s).
+Fetched = tuple[list[Fresh], list[Dead], int, float]
 
 
 @dataclass(slots=True)
@@ -32,6 +34,9 @@ class Lane:
     # P:relay:attempts:{kind} may hold records: False only after an EXISTS said it is empty
     # and this sweeper wrote none since, so a first-time read needs no HMGET of the records.
     attempts_maybe: bool = True
+    # The next window, read while the sink delivered the last one (hash lanes only: a timer
+    # read would return the timers in flight again). Consumed by the next read.
+    prefetched: Fetched | None = None
 
 
 def timer_ref(timer: RawTimer) -> str:

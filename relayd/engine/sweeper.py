@@ -21,6 +21,7 @@ the loop sleep only until it is due (at least ``TIMER_GATHER_S``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ import structlog
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock
 from relayd.engine.gauges import PrefixGauges
-from relayd.engine.lane import Fresh, Lane, timer_ref
+from relayd.engine.lane import Fetched, Fresh, Lane, timer_ref
 from relayd.engine.options import SweepOptions
 from relayd.engine.ordering import split_fresh
 from relayd.engine.plan import Dead, Held, Verdicts, choose, judge
@@ -156,7 +157,7 @@ class Sweeper:
         started_s = self.clock.monotonic()
         result = _Tally()
         blocked_children: set[str] = set()
-        idle_kinds = await self._probe(self._quiet) if self._quiet and not self.options.once else set()
+        idle_kinds = await self._probe(self._quiet) if self._quiet else set()
         for lane in self.lanes:
             if (stop is not None and stop.is_set()) or not self.may_deliver():
                 result.interrupted = True
@@ -185,7 +186,7 @@ class Sweeper:
         duration_s = self.clock.monotonic() - started_s
         self.metrics.sweep_duration.labels(self.prefix).observe(duration_s)
         self.metrics.last_sweep.labels(self.prefix).set(self.clock.now())
-        done = result.freeze(self, duration_s)
+        done = result.freeze(self, idle_kinds)
         emit = log.info if done.read or done.attempted else log.debug
         emit(
             "pass_finished",
@@ -238,6 +239,7 @@ class Sweeper:
         fast: list[Fresh] = []
         malformed: list[Dead] = []
         room = min(batch - len(picked), self.options.max_held - len(lane.held))
+        read_n = 0
         if room > 0:
             waiting = {k for h in lane.held.values() if (k := h.envelope.ordering_key) is not None}
             before = len(lane.held)
@@ -253,6 +255,34 @@ class Sweeper:
             # The lease was lost while reading: another replica delivers now.
             self._hold(lane, fast, now)
             picked, fast = [], []
+        prefetch = None
+        if fast and lane.reader is not None and read_n >= room and len(lane.held) < self.options.max_held:
+            # A full window: the next one is read (and its envelopes built) while the sink
+            # works on this one. Its request goes out first, so Redis answers it before the sink.
+            prefetch = asyncio.create_task(self._fetch(lane, batch, prefetch=True))
+            await asyncio.sleep(0)
+        try:
+            await self._deliver_and_settle(lane, tally, picked, fast, malformed=malformed, now=now)
+        except BaseException:
+            if prefetch is not None:
+                prefetch.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await prefetch
+            raise
+        if prefetch is not None:
+            lane.prefetched = await prefetch
+
+    async def _deliver_and_settle(
+        self,
+        lane: Lane,
+        tally: _Tally,
+        picked: list[Held],
+        fast: list[Fresh],
+        *,
+        malformed: list[Dead],
+        now: float,
+    ) -> None:
+        batch = self.options.batch
         tally.full |= len(picked) + len(fast) >= batch
         verdicts, acked_fast, stamp = Verdicts(), list[Fresh](), now
         if picked or fast:
@@ -318,12 +348,39 @@ class Sweeper:
     async def _read(self, lane: Lane, limit: int, blocked: set[str]) -> tuple[list[Fresh], list[Dead], int]:
         """Read up to ``limit`` new entries; return the fast ones, the malformed ones, the count.
 
-        Entries with an attempt history or a blocked key join ``lane.held`` (the waiting line).
+        The entries prefetched during the last delivery, if any, are this read. Entries with an
+        attempt history or a blocked key join ``lane.held`` (the waiting line).
+        """
+        fetched, lane.prefetched = lane.prefetched, None
+        fresh, malformed, count, now = fetched or await self._fetch(lane, limit)
+        records: dict[str, AttemptRecord] = {}
+        if lane.attempts_maybe and fresh:
+            records = await load_attempts(self.client, self.keys.attempts(lane.kind), [f[0] for f in fresh])
+        if not records and not blocked:
+            return fresh, malformed, count  # the common case: everything goes straight on
+        fast, slow = split_fresh(
+            fresh, key=lambda f: f[2].ordering_key, has_history=lambda f: f[0] in records, blocked=blocked
+        )
+        for ref, raw, envelope in slow:
+            held = Held(ref, raw, envelope, now)
+            record = records.get(ref)
+            if record is not None:  # attempts made before a restart still count
+                held.attempts = record.attempts
+                held.first_attempt_at = record.first_attempt_at
+                held.last_attempt_at = record.last_attempt_at
+            lane.held[ref] = held
+        return fast, malformed, count
+
+    async def _fetch(self, lane: Lane, limit: int, *, prefetch: bool = False) -> Fetched:
+        """Read up to ``limit`` new entries and build their envelopes (no history, no split).
+
+        A prefetch runs while this lane's last entries are acked: it reads the window only
+        (no reconcile scan, see ``AsyncBacklogReader.read_new``).
         """
         now = self.clock.now()
         raws: Sequence[RawEntry | RawTimer]
         if lane.reader is not None:
-            raws = await lane.reader.read_new(limit, now=self.clock.monotonic())
+            raws = await lane.reader.read_new(limit, now=self.clock.monotonic(), reconcile=not prefetch)
         else:
             raws = await self._read_timers(lane, now, limit)
         fresh: list[Fresh] = []
@@ -341,23 +398,7 @@ class Sweeper:
                 ref = timer_ref(raw) if isinstance(raw, RawTimer) else raw.field
                 placeholder = Envelope(id=ref, kind=lane.kind, prefix=prefix, attempt=0, body={})
                 malformed.append(Dead(Held(ref, raw, placeholder, now), exc.reason, str(exc)))
-        records: dict[str, AttemptRecord] = {}
-        if lane.attempts_maybe and fresh:
-            records = await load_attempts(self.client, self.keys.attempts(lane.kind), [f[0] for f in fresh])
-        if not records and not blocked:
-            return fresh, malformed, len(raws)  # the common case: everything goes straight on
-        fast, slow = split_fresh(
-            fresh, key=lambda f: f[2].ordering_key, has_history=lambda f: f[0] in records, blocked=blocked
-        )
-        for ref, raw, envelope in slow:
-            held = Held(ref, raw, envelope, now)
-            record = records.get(ref)
-            if record is not None:  # attempts made before a restart still count
-                held.attempts = record.attempts
-                held.first_attempt_at = record.first_attempt_at
-                held.last_attempt_at = record.last_attempt_at
-            lane.held[ref] = held
-        return fast, malformed, len(raws)
+        return fresh, malformed, len(raws), now
 
     async def _read_timers(self, lane: Lane, now: float, limit: int) -> list[RawTimer]:
         """Due timers not held yet, in fire_at order, and (same round-trip) the next one's score.
@@ -405,14 +446,18 @@ class _Tally:
         self.retried[kind] = self.retried.get(kind, 0) + len(verdicts.retry)
         self.dead_lettered[kind] = self.dead_lettered.get(kind, 0) + len(verdicts.dead)
 
-    def freeze(self, sweeper: Sweeper, duration_s: float) -> PassResult:
-        del duration_s
+    def freeze(self, sweeper: Sweeper, probed_empty: set[Kind]) -> PassResult:
         now = sweeper.clock.now()
         waits = [w for lane in sweeper.lanes for h in lane.held.values() if (w := h.not_before - now) > 0]
         if sweeper.next_timer_at is not None:  # it may have come due during this pass
             # Sleep only until the next timer is due, gathering those due within a few ms.
             waits.append(max(sweeper.next_timer_at - now, TIMER_GATHER_S))
-        exhausted = all(lane.reader.exhausted for lane in sweeper.lanes if lane.reader is not None)
+        # A hash the probe found absent has nothing left to read: as good as an exhausted reader.
+        exhausted = all(
+            lane.reader.exhausted or lane.kind in probed_empty
+            for lane in sweeper.lanes
+            if lane.reader is not None
+        )
         idle = not self.interrupted and self.read == 0 and not self.full
         drained = idle and exhausted and not sweeper.has_eligible()
         return PassResult(

@@ -157,6 +157,24 @@ async def test_a_commit_later_than_the_grace_is_found_by_the_reconcile(store, se
     assert [e.field for e in late] == ["1"]
 
 
+async def test_a_read_without_reconcile_scans_nothing(store, seed) -> None:
+    """A prefetch (reconcile=False) reads the window only; the late commit waits for a scan."""
+    reader = store.backlog("outbox", grace_s=5.0, reconcile_interval_s=1.0)
+    await reader.start()
+    await reader.read_new(10, now=0.0)
+    seed(2, counter=2)
+    await reader.read_new(10, now=1.0)
+    await store.ack_outbox(2)
+    reader.resolve(["2"])
+    await reader.read_new(10, now=100.0)  # the gap for 1 expires
+    seed(1)
+
+    prefetched = await reader.read_new(10, now=101.0, reconcile=False)
+    scanned = await reader.read_new(10, now=102.0)
+
+    assert (prefetched, [e.field for e in scanned]) == ([], ["1"])
+
+
 async def test_a_burned_seq_never_stalls_later_entries(store, seed) -> None:
     reader = store.backlog("outbox", grace_s=30.0)
     await reader.start()

@@ -114,3 +114,57 @@ async def test_entries_with_an_attempt_record_go_through_the_line_after_a_restar
     assert _ids(sink.delivered) == ["a1", "a2"]
     assert [e.attempt for e in sink.delivered] == [2, 1]
     assert result.delivered["outbox"] == 2
+
+
+async def test_a_window_prefetched_during_delivery_keeps_per_target_order(
+    async_client, prefix, seeder, clock
+):
+    """The next window is read while the sink works; a target that failed meanwhile still holds it back."""
+    for event_id, target in (("a1", "A"), ("b1", "B"), ("a2", "A"), ("b2", "B")):
+        await seeder.outbox(target, event_id)
+    failures = {"a1": 1}
+
+    def script(env):
+        event_id = env.body["event"]["id"]
+        if failures.get(event_id, 0) > 0:
+            failures[event_id] -= 1
+            return Retry("down")
+        return DELIVERED
+
+    sink = MemorySink(script)
+    sweeper = _sweeper(async_client, prefix, clock, sink, batch=2)
+    await sweeper.start()
+
+    await sweeper.run_pass()
+    [outbox] = [lane for lane in sweeper.lanes if lane.kind == "outbox"]
+    prefetched = [fresh[0] for fresh in outbox.prefetched[0]]
+    await sweeper.run_pass()  # a2 waits behind a1's backoff, b2 goes
+    after_second = _ids(sink.delivered)
+    clock.advance(10)
+    for _ in range(3):
+        await sweeper.run_pass()
+
+    assert prefetched == ["3", "4"]
+    assert after_second == ["b1", "b2"]
+    assert _ids(sink.delivered) == ["b1", "b2", "a1", "a2"]
+    assert await async_client.hlen(sweeper.store.keyspace.outbox) == 0
+
+
+async def test_a_prefetched_window_is_delivered_after_a_restart(async_client, prefix, seeder, clock):
+    """Prefetched entries are only in memory: a new sweeper reads and delivers them (never lost)."""
+    for n in range(5):
+        await seeder.outbox(f"T{n}", f"e{n}")
+    first_sink, second_sink = MemorySink(), MemorySink()
+    first = _sweeper(async_client, prefix, clock, first_sink, batch=2)
+    await first.start()
+    await first.run_pass()
+    await first.checkpoint()
+
+    second = _sweeper(async_client, prefix, clock, second_sink, batch=2)
+    await second.start()
+    for _ in range(4):
+        await second.run_pass()
+
+    assert _ids(first_sink.delivered) == ["e0", "e1"]
+    assert _ids(second_sink.delivered) == ["e2", "e3", "e4"]
+    assert await async_client.hlen(second.store.keyspace.outbox) == 0

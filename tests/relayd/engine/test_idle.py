@@ -53,9 +53,9 @@ class _Counting:
     def __getattr__(self, name):
         return getattr(self.reader, name)
 
-    async def read_new(self, limit, *, now):
+    async def read_new(self, limit, *, now, reconcile=True):
         self.calls += 1
-        return await self.reader.read_new(limit, now=now)
+        return await self.reader.read_new(limit, now=now, reconcile=reconcile)
 
 
 @pytest.mark.usefixtures("backend")
