@@ -94,7 +94,9 @@ class SeqWindow:
         self.reconcile_interval_s = reconcile_interval_s
         self.frontier = 1
         self.gaps: dict[int, float] = {}
-        self.open: set[str] = set()
+        # field -> seq of every open entry: the low-water mark needs the seqs on every
+        # checkpoint, and parsing a thousand fields again each pass cost more than the read.
+        self.open: dict[str, int | None] = {}
         self.c_start: int | None = None
         self.scan_cursor = 0
         self._window = 0
@@ -111,7 +113,9 @@ class SeqWindow:
 
     def resolve(self, fields: Iterable[str]) -> None:
         """Forget returned entries that were acked or dead-lettered."""
-        self.open.difference_update(fields)
+        pop = self.open.pop
+        for field in fields:
+            pop(field, None)
 
     @property
     def open_count(self) -> int:
@@ -120,8 +124,10 @@ class SeqWindow:
     @property
     def low_water_mark(self) -> int:
         """Every seq below this was resolved or passed over: a safe restart point."""
-        open_seqs = [s for s in map(parse_seq, self.open) if s is not None]
-        return min([self.frontier, *self.gaps, *open_seqs])
+        lowest = min(self.frontier, *self.gaps) if self.gaps else self.frontier
+        if not self.open:
+            return lowest
+        return min(lowest, min((s for s in self.open.values() if s is not None), default=lowest))
 
     @property
     def caught_up(self) -> bool:
@@ -185,7 +191,7 @@ class SeqWindow:
         self._cap_gaps(read.budget)
         self._grow_window(read, taken, counter)
         self._track_catch_up(counter)
-        self.open.update(e.field for e in out)
+        self.open.update((e.field, e.seq) for e in out)
         self._found_nothing = not out
         return out
 
@@ -231,7 +237,7 @@ class SeqWindow:
         if overflow and self._caught_up is not None:
             # something was left behind in this step: only a fresh full cycle proves exhaustion
             self._caught_up = (self._full_cycles, self.scan_cursor)
-        self.open.update(e.field for e in out)
+        self.open.update((e.field, e.seq) for e in out)
         if out:
             self._found_nothing = False
         return out

@@ -148,9 +148,12 @@ class Sweeper:
         An idle pass then costs no write (two SETs less per poll per prefix).
         """
         for lane in self.lanes:
-            if lane.reader is not None and self._checkpointed.get(lane.kind) != lane.reader.low_water_mark:
+            if lane.reader is None:
+                continue
+            mark = lane.reader.low_water_mark
+            if self._checkpointed.get(lane.kind) != mark:
                 await lane.reader.checkpoint()
-                self._checkpointed[lane.kind] = lane.reader.low_water_mark
+                self._checkpointed[lane.kind] = mark
 
     async def run_pass(self, stop: asyncio.Event | None = None) -> PassResult:
         """Run one pass; with ``stop`` set, start no new read or delivery."""
