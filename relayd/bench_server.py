@@ -61,6 +61,15 @@ def bench_redis(url: str | None) -> Iterator[BenchRedis]:
 
 @contextlib.contextmanager
 def _redis_server(binary: str) -> Iterator[int]:
+    with throwaway_redis_server(binary) as proc_port:
+        yield proc_port[1]
+
+
+@contextlib.contextmanager
+def throwaway_redis_server(
+    binary: str = "redis-server",
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A redis-server without persistence on a free loopback port: ``(process, port)``."""
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="relayd-bench-") as workdir:
         argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
@@ -69,7 +78,7 @@ def _redis_server(binary: str) -> Iterator[int]:
         )
         try:
             _wait_for(port, proc)
-            yield port
+            yield proc, port
         finally:
             proc.terminate()
             try:

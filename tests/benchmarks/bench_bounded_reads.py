@@ -9,39 +9,18 @@ Run: ``python tests/benchmarks/bench_bounded_reads.py``.
 from __future__ import annotations
 
 import shutil
-import socket
 import statistics
-import subprocess
-import tempfile
 import time
 
 import orjson
 import redis
 
+from relayd.bench_server import throwaway_redis_server
 from store import Event, RedisStore
 
 LIMIT = 1000
 BACKLOGS = (1_000, 100_000, 1_000_000)
 PREFIX = "bench"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start_server() -> tuple[subprocess.Popen[bytes], int, str]:
-    port, workdir = _free_port(), tempfile.mkdtemp(prefix="relayd-bench-")
-    argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen([*argv, "--dir", workdir], stdout=subprocess.DEVNULL)
-    for _ in range(500):
-        try:
-            redis.Redis(port=port).ping()
-            return proc, port, workdir
-        except redis.ConnectionError:
-            time.sleep(0.01)
-    raise RuntimeError("redis-server did not start")
 
 
 def _seed(client: redis.Redis, start: int, stop: int) -> None:
@@ -71,8 +50,7 @@ def _read_cost_s(store: RedisStore, runs: int = 7) -> float:
 def main() -> None:
     if shutil.which("redis-server") is None:
         raise SystemExit("redis-server not on PATH")
-    proc, port, workdir = _start_server()
-    try:
+    with throwaway_redis_server() as (_, port):
         client = redis.Redis(port=port)
         store = RedisStore(client, prefix=PREFIX)
         figures: dict[int, float] = {}
@@ -84,10 +62,6 @@ def main() -> None:
             print(f"backlog {backlog:>9,}: one read_new(limit={LIMIT}) = {figures[backlog] * 1e3:7.2f} ms")
         ratio = figures[BACKLOGS[-1]] / figures[BACKLOGS[0]]
         print(f"ratio 1M/1k = {ratio:.2f} (must be <= 2)")
-    finally:
-        proc.terminate()
-        proc.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

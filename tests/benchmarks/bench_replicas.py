@@ -17,10 +17,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -28,30 +26,13 @@ from dataclasses import dataclass
 import orjson
 import redis
 
+from relayd.bench_server import throwaway_redis_server
+
 SHARDS = [f"{{shard-{i}}}" for i in range(16)]
 #: Lease TTL of the relays (s): shares settle within about one of these after the last start.
 LEASE_TTL_S = 2.0
 SAMPLE_S = 0.1
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start_redis() -> tuple[subprocess.Popen[bytes], int, str]:
-    port, workdir = _free_port(), tempfile.mkdtemp(prefix="relayd-bench-")
-    argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen([*argv, "--dir", workdir], stdout=subprocess.DEVNULL)
-    for _ in range(500):
-        try:
-            redis.Redis(port=port).ping()
-            return proc, port, workdir
-        except redis.ConnectionError:
-            time.sleep(0.01)
-    raise RuntimeError("redis-server did not start")
 
 
 def _cpu_s(pid: int) -> float:
@@ -126,7 +107,7 @@ def run(replicas: int, *, port: int, redis_pid: int, per_prefix: int, batch: int
     started = time.monotonic()
     procs = [
         subprocess.Popen(
-            [*argv, "--metrics-addr", f"127.0.0.1:{_free_port()}"], env=env, stdout=subprocess.DEVNULL
+            [*argv, "--metrics-addr", "127.0.0.1:0"], env=env, stdout=subprocess.DEVNULL
         )
         for _ in range(replicas)
     ]
@@ -175,8 +156,7 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("redis-server") is None:
         sys.exit("redis-server is not on PATH")
-    server, port, workdir = _start_redis()
-    try:
+    with throwaway_redis_server() as (server, port):
         print(f"{len(SHARDS)} prefixes x {args.per_prefix} outbox entries, sink null, batch {args.batch},")
         print(f"one redis-server, {os.cpu_count()} CPUs; steady = entries/s once the shares were fair")
         print(f"{'relays':>6} {'entries':>8} {'wall s':>7} {'steady/s':>9} {'shares':<22} {'relay cpu s':>11}"
@@ -188,10 +168,6 @@ def main() -> None:
                 f" {'/'.join(map(str, r.shares)):<22} {r.relay_cpu_s:>11.1f} {r.redis_cpu_s:>11.1f}",
                 flush=True,
             )
-    finally:
-        server.terminate()
-        server.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
