@@ -3,7 +3,7 @@
 Each kill lands mid-drain (after the sink file grew since the restart) or, one time in four,
 at a random moment after the start (start-up, lease wait). The dead relay's lease expires
 after ``--lease-ttl``; the next one takes over. Nothing may be lost; duplicates are bounded
-by what can be in flight at a kill: one batch per kind delivered but not yet acked.
+by what can be in flight at a kill: per kind, one delivered batch not yet acked.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.crash, pytest.mark.slow]
 
 KILLS = 20
 #: Small batches slow the drain down enough for twenty kills to land inside it.
-BATCH = 50
+BATCH = 25
 PREFIX = "killed"
 
 
@@ -52,7 +52,7 @@ def test_sigkill_twenty_times_during_a_50k_backlog_loses_nothing(
             while (out.stat().st_size if out.exists() else 0) == size_before and time.monotonic() < deadline:
                 time.sleep(0.01)
             kills_mid_drain += 1
-            time.sleep(rng.uniform(0.0, 0.3))
+            time.sleep(rng.uniform(0.0, 0.1))
         assert relay.alive, relay.log_tail()
         relay.kill()
     last_kill = time.monotonic()
@@ -69,7 +69,9 @@ def test_sigkill_twenty_times_during_a_50k_backlog_loses_nothing(
     report_ledger(ledger, record_property)
     print(f"kills={KILLS} mid_drain={kills_mid_drain} left_at_last_kill={left_at_last_kill}")
     assert left_at_last_kill > 0, "the backlog drained before the last kill: slow the relay down"
-    assert_ledger(ledger, max_duplicates=KILLS * 3 * BATCH)
+    # In flight at a kill: per kind, one delivered batch not yet acked, which may be two reads'
+    # worth when held entries come due beside a full read (sweeper docstring).
+    assert_ledger(ledger, max_duplicates=KILLS * 3 * 2 * BATCH)
     assert (
         client.hlen(f"{PREFIX}:outbox")
         == client.hlen(f"{PREFIX}:spawns")
