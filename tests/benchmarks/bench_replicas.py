@@ -106,9 +106,7 @@ def run(replicas: int, *, port: int, redis_pid: int, per_prefix: int, batch: int
     redis_cpu_before = _cpu_s(redis_pid)
     started = time.monotonic()
     procs = [
-        subprocess.Popen(
-            [*argv, "--metrics-addr", "127.0.0.1:0"], env=env, stdout=subprocess.DEVNULL
-        )
+        subprocess.Popen([*argv, "--metrics-addr", "127.0.0.1:0"], env=env, stdout=subprocess.DEVNULL)
         for _ in range(replicas)
     ]
     fair_at: tuple[float, int] | None = None
