@@ -70,7 +70,10 @@ def test_thread_commits_until_stopped(store: RedisStore, sync_client: redis.Redi
     workload = Workload(store, rate_per_s=500)
 
     workload.start()
-    time.sleep(0.1)
+    deadline = time.monotonic() + 10  # a loaded CI machine may take a while to schedule the thread
+    # at most four entries per commit: more than 24 stored means more than five commits
+    while len(stored_ids(sync_client, prefix)) <= 24 and time.monotonic() < deadline:
+        time.sleep(0.01)
     ledger = workload.stop()
 
     assert ledger.commits > 5
