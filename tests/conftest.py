@@ -7,7 +7,6 @@ A missing ``redis-server`` skips the real half locally and fails when ``CI`` is 
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -23,6 +22,7 @@ import fakeredis
 import pytest
 import redis
 import redis.asyncio as aioredis
+from support.binaries import require_binaries
 
 BACKENDS = ["fake", "real"]
 
@@ -95,12 +95,7 @@ class RedisServer:
 
 def require_redis_server() -> str:
     """Return the redis-server path; skip locally, fail in CI, when it is missing."""
-    path = shutil.which("redis-server")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is required in CI but is not on PATH")
-        pytest.skip("redis-server not on PATH")
-    return path
+    return require_binaries("redis-server")["redis-server"]
 
 
 def start_redis_server(*args: str) -> RedisServer:

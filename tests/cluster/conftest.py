@@ -7,14 +7,13 @@ starts its own; about two seconds). Tests isolate by prefix; every prefix carrie
 
 from __future__ import annotations
 
-import os
-import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis.asyncio.cluster as aiocluster
 from redis.cluster import RedisCluster as ClusterClient
+from support.binaries import require_binaries
 from support.cluster import RedisCluster
 
 #: The hash tag every cluster test prefix starts with.
@@ -24,11 +23,7 @@ HASH_TAG = "{shard-7}"
 @pytest.fixture(scope="session")
 def redis_cluster() -> Iterator[RedisCluster]:
     """3 masters with one replica each, on loopback; removed at the end of the session."""
-    missing = [binary for binary in ("redis-server", "redis-cli") if shutil.which(binary) is None]
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(f"{', '.join(missing)} required in CI but not on PATH")
-        pytest.skip(f"{', '.join(missing)} not on PATH")
+    require_binaries("redis-server", "redis-cli")
     cluster = RedisCluster(masters=3, replicas=1)
     cluster.start()
     try:

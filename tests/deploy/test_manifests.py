@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+from support.binaries import require_binaries
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -405,9 +405,7 @@ def test_compose_prometheus_scrapes_relayd_where_it_listens_and_loads_the_rules(
 
 def test_compose_prometheus_config_passes_promtool(tmp_path: Path) -> None:
     """promtool accepts prometheus.yml (its rule path rewritten to the file on this disk)."""
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not installed (Debian package 'prometheus'); the wiring checks above still ran")
+    promtool = require_binaries("promtool")["promtool"]  # Debian package 'prometheus'
     config = yaml.safe_load((COMPOSE_DIR / "prometheus.yml").read_text())
     config["rule_files"] = [str(PROMETHEUS_RULES)]
     local = tmp_path / "prometheus.yml"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import promql_parser
 import pytest
 import yaml
 from prometheus_client.metrics_core import Metric
+from support.binaries import require_binaries
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "relayd-rules.yml"
@@ -323,9 +323,7 @@ def test_dashboard_filters_every_prefixed_series_by_the_prefix_variable() -> Non
 
 def test_promtool_checks_and_unit_tests_the_rules() -> None:
     """promtool accepts the rules and its unit tests (deploy/prometheus/relayd-rules.test.yml) pass."""
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not installed (Debian package 'prometheus'); the PromQL checks above still ran")
+    promtool = require_binaries("promtool")["promtool"]  # Debian package 'prometheus'
 
     check = subprocess.run(
         [promtool, "check", "rules", str(RULES)], capture_output=True, text=True, check=False

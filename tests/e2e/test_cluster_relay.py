@@ -9,14 +9,13 @@ engine leaves.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.binaries import require_binaries
 from support.cluster import RedisCluster
 from support.ledger import assert_ledger, ledger_from_jsonl, report_ledger
 from support.workload import Workload, stored_ids
@@ -31,11 +30,7 @@ RUN_TIMEOUT_S = 60
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[RedisCluster]:
-    missing = [binary for binary in ("redis-server", "redis-cli") if shutil.which(binary) is None]
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(f"{', '.join(missing)} required in CI but not on PATH")
-        pytest.skip(f"{', '.join(missing)} not on PATH")
+    require_binaries("redis-server", "redis-cli")
     with RedisCluster(masters=3, replicas=1) as started:
         yield started
 

@@ -6,22 +6,17 @@ as the ``ledger`` property).
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from faults.harness import RedisProcess
+from support.binaries import require_binaries
 
 
 @pytest.fixture(autouse=True)
 def _binaries() -> None:
-    missing = [binary for binary in ("redis-server", "redis-cli", "relayd") if shutil.which(binary) is None]
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(f"{', '.join(missing)} required in CI but not on PATH")
-        pytest.skip(f"{', '.join(missing)} not on PATH")
+    require_binaries("redis-server", "redis-cli", "relayd")
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import socket
 import subprocess
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 import structlog
+from support.binaries import require_binaries
 
 from relayd.embedded import EmbeddedRedis
 
@@ -72,10 +72,7 @@ class PasswordRedis:
 @pytest.fixture
 def password_redis(tmp_path: Path) -> Iterator[PasswordRedis]:
     """A real redis-server requiring a password (``right-pw``), owned by one test."""
-    if shutil.which("redis-server") is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is required in CI")
-        pytest.skip("redis-server not on PATH")
+    require_binaries("redis-server")
     port = free_port()
     argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
     argv += ["--dir", str(tmp_path), "--requirepass", "right-pw", "--loglevel", "warning"]
