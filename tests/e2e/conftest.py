@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -21,12 +20,6 @@ import redis
 
 from relayd.embedded import EmbeddedRedis
 from store import Event, Execution, RedisStore, TimerOp
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.redis_server import free_port
 
 from tests.e2e.conftest import (
     commit_backlog,
-    free_port,
     read_jsonl,
     run_relayd,
     start_relayd,

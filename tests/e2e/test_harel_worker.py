@@ -30,13 +30,13 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import RedisServer
 from harel import definition_from_dsl
 from harel.engine.distributed import DistributedRunner
 from harel.engine.execution import Status
 from harel.engine.store import RedisStore as HarelRedisStore
 from harel.engine.transport import RedisTransport as HarelRedisTransport
 from harel.spec.states import Event
+from support.redis_server import RedisServer
 
 pytestmark = pytest.mark.crash
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import RedisServer, free_port
 from support.ledger import compute_ledger, read_jsonl, report_ledger
+from support.redis_server import RedisServer, free_port
 from support.replicas import (
     Replica,
     Sample,

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import RedisServer, free_port
+from support.redis_server import RedisServer, free_port
 from support.replicas import Replica, holder_pid, start_replica
 
 pytestmark = pytest.mark.crash

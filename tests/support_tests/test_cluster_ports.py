@@ -11,7 +11,7 @@ from support.cluster import ClusterNode, PortTaken, _answers
 from support.ports import BUS_PORT_OFFSET, PORT_RANGE, pick_ports, port_free
 
 if TYPE_CHECKING:
-    from conftest import RedisServer
+    from support.redis_server import RedisServer
 
 
 def test_picked_ports_and_their_bus_ports_are_distinct_and_free() -> None:

@@ -14,7 +14,7 @@ from redis.retry import Retry
 from support.proxy import TcpProxy
 
 if TYPE_CHECKING:
-    from conftest import RedisServer
+    from support.redis_server import RedisServer
 
 PING = b"*1\r\n$4\r\nPING\r\n"
 

@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import redis
 import structlog
-from support.binaries import require_binaries
+from support.redis_server import free_port, start_redis_server
 
 from relayd.embedded import EmbeddedRedis
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(autouse=True)
@@ -72,22 +62,8 @@ class PasswordRedis:
 @pytest.fixture
 def password_redis(tmp_path: Path) -> Iterator[PasswordRedis]:
     """A real redis-server requiring a password (``right-pw``), owned by one test."""
-    require_binaries("redis-server")
-    port = free_port()
-    argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    argv += ["--dir", str(tmp_path), "--requirepass", "right-pw", "--loglevel", "warning"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = start_redis_server("--requirepass", "right-pw")
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                redis.Redis(port=port, password="right-pw", socket_timeout=0.5).ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
-        yield PasswordRedis(url=f"redis://127.0.0.1:{port}/0", password="right-pw", port=port)
+        yield PasswordRedis(url=server.url, password="right-pw", port=server.port)
     finally:
-        proc.terminate()
-        proc.wait(5)
+        server.cleanup()

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from conftest import RedisServer, free_port
 from harel.engine.aio_store import AsyncRedisStore
 from harel.engine.aio_transport import AsyncRedisTransport
 from harel.engine.core import timeout_event
 from harel.engine.execution import Execution, Status
 from structlog.testing import capture_logs
+from support.redis_server import RedisServer, free_port
 
 from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec

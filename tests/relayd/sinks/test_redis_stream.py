@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import orjson
 import pytest
 import redis.asyncio as aioredis
-from conftest import RedisServer, free_port
+from support.redis_server import RedisServer, free_port
 from support.tls import TlsRedisServer
 
 from relayd.errors import ConfigError

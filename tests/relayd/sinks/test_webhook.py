@@ -7,7 +7,7 @@ import hmac
 import time
 from email.utils import formatdate
 
-from conftest import free_port
+from support.redis_server import free_port
 
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, SinkSpec
 from relayd.sinks.per_key import HELD_BACK
