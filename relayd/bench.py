@@ -71,15 +71,22 @@ class BenchConfig:
     poll_interval_s: float = SweepOptions().poll_interval_s
 
 
-class TimingSink:
-    """Wraps a sink: stamps each confirmed delivery and keeps its commit-to-delivery latency."""
+#: Every this many confirmed deliveries, one commit-to-delivery latency is kept.
+LATENCY_SAMPLE_EVERY: Final = 8
 
-    def __init__(self, inner: Sink, clock: Callable[[], float] = time.time) -> None:
+
+class TimingSink:
+    """Wraps a sink: counts confirmed deliveries, keeps every ``sample_every``-th one's latency."""
+
+    def __init__(
+        self, inner: Sink, clock: Callable[[], float] = time.time, *, sample_every: int = LATENCY_SAMPLE_EVERY
+    ) -> None:
         self.inner = inner
         self.name = inner.name
         self.clock = clock
         self.delivered = 0
-        self.latencies_s = array("d")  # 8 bytes per entry: a 1M drain keeps 8 MB
+        self.sample_every = sample_every
+        self.latencies_s = array("d")  # 8 bytes per sample
 
     async def start(self) -> None:
         await self.inner.start()
@@ -87,12 +94,14 @@ class TimingSink:
     async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
         outcomes = await self.inner.deliver(batch)
         now = self.clock()
-        for envelope, outcome in zip(batch, outcomes, strict=False):
-            if isinstance(outcome, Delivered):
-                self.delivered += 1
-                stamp = committed_at(envelope.body)
-                if stamp is not None:
-                    self.latencies_s.append(now - stamp)
+        confirmed = [e for e, outcome in zip(batch, outcomes, strict=False) if type(outcome) is Delivered]
+        self.delivered += len(confirmed)
+        # A sample, not every entry: reading each body cost the relay ~5% of its CPU in a
+        # drain, and 1 in 8 still gives 12,500 latencies per 100k entries for the percentiles.
+        for envelope in confirmed[:: self.sample_every]:
+            stamp = committed_at(envelope.body)
+            if stamp is not None:
+                self.latencies_s.append(now - stamp)
         return outcomes
 
     def ready(self) -> bool:
@@ -132,9 +141,9 @@ class Bench:
         self.sync = redis.Redis.from_url(url)
         self.client = aioredis.Redis.from_url(url)
 
-    def sink_for(self, prefix: str) -> TimingSink:
+    def sink_for(self, prefix: str, *, sample_every: int = LATENCY_SAMPLE_EVERY) -> TimingSink:
         spec = self.config.sink.replace("{redis_url}", self.url).replace("{prefix}", prefix)
-        return TimingSink(resolve_sink(spec, SinkOptions()))
+        return TimingSink(resolve_sink(spec, SinkOptions()), sample_every=sample_every)
 
     @contextlib.asynccontextmanager
     async def prefix(self) -> AsyncIterator[str]:
@@ -255,7 +264,7 @@ class Bench:
             seed(self.sync, prefix, "timer", count, clock=time.time, fire_ats=fire_ats)
             if time.time() > first_s:
                 self.log(f"timers: seeding overran the head start by {time.time() - first_s:.1f}s")
-            sink = self.sink_for(prefix)
+            sink = self.sink_for(prefix, sample_every=1)  # every timer: "none early" is a claim on all
             until_s = fire_ats[-1] + self.config.poll_interval_s + 1.0
             with _Meter(self.sync) as meter:
                 await self._run_until(prefix, sink, until_s)

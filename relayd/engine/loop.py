@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import SYSTEM_CLOCK, Clock
+from relayd.engine.gc_tuning import relay_gc
 from relayd.engine.options import SweepOptions
 from relayd.engine.shares import PrefixView, ShareDecision, decide_shares
 from relayd.engine.sweeper import PassResult, Sweeper
@@ -122,14 +123,15 @@ async def run_relay(
         for prefix in options.prefixes
     ]
     try:
-        async with asyncio.TaskGroup() as group:
-            if not options.once:  # a one-shot job takes what is free and is no group member
-                membership = Membership(
-                    redis, [r.store.keyspace for r in relays], token=token, ttl_s=options.lease_ttl_s
-                )
-                group.create_task(_keep_shares(membership, relays, stop=stop, health=health))
-            for relay in relays:
-                group.create_task(relay.run())
+        with relay_gc():
+            async with asyncio.TaskGroup() as group:
+                if not options.once:  # a one-shot job takes what is free and is no group member
+                    membership = Membership(
+                        redis, [r.store.keyspace for r in relays], token=token, ttl_s=options.lease_ttl_s
+                    )
+                    group.create_task(_keep_shares(membership, relays, stop=stop, health=health))
+                for relay in relays:
+                    group.create_task(relay.run())
     finally:
         health.stopping()
         await _close_sinks(started)
