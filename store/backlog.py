@@ -36,6 +36,7 @@ O(limit + tracked gaps), never O(backlog).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -75,11 +76,12 @@ class WindowRead:
     window_start: int
     window_size: int
     budget: int
+    #: the HMGET arguments, built once: ``apply`` names the entries it returns with them
+    fields: list[str] = dataclasses.field(init=False, repr=False, compare=False)
 
-    @property
-    def fields(self) -> list[str]:
+    def __post_init__(self) -> None:
         seqs = [*self.gap_seqs, *range(self.window_start, self.window_start + self.window_size)]
-        return [str(s) for s in seqs]
+        object.__setattr__(self, "fields", [str(s) for s in seqs])
 
 
 def _sort_key(entry: RawEntry) -> tuple[int, int, str]:
@@ -167,31 +169,38 @@ class SeqWindow:
             elif value is None and now - self.gaps[seq] > self.grace_s:
                 del self.gaps[seq]  # passed over: the reconcile scan still finds a late commit
         window_values = values[n_gaps:]
-        present = [i for i, v in enumerate(window_values) if v is not None]
+        start = read.window_start
         # examined up to the counter, or past anything present beyond it (allocated meanwhile)
-        end = min(read.window_size, max(counter + 1 - read.window_start, 0))
-        if present:
-            end = max(end, present[-1] + 1)
-        taken = 0
-        for i in range(end):
-            value = window_values[i]
-            if value is None:
-                continue
-            if len(out) >= read.budget:
-                end = i  # the rest waits for the next read
-                break
-            seq = read.window_start + i
-            out.append(RawEntry(str(seq), seq, value))
-            taken += 1
-        for i in range(end):
-            seq = read.window_start + i
-            if window_values[i] is None and seq > self.c_start:
-                self.gaps.setdefault(seq, now)
+        end = min(read.window_size, max(counter + 1 - start, 0))
+        last = len(window_values)
+        while last > end and window_values[last - 1] is None:
+            last -= 1
+        end = max(end, last)
+        # The hot loop of a drain: one tuple per present entry, named by the field HMGET asked
+        # for (tuple.__new__ builds the NamedTuple without its Python-level __new__).
+        fields, new = read.fields, tuple.__new__
+        found = [
+            new(RawEntry, (fields[n_gaps + i], start + i, value))
+            for i, value in enumerate(window_values[:end])
+            if value is not None
+        ]
+        room = read.budget - len(out)
+        if len(found) > room:
+            first_left = found[room].seq  # the rest waits for the next read
+            assert first_left is not None  # window entries always carry their seq
+            end, found = first_left - start, found[:room]
+        out += found
+        taken = len(found)
+        if taken < end:  # some seqs in the window were missing: in-flight commits or burned seqs
+            c_start = counter if self.c_start is None else self.c_start
+            for i, value in enumerate(window_values[:end]):
+                if value is None and start + i > c_start:
+                    self.gaps.setdefault(start + i, now)
         self.frontier = read.window_start + end
         self._cap_gaps(read.budget)
         self._grow_window(read, taken, counter)
         self._track_catch_up(counter)
-        self.open.update((e.field, e.seq) for e in out)
+        self.open.update([(e.field, e.seq) for e in out])
         self._found_nothing = not out
         return out
 

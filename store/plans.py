@@ -172,7 +172,7 @@ def timer_delete_args(timers: Iterable[tuple[bytes | str, float]]) -> list[bytes
 
 def ack_fields(fields: Iterable[str | int]) -> list[str]:
     """Hash fields to HDEL for acked seqs, de-duplicated in order."""
-    return list(dict.fromkeys(str(f) for f in fields))
+    return list(dict.fromkeys(map(str, fields)))
 
 
 def scan_request(ks: Keyspace, limit: int, cursor: str | None) -> tuple[int, str, int]:

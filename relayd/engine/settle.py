@@ -19,7 +19,7 @@ from relayd.state.attempts import AttemptRecord, forget_attempts, save_attempts
 from relayd.state.deadletters import DeadMove, encode_dead_letter, move_to_dead_letters
 from relayd.state.keys import RelayKeys
 from store import AsyncRedisStore
-from store.backlog import RawEntry, RawTimer
+from store.backlog import RawTimer
 
 log = structlog.get_logger(__name__)
 
@@ -43,10 +43,10 @@ class Settlement:
 
     async def apply(self, lane: Lane, verdicts: Verdicts, acked_fast: list[Fresh], stamp: float) -> None:
         kind, now = lane.kind, self.clock.now()
-        acked = [(h.ref, h.raw) for h in verdicts.ack]
-        acked.extend((ref, raw) for ref, raw, _ in acked_fast)
+        acked = [h.ref for h in verdicts.ack]
+        acked += [fresh[0] for fresh in acked_fast]
         if acked:
-            await self._ack(lane, acked)
+            await self._ack(lane, acked, verdicts.ack, acked_fast)
             stale = [h.ref for h in verdicts.ack if h.attempts > 1]
             if stale:
                 await forget_attempts(self.client, self.keys.attempts(kind), stale)
@@ -70,8 +70,8 @@ class Settlement:
                 )
         if verdicts.dead:
             await self._bury(kind, verdicts.dead, now)
-        resolved = [ref for ref, _ in acked]
-        resolved.extend(d.held.ref for d in verdicts.dead)
+        resolved = acked
+        resolved += [d.held.ref for d in verdicts.dead]
         if lane.held:
             for ref in resolved:
                 lane.held.pop(ref, None)
@@ -103,16 +103,18 @@ class Settlement:
                 error=d.reason,
             )
 
-    async def _ack(self, lane: Lane, acked: list[tuple[str, RawEntry | RawTimer]]) -> None:
+    async def _ack(self, lane: Lane, refs: list[str], held: list[Held], fast: list[Fresh]) -> None:
+        """Ack ``refs`` (the refs of ``held`` then ``fast``): one HDEL, or one timer script call."""
         if lane.kind == "timer":
             # Score-guarded: a timer the engine re-armed since we read it stays (DESIGN §4).
-            await self.store.delete_timers_many(
-                [(raw.member, raw.fire_at) for _, raw in acked if isinstance(raw, RawTimer)]
-            )
+            raws = [h.raw for h in held]
+            raws += [fresh[1] for fresh in fast]
+            pairs = [(r.member, r.fire_at) for r in raws if isinstance(r, RawTimer)]
+            await self.store.delete_timers_many(pairs)
         elif lane.kind == "outbox":
-            await self.store.ack_outbox_many([ref for ref, _ in acked])
+            await self.store.ack_outbox_many(refs)
         else:
-            await self.store.ack_spawns_many([ref for ref, _ in acked])
+            await self.store.ack_spawns_many(refs)
 
     def _dead_move(self, kind: Kind, dead: Dead, now: float) -> DeadMove:
         held, raw = dead.held, dead.held.raw

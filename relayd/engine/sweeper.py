@@ -40,7 +40,7 @@ from relayd.engine.settle import Settlement
 from relayd.envelope import Envelope, Kind, outbox_envelope, restamp, spawn_envelope, timer_envelope
 from relayd.metrics import RelayMetrics
 from relayd.packing import use_hiredis_packing
-from relayd.sinks.base import Delivered, Outcome, Retry, Sink
+from relayd.sinks.base import DELIVERED, Delivered, Outcome, Retry, Sink
 from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, load_attempts
 from relayd.state.keys import RelayKeys
@@ -314,6 +314,8 @@ class Sweeper:
         total = len(picked) + len(fast)
         if len(outcomes) != total:  # the sink broke its contract: every entry retries
             outcomes = [Retry(error=f"sink returned {len(outcomes)} outcomes for {total} entries")] * total
+        elif not picked and outcomes.count(DELIVERED) == total:
+            return Verdicts(), fast  # the common case: all fresh, all confirmed
         verdicts = Verdicts()
         if picked:
             verdicts = self._verdicts(picked, outcomes[: len(picked)], now)

@@ -47,18 +47,31 @@ _SCRIPTS_REFUSED: Final = ("unknown command", "noperm", "no permissions", "disab
 XADD_BATCH: Final = """
 -- KEYS     the distinct streams of the batch
 -- ARGV[1]  MAXLEN for approximate trimming, or '' for none
--- ARGV     then four per entry, in batch order: index into KEYS, envelope JSON, id, kind
+-- ARGV[2]  the kind of every entry, or '' when each entry carries its own
+-- ARGV[3]  '1' when each entry carries its stream's index into KEYS, '' when all go to KEYS[1]
+-- ARGV     then per entry, in batch order: [index], envelope JSON, id, [kind]
 -- Returns one integer per entry: 1 added, 0 refused (wrong key type, out of memory, ...).
-local maxlen = ARGV[1]
+local maxlen, kind, routed = ARGV[1], ARGV[2], ARGV[3] == '1'
 local out = {}
-for i = 2, #ARGV, 4 do
-  local key = KEYS[tonumber(ARGV[i])]
+local i = 4
+while i <= #ARGV do
+  local key = KEYS[1]
+  if routed then
+    key = KEYS[tonumber(ARGV[i])]
+    i = i + 1
+  end
+  local envelope, id, entry_kind = ARGV[i], ARGV[i + 1], kind
+  i = i + 2
+  if kind == '' then
+    entry_kind = ARGV[i]
+    i = i + 1
+  end
   local reply
   if maxlen == '' then
-    reply = redis.pcall('XADD', key, '*', 'envelope', ARGV[i + 1], 'id', ARGV[i + 2], 'kind', ARGV[i + 3])
+    reply = redis.pcall('XADD', key, '*', 'envelope', envelope, 'id', id, 'kind', entry_kind)
   else
     reply = redis.pcall('XADD', key, 'MAXLEN', '~', maxlen, '*',
-      'envelope', ARGV[i + 1], 'id', ARGV[i + 2], 'kind', ARGV[i + 3])
+      'envelope', envelope, 'id', id, 'kind', entry_kind)
   end
   out[#out + 1] = (type(reply) == 'table' and reply.err) and 0 or 1
 end
@@ -126,11 +139,23 @@ class RedisStreamSink:
         return outcomes
 
     async def _deliver_scripted(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
-        streams: dict[str, int] = {}
-        args: list[bytes | str | int] = [self._maxlen or ""]
-        for envelope in batch:
-            index = streams.setdefault(stream_name(self._stream, envelope), len(streams) + 1)
-            args += (index, envelope.to_json(), envelope.id, envelope.kind)
+        # Only what varies per entry goes per entry: a batch is one kind (a sweeper lane) and,
+        # without {target}, one stream. Each argument costs client CPU to pack (hiredis).
+        kind = batch[0].kind
+        uniform = all(envelope.kind == kind for envelope in batch)
+        routed = "{target}" in self._stream
+        args: list[bytes | str | int] = [self._maxlen or "", kind if uniform else "", "1" if routed else ""]
+        streams: dict[str, int] = {} if routed else {self._stream: 1}
+        if uniform and not routed:
+            for envelope in batch:
+                args += (envelope.to_json(), envelope.id)
+        else:
+            for envelope in batch:
+                if routed:
+                    args.append(streams.setdefault(stream_name(self._stream, envelope), len(streams) + 1))
+                args += (envelope.to_json(), envelope.id)
+                if not uniform:
+                    args.append(envelope.kind)
         try:
             flags = await self._script(keys=list(streams), args=args)
         except ResponseError as exc:
@@ -138,6 +163,8 @@ class RedisStreamSink:
                 return [Retry(error=f"redis-stream script failed ({type(exc).__name__})")] * len(batch)
             self._scripted = False  # this server runs no scripts for us: one XADD per entry from now on
             return await self._deliver_piped(batch)
+        if 0 not in flags:
+            return [DELIVERED] * len(batch)
         return [DELIVERED if flag == 1 else _FAILED for flag in flags]
 
     async def _deliver_piped(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:

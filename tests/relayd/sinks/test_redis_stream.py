@@ -85,6 +85,28 @@ async def test_target_placeholder_routes_per_ordering_key_in_order(
         assert ids == [e.id for e in batch if e.ordering_key == target]
 
 
+@pytest.mark.parametrize("routed", [False, True], ids=["one-stream", "per-target"])
+@pytest.mark.parametrize("mixed", [False, True], ids=["one-kind", "mixed-kinds"])
+async def test_every_argument_layout_keeps_fields_and_order(
+    make_sink: MakeSink, async_client: aioredis.Redis, prefix: str, routed: bool, mixed: bool
+) -> None:
+    """The script's four layouts (kind per batch or per entry, one stream or an index each)."""
+    sink = await make_sink(f"stream={prefix}:lay" + (":{target}" if routed else ""))
+    batch = [outbox(prefix, seq, ["a", "b"][seq % 2]) for seq in range(1, 7)]
+    if mixed:
+        batch.insert(3, timer(prefix, "a", "w", 2.5))
+
+    assert list(await sink.deliver(batch)) == [DELIVERED] * len(batch)
+
+    for stream, key in (
+        ((f"{prefix}:lay:a", "a"), (f"{prefix}:lay:b", "b")) if routed else ((f"{prefix}:lay", None),)
+    ):
+        sent = [e for e in batch if key is None or e.ordering_key == key]
+        entries = await read_stream(async_client, stream)
+        assert [orjson.loads(e[b"envelope"]) for e in entries] == [e.body for e in sent]
+        assert [(e[b"id"].decode(), e[b"kind"].decode()) for e in entries] == [(e.id, e.kind) for e in sent]
+
+
 async def test_maxlen_trims_the_stream(
     make_sink: MakeSink, async_client: aioredis.Redis, prefix: str
 ) -> None:
