@@ -56,6 +56,8 @@ _BUILDERS = {"outbox": outbox_envelope, "spawn": spawn_envelope}
 #: Least sleep before a timer coming due (seconds): timers due within it go in one pass, so a
 #: steady stream of timers costs one pass per few ms instead of one per timer.
 TIMER_GATHER_S: Final = 0.005
+#: Envelopes built between yields to the event loop while a sink call is in flight.
+BUILD_SLICE: Final = 250
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,10 +262,12 @@ class Sweeper:
             picked, fast = [], []
         prefetch = None
         if fast and lane.reader is not None and read_n >= room and len(lane.held) < self.options.max_held:
-            # A full window: the next one is read (and its envelopes built) while the sink
-            # works on this one. Its request goes out first, so Redis answers it before the sink.
-            prefetch = asyncio.create_task(self._fetch(lane, batch, prefetch=True))
-            await asyncio.sleep(0)
+            # A full window: the next one is read now and its envelopes are built while the sink
+            # works on this one. The read completes first: a reply the relay does not drain while
+            # it packs the sink's request stalls in the socket, and Redis then runs the sink's
+            # script before finishing it (traced: the prefetch arrived after the delivery).
+            raws = await lane.reader.read_new(batch, now=self.clock.monotonic(), reconcile=False)
+            prefetch = asyncio.create_task(self._build_yielding(lane, raws, self.clock.now()))
         try:
             await self._deliver_and_settle(lane, tally, picked, fast, malformed=malformed, now=now)
         except BaseException:
@@ -376,18 +380,33 @@ class Sweeper:
             lane.held[ref] = held
         return fast, malformed, count
 
-    async def _fetch(self, lane: Lane, limit: int, *, prefetch: bool = False) -> Fetched:
-        """Read up to ``limit`` new entries and build their envelopes (no history, no split).
-
-        A prefetch runs while this lane's last entries are acked: it reads the window only
-        (no reconcile scan, see ``AsyncBacklogReader.read_new``).
-        """
+    async def _fetch(self, lane: Lane, limit: int) -> Fetched:
+        """Read up to ``limit`` new entries and build their envelopes (no history, no split)."""
         now = self.clock.now()
         raws: Sequence[RawEntry | RawTimer]
         if lane.reader is not None:
-            raws = await lane.reader.read_new(limit, now=self.clock.monotonic(), reconcile=not prefetch)
+            raws = await lane.reader.read_new(limit, now=self.clock.monotonic())
         else:
             raws = await self._read_timers(lane, now, limit)
+        return self._build(lane, raws, now)
+
+    async def _build_yielding(self, lane: Lane, raws: Sequence[RawEntry | RawTimer], now: float) -> Fetched:
+        """``_build`` in slices, yielding between them while a sink call is in flight.
+
+        A prefetch reads the window only (no reconcile scan, see ``AsyncBacklogReader.read_new``).
+        Yielding lets the event loop keep flushing the sink's request and reading its reply.
+        """
+        fresh: list[Fresh] = []
+        malformed: list[Dead] = []
+        for start in range(0, len(raws), BUILD_SLICE):
+            await asyncio.sleep(0)
+            part, bad, _, _ = self._build(lane, raws[start : start + BUILD_SLICE], now)
+            fresh += part
+            malformed += bad
+        return fresh, malformed, len(raws), now
+
+    def _build(self, lane: Lane, raws: Sequence[RawEntry | RawTimer], now: float) -> Fetched:
+        """Envelopes for ``raws``; the malformed ones become dead letters with their reason."""
         fresh: list[Fresh] = []
         malformed: list[Dead] = []
         prefix = self.prefix
