@@ -73,7 +73,7 @@ def _envelope(prefix: str, seq: int, target: str) -> object:
 async def test_stream_sink_falls_back_to_a_pipeline_where_scripts_are_refused(
     async_client: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An 'unknown command' reply to the script switches the sink to one XADD per entry, for good."""
+    """An 'unknown command' reply to the script calls switches the sink to one XADD per entry, for good."""
     sink = RedisStreamSink(
         parse_sink_spec(f"redis-stream:redis://unused/0?stream={prefix}:s"),
         SinkOptions(),
@@ -82,11 +82,11 @@ async def test_stream_sink_falls_back_to_a_pipeline_where_scripts_are_refused(
     await sink.start()
     calls = []
 
-    async def refused(**kwargs: object) -> object:
-        calls.append(kwargs)
-        raise ResponseError("ERR unknown command 'evalsha'")
+    async def refused(batches: list[object]) -> list[object]:
+        calls.append(batches)
+        return [ResponseError("ERR unknown command 'evalsha'") for _ in batches]
 
-    monkeypatch.setattr(sink, "_script", refused)
+    monkeypatch.setattr(sink, "_send_calls", refused)
 
     first = await sink.deliver([_envelope(prefix, 1, "a"), _envelope(prefix, 2, "b")])  # type: ignore[list-item]
     second = await sink.deliver([_envelope(prefix, 3, "a")])  # type: ignore[list-item]
@@ -107,10 +107,10 @@ async def test_stream_sink_other_script_errors_retry_the_batch(
     )
     await sink.start()
 
-    async def oom(**kwargs: object) -> object:
-        raise ResponseError("OOM command not allowed when used memory > 'maxmemory'")
+    async def oom(batches: list[object]) -> list[object]:
+        return [ResponseError("OOM command not allowed when used memory > 'maxmemory'") for _ in batches]
 
-    monkeypatch.setattr(sink, "_script", oom)
+    monkeypatch.setattr(sink, "_send_calls", oom)
 
     outcomes = await sink.deliver([_envelope(prefix, 1, "a")])  # type: ignore[list-item]
 

@@ -12,7 +12,7 @@ from support.tls import TlsRedisServer
 
 from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec
-from relayd.sinks.redis_stream import RedisStreamSink
+from relayd.sinks.redis_stream import CALL_SIZE, RedisStreamSink
 
 from .conftest import outbox, spawn, timer
 
@@ -138,6 +138,42 @@ async def test_second_redis_server_as_destination(own_redis_server: RedisServer,
         f"{prefix}:outbox:2".encode(),
     ]
     client.close()
+
+
+async def test_a_batch_of_many_calls_keeps_its_order_across_a_script_flush(
+    make_sink: MakeSink, async_client: aioredis.Redis, prefix: str
+) -> None:
+    """A batch spans several pipelined script calls; NOSCRIPT (a flushed cache) resends it whole."""
+    sink = await make_sink(f"stream={prefix}:many")
+    first = [outbox(prefix, seq, f"t{seq % 7}") for seq in range(1, CALL_SIZE * 2 + 51)]
+    second = [outbox(prefix, seq, f"t{seq % 7}") for seq in range(1000, 1000 + CALL_SIZE + 1)]
+
+    assert list(await sink.deliver(first)) == [DELIVERED] * len(first)
+    await async_client.script_flush()
+    assert list(await sink.deliver(second)) == [DELIVERED] * len(second)
+
+    ids = [e[b"id"].decode() for e in await read_stream(async_client, f"{prefix}:many")]
+    assert ids == [e.id for e in first + second]
+
+
+@pytest.mark.parametrize("denied", ["-@scripting", "-script|load"], ids=["no-scripts", "no-script-load"])
+async def test_scripts_refused_by_acl_fall_back_to_one_xadd_each(
+    own_redis_server: RedisServer, prefix: str, denied: str
+) -> None:
+    """A user without scripting (a locked-down managed Redis) still gets every entry, in order."""
+    admin = own_redis_server.client()
+    admin.acl_setuser("relay", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", denied])
+    url = f"redis://relay:pw@127.0.0.1:{own_redis_server.port}/0"
+    sink = RedisStreamSink(parse_sink_spec(f"redis-stream:{url}?stream=out"), SinkOptions())
+    await sink.start()
+    batch = [outbox(prefix, seq, "a") for seq in range(1, CALL_SIZE + 11)]
+
+    outcomes = await sink.deliver(batch)
+    await sink.close()
+
+    assert list(outcomes) == [DELIVERED] * len(batch)
+    assert [f[b"id"].decode() for _, f in admin.xrange("out")] == [e.id for e in batch]
+    admin.close()
 
 
 async def test_unreachable_destination_is_retry_for_the_batch_and_not_ready(prefix: str) -> None:
