@@ -2,7 +2,8 @@
 
 ``run_relay`` starts the sinks, runs one task per prefix and closes the sinks. A prefix task
 delivers only while its replica holds the prefix's lease (a keeper task takes and renews it);
-a full batch polls again at once, an idle pass backs off up to ``poll_interval_s`` with jitter.
+a full batch polls again at once, an idle pass backs off up to ``poll_interval_s`` with jitter
+(with ``wake``, a keyspace notification of new work ends that wait at once: ``engine.wake``).
 Replicas share the prefixes: a share task beats into each prefix's member registry every third
 of the lease TTL and lets a prefix task try for its lease only while this replica is below its
 fair share (``engine.shares``); a prefix above the share is handed back between passes
@@ -31,6 +32,7 @@ from relayd.engine.clock import SYSTEM_CLOCK, Clock
 from relayd.engine.options import SweepOptions
 from relayd.engine.shares import PrefixView, ShareDecision, decide_shares
 from relayd.engine.sweeper import PassResult, Sweeper
+from relayd.engine.wake import WakeSubscriber
 from relayd.envelope import Kind
 from relayd.errors import RelaydError, SinkError
 from relayd.health import Health
@@ -128,6 +130,9 @@ async def run_relay(
                     redis, [r.store.keyspace for r in relays], token=token, ttl_s=options.lease_ttl_s
                 )
                 group.create_task(_keep_shares(membership, relays, stop=stop, health=health))
+            if options.wake and not options.once:  # a latency shortcut; polling goes on regardless
+                events = {r.prefix: r.loop_wake for r in relays}
+                group.create_task(WakeSubscriber(redis, events, metrics=metrics).run(stop))
             for relay in relays:
                 group.create_task(relay.run())
     finally:
@@ -364,6 +369,9 @@ class _PrefixRelay:
                 if self.sweeper is None:
                     self.sweeper = self._new_sweeper()
                     await self.sweeper.start()
+                # Cleared before the pass, not after: a wake-up (new work, a hand-back) that
+                # arrives while the pass runs must end the idle wait that follows it.
+                self.loop_wake.clear()
                 result = await self._pass(self.sweeper)
             except REDIS_ERRORS as exc:
                 self._redis_failed(exc)
@@ -391,7 +399,6 @@ class _PrefixRelay:
                 await asyncio.sleep(0)  # more is waiting: poll again at once
                 continue
             idle_streak += 1
-            self.loop_wake.clear()
             await self._wait(self._idle_delay(idle_streak, result), self.loop_wake)
 
     def _idle_delay(self, idle_streak: int, result: PassResult) -> float:
