@@ -54,6 +54,10 @@ _ERROR_BACKOFF_BASE_S: Final = 0.2
 _ERROR_BACKOFF_CAP_S: Final = 10.0
 #: Idle polls start this fraction of ``poll_interval_s`` and double up to all of it.
 _FIRST_IDLE_FRACTION: Final = 1 / 16
+#: The keeper renews this many renewal periods after the last renewal (a beat's included).
+_RENEW_SLACK: Final = 1.1
+#: Idle waits are this band of their ceiling.
+_IDLE_JITTER: Final = (0.85, 1.0)
 #: Registry beats come every third of the TTL times this jitter band (never later: a late beat
 #: lets the member expire and the group rebalance for nothing).
 _BEAT_JITTER: Final = (0.75, 1.0)
@@ -188,8 +192,10 @@ async def _keep_shares(
     beat_every_s = relays[0].lease.ttl_s / 3
     last: ShareDecision | None = None
     while not stop.is_set():
+        sent_s = relays[0].clock.monotonic()
         try:
-            seen = await membership.beat()
+            # Held leases are renewed by the beat itself; the keepers renew only if beats fail.
+            seen = await membership.beat(frozenset(r.prefix for r in relays if r.active and r.lease.held()))
         except REDIS_ERRORS as exc:
             # Keep the last decision: without the registry, the leases still keep everyone safe.
             for relay in relays:  # the beat is one command per prefix, all of them failed
@@ -198,6 +204,9 @@ async def _keep_shares(
             log.warning("redis_error", error=f"{type(exc).__name__}: {exc}"[:300])
         else:
             health.redis_ok()
+            for relay, seen_one in zip(relays, seen, strict=True):
+                if seen_one.renewed:
+                    relay.lease.extended(sent_s)
             views = [PrefixView(r.prefix, r.members, r.holder) for r in seen]
             decision = decide_shares(views, membership.token)
             for relay in relays:
@@ -284,8 +293,9 @@ class _PrefixRelay:
             async with self.lease_lock:
                 try:
                     if self.active:
-                        await self.lease.renew()
-                        self.health.redis_ok()
+                        if self._renew_in(renew_every_s) <= 0:
+                            await self.lease.renew()
+                            self.health.redis_ok()
                     elif self.may_acquire:
                         await self.lease.acquire()
                         self.health.redis_ok()
@@ -293,9 +303,20 @@ class _PrefixRelay:
                     self._redis_failed(exc)
                 self._note_lease()
             # Jitter for standbys so replicas never poll in lockstep (DESIGN §4).
-            wait_s = renew_every_s if self.active else renew_every_s * self.rng.uniform(0.5, 1.5)
+            wait_s = renew_every_s * self.rng.uniform(0.5, 1.5)
+            if self.active:  # until the renewal is due, unless a beat renews it first
+                renew_in_s = self._renew_in(renew_every_s)
+                wait_s = renew_in_s if renew_in_s > 0 else renew_every_s
             self.keeper_wake.clear()
             await _sleep(wait_s, self.keeper_wake)
+
+    def _renew_in(self, renew_every_s: float) -> float:
+        """Seconds until the keeper must renew: a period (and a little slack, so a beat in
+        flight gets there first) after the last renewal anyone sent."""
+        sent_s = self.lease.sent_s
+        if sent_s is None:
+            return 0.0
+        return sent_s + renew_every_s * _RENEW_SLACK - self.clock.monotonic()
 
     async def hand_back(self) -> None:
         """Give the lease back to the group: checkpoint the readers, then release (between passes)."""
@@ -404,7 +425,9 @@ class _PrefixRelay:
     def _idle_delay(self, idle_streak: int, result: PassResult) -> float:
         interval_s = self.options.poll_interval_s
         ceiling_s = min(interval_s, interval_s * _FIRST_IDLE_FRACTION * 2.0 ** (min(idle_streak, 32) - 1))
-        delay_s = ceiling_s * self.rng.uniform(0.5, 1.0)
+        # A narrow band: only one replica polls a prefix, so jitter just keeps many prefixes of
+        # one process apart; a wide one would poll more often than the interval (issue 6 budget).
+        delay_s = ceiling_s * self.rng.uniform(*_IDLE_JITTER)
         if result.next_retry_in_s is not None:
             delay_s = min(delay_s, result.next_retry_in_s)
         return delay_s
