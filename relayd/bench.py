@@ -11,6 +11,8 @@ Suites (``--suite``, comma-separated or ``all``):
 - ``timers``: timers coming due at ``timer_rate`` per second for ``timer_duration_s``, relayed
   by the long-running loop at the default poll interval; p50/p99 of delivery minus fire_at.
 - ``idle``: the long-running loop on an empty prefix: Redis commands per second and CPU share.
+- ``wake``: single commits to an idle relay, commit-to-delivery with ``--wake`` on and off
+  (``relayd.bench_wake``).
 
 Every prefix is ``bench<hex>`` and every key under it (the default stream sink included) is
 deleted when its scenario ends, even on failure; a redis-server started here is stopped.
@@ -50,7 +52,7 @@ from store import AsyncRedisStore
 
 #: The default sink: one stream per benchmark prefix on the benchmarked Redis, trimmed.
 DEFAULT_SINK: Final = "redis-stream:{redis_url}?stream={prefix}:bench:stream&maxlen=10000"
-SUITES: Final = ("drain", "scale", "timers", "idle")
+SUITES: Final = ("drain", "scale", "timers", "idle", "wake")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,7 @@ class BenchConfig:
     timer_rate: int = 10_000
     timer_duration_s: float = 30.0
     idle_duration_s: float = 10.0
+    wake_commits: int = 20
     poll_interval_s: float = SweepOptions().poll_interval_s
 
 
@@ -367,7 +370,9 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
 
 
-async def _run(config: BenchConfig, url: str, flavour: str, log: Callable[[str], None]) -> dict[str, Any]:
+async def _run(
+    config: BenchConfig, url: str, flavour: str, log: Callable[[str], None], *, owned: bool
+) -> dict[str, Any]:
     bench = Bench(config, url, log=log)
     report: dict[str, Any] = {
         "redis": flavour,
@@ -385,6 +390,10 @@ async def _run(config: BenchConfig, url: str, flavour: str, log: Callable[[str],
             report["timers"] = await bench.timers()
         if "idle" in config.suites:
             report["idle"] = await bench.idle()
+        if "wake" in config.suites:
+            from relayd.bench_wake import wake_suite
+
+            report["wake"] = await wake_suite(bench, owned=owned)
     finally:
         await bench.close()
     report["problems"] = [p for row in report.get("kinds", []) for p in row.pop("problems")]
@@ -395,4 +404,5 @@ def run_bench(config: BenchConfig, *, log: Callable[[str], None] = lambda _: Non
     """Run the configured suites on the configured (or a throwaway) Redis; return the report."""
     with bench_redis(config.redis_url) as target:
         log(f"benchmarking on {target.flavour} at {target.url}")
-        return asyncio.run(_run(config, target.url, target.flavour, log))
+        owned = config.redis_url is None  # a server the bench started: it may switch notifications on
+        return asyncio.run(_run(config, target.url, target.flavour, log, owned=owned))

@@ -113,6 +113,12 @@ class RelayMetrics:
             ["prefix", "event"],
             registry=registry,
         )
+        self.wakeups = Counter(
+            "relayd_wakeups",
+            "Idle waits cut short by a keyspace notification of new work (--wake).",
+            ["prefix"],
+            registry=registry,
+        )
         self.last_sweep = Gauge(
             "relayd_last_sweep_timestamp_seconds",
             "Epoch seconds when the last pass finished.",
@@ -141,3 +147,4 @@ class RelayMetrics:
         for event in LEASE_EVENTS:
             self.lease_transitions.labels(prefix, event)
         self.last_sweep.labels(prefix)
+        self.wakeups.labels(prefix)

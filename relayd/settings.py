@@ -211,6 +211,8 @@ class Settings(BaseSettings):
     # Loopback by default: metrics and health reveal backlog sizes; containers set 0.0.0.0:9464.
     metrics_addr: str = "127.0.0.1:9464"
     lease_ttl: float = Field(5.0, ge=0.3, le=3600)
+    # Use keyspace notifications when the server publishes them (relayd never turns them on).
+    wake: bool = True
     log_format: Literal["json", "console"] | None = None  # None: json unless the log stream is a tty
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     shutdown_grace: float = Field(10.0, ge=0, le=3600)
@@ -331,6 +333,7 @@ class Settings(BaseSettings):
             lease_ttl_s=self.lease_ttl,
             shutdown_grace_s=self.shutdown_grace,
             once=once,
+            wake=self.wake,
         )
 
     def sink_options(self) -> SinkOptions:

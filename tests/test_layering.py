@@ -15,6 +15,7 @@ PURE_MODULES = [
     "relayd/engine/backoff.py",
     "relayd/engine/ordering.py",
     "relayd/engine/shares.py",
+    "relayd/engine/notify.py",
     "relayd/envelope.py",
     "relayd/health.py",
     "relayd/sinks/spec.py",

@@ -50,7 +50,7 @@ def bench(  # noqa: PLR0917 - Typer builds one option per parameter
         _opt("--baseline/--no-baseline", help_text="Also drain an identical backlog the incumbent's way."),
     ] = True,
     suite: Annotated[
-        str, _opt("--suite", help_text="drain, scale, timers, idle (comma-separated) or all.")
+        str, _opt("--suite", help_text="drain, scale, timers, idle, wake (comma-separated) or all.")
     ] = "drain",
     scale_backlog: Annotated[
         int, _opt("--scale-backlog", help_text="The large backlog of the scale suite.", min=1000)
@@ -62,6 +62,9 @@ def bench(  # noqa: PLR0917 - Typer builds one option per parameter
     idle_duration: Annotated[
         float, _opt("--idle-duration", help_text="Seconds of the idle suite.", min=1.0)
     ] = 10.0,
+    wake_commits: Annotated[
+        int, _opt("--wake-commits", help_text="Single commits per run of the wake suite.", min=1)
+    ] = 20,
     as_json: Annotated[bool, _opt("--json", help_text="Print one JSON document instead of tables.")] = False,
 ) -> None:
     """Seed throwaway backlogs, drain them with the real engine and the baseline, print the figures."""
@@ -86,6 +89,7 @@ def bench(  # noqa: PLR0917 - Typer builds one option per parameter
         timer_rate=timer_rate,
         timer_duration_s=timer_duration,
         idle_duration_s=idle_duration,
+        wake_commits=wake_commits,
     )
     # The relay logs one line per pass at info: only warnings, so the log does not skew the figures.
     configure_logging(log_format="console", log_level="warning")
@@ -174,8 +178,22 @@ def render(report: dict[str, Any], console: Console) -> None:
             f"idle: {_fmt(i['commands_per_s'], 2)} Redis commands/s, CPU {_fmt(i['cpu_share'], 2, 100)}% "
             f"of a core at poll interval {i['poll_interval_s']}s"
         )
+    _render_wake(report.get("wake"), console)
     for problem in report["problems"]:
         console.print(f"[red]problem: {problem}[/red]")
+
+
+def _render_wake(w: dict[str, Any] | None, console: Console) -> None:
+    if w is None:
+        return
+    for mode in ("on", "off"):
+        fig = w[mode]
+        console.print(
+            f"wake {mode}: {fig['delivered']}/{w['commits']} single commits to an idle relay, "
+            f"commit-to-delivery p50 {_fmt(fig['p50_latency_s'], 1, 1000)} ms, p99 "
+            f"{_fmt(fig['p99_latency_s'], 1, 1000)} ms (poll interval {w['poll_interval_s']}s"
+            f"{'' if w['notifications'] else '; the server publishes no keyspace events'})"
+        )
 
 
 def register(app: typer.Typer) -> None:

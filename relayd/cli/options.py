@@ -84,6 +84,18 @@ LeaseTtl = Annotated[
     float | None,
     _option("lease_ttl", "Lease time-to-live per prefix in seconds (renewed every third of it).", TUNING),
 ]
+Wake = Annotated[
+    bool | None,
+    typer.Option(
+        "--wake/--no-wake",
+        envvar="RELAYD_WAKE",
+        show_envvar=True,
+        show_default="on",
+        help="Wake an idle prefix at once on new work, from keyspace notifications when the "
+        "server publishes them (notify-keyspace-events Khz); polling goes on regardless.",
+        rich_help_panel=TUNING,
+    ),
+]
 ShutdownGrace = Annotated[
     float | None,
     _option("shutdown_grace", "Seconds in-flight deliveries may take after SIGTERM/SIGINT.", TUNING),

@@ -114,6 +114,7 @@ def sweep(  # noqa: PLR0917 - Typer builds one option per parameter
     retry_base: o.RetryBase = None,
     retry_cap: o.RetryCap = None,
     lease_ttl: o.LeaseTtl = None,
+    wake: o.Wake = None,
     shutdown_grace: o.ShutdownGrace = None,
     metrics_addr: o.MetricsAddr = None,
     log_format: o.LogFormat = None,

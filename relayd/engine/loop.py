@@ -2,7 +2,8 @@
 
 ``run_relay`` starts the sinks, runs one task per prefix and closes the sinks. A prefix task
 delivers only while its replica holds the prefix's lease (a keeper task takes and renews it);
-a full batch polls again at once, an idle pass backs off up to ``poll_interval_s`` with jitter.
+a full batch polls again at once, an idle pass backs off up to ``poll_interval_s`` with jitter
+(with ``wake``, a keyspace notification of new work ends that wait at once: ``engine.wake``).
 Replicas share the prefixes: a share task beats into each prefix's member registry every third
 of the lease TTL and lets a prefix task try for its lease only while this replica is below its
 fair share (``engine.shares``); a prefix above the share is handed back between passes
@@ -32,6 +33,7 @@ from relayd.engine.gc_tuning import relay_gc
 from relayd.engine.options import SweepOptions
 from relayd.engine.shares import PrefixView, ShareDecision, decide_shares
 from relayd.engine.sweeper import PassResult, Sweeper
+from relayd.engine.wake import WakeSubscriber
 from relayd.envelope import Kind
 from relayd.errors import RelaydError, SinkError
 from relayd.health import Health
@@ -53,6 +55,10 @@ _ERROR_BACKOFF_BASE_S: Final = 0.2
 _ERROR_BACKOFF_CAP_S: Final = 10.0
 #: Idle polls start this fraction of ``poll_interval_s`` and double up to all of it.
 _FIRST_IDLE_FRACTION: Final = 1 / 16
+#: The keeper renews this many renewal periods after the last renewal (a beat's included).
+_RENEW_SLACK: Final = 1.1
+#: Idle waits are this band of their ceiling.
+_IDLE_JITTER: Final = (0.85, 1.0)
 #: Registry beats come every third of the TTL times this jitter band (never later: a late beat
 #: lets the member expire and the group rebalance for nothing).
 _BEAT_JITTER: Final = (0.75, 1.0)
@@ -130,6 +136,9 @@ async def run_relay(
                         redis, [r.store.keyspace for r in relays], token=token, ttl_s=options.lease_ttl_s
                     )
                     group.create_task(_keep_shares(membership, relays, stop=stop, health=health))
+                if options.wake and not options.once:  # a latency shortcut; polling goes on regardless
+                    events = {r.prefix: r.loop_wake for r in relays}
+                    group.create_task(WakeSubscriber(redis, events, metrics=metrics).run(stop))
                 for relay in relays:
                     group.create_task(relay.run())
     finally:
@@ -185,8 +194,10 @@ async def _keep_shares(
     beat_every_s = relays[0].lease.ttl_s / 3
     last: ShareDecision | None = None
     while not stop.is_set():
+        sent_s = relays[0].clock.monotonic()
         try:
-            seen = await membership.beat()
+            # Held leases are renewed by the beat itself; the keepers renew only if beats fail.
+            seen = await membership.beat(frozenset(r.prefix for r in relays if r.active and r.lease.held()))
         except REDIS_ERRORS as exc:
             # Keep the last decision: without the registry, the leases still keep everyone safe.
             for relay in relays:  # the beat is one command per prefix, all of them failed
@@ -195,6 +206,9 @@ async def _keep_shares(
             log.warning("redis_error", error=f"{type(exc).__name__}: {exc}"[:300])
         else:
             health.redis_ok()
+            for relay, seen_one in zip(relays, seen, strict=True):
+                if seen_one.renewed:
+                    relay.lease.extended(sent_s)
             views = [PrefixView(r.prefix, r.members, r.holder) for r in seen]
             decision = decide_shares(views, membership.token)
             for relay in relays:
@@ -281,8 +295,9 @@ class _PrefixRelay:
             async with self.lease_lock:
                 try:
                     if self.active:
-                        await self.lease.renew()
-                        self.health.redis_ok()
+                        if self._renew_in(renew_every_s) <= 0:
+                            await self.lease.renew()
+                            self.health.redis_ok()
                     elif self.may_acquire:
                         await self.lease.acquire()
                         self.health.redis_ok()
@@ -290,9 +305,20 @@ class _PrefixRelay:
                     self._redis_failed(exc)
                 self._note_lease()
             # Jitter for standbys so replicas never poll in lockstep (DESIGN §4).
-            wait_s = renew_every_s if self.active else renew_every_s * self.rng.uniform(0.5, 1.5)
+            wait_s = renew_every_s * self.rng.uniform(0.5, 1.5)
+            if self.active:  # until the renewal is due, unless a beat renews it first
+                renew_in_s = self._renew_in(renew_every_s)
+                wait_s = renew_in_s if renew_in_s > 0 else renew_every_s
             self.keeper_wake.clear()
             await _sleep(wait_s, self.keeper_wake)
+
+    def _renew_in(self, renew_every_s: float) -> float:
+        """Seconds until the keeper must renew: a period (and a little slack, so a beat in
+        flight gets there first) after the last renewal anyone sent."""
+        sent_s = self.lease.sent_s
+        if sent_s is None:
+            return 0.0
+        return sent_s + renew_every_s * _RENEW_SLACK - self.clock.monotonic()
 
     async def hand_back(self) -> None:
         """Give the lease back to the group: checkpoint the readers, then release (between passes)."""
@@ -366,6 +392,9 @@ class _PrefixRelay:
                 if self.sweeper is None:
                     self.sweeper = self._new_sweeper()
                     await self.sweeper.start()
+                # Cleared before the pass, not after: a wake-up (new work, a hand-back) that
+                # arrives while the pass runs must end the idle wait that follows it.
+                self.loop_wake.clear()
                 result = await self._pass(self.sweeper)
             except REDIS_ERRORS as exc:
                 self._redis_failed(exc)
@@ -393,13 +422,14 @@ class _PrefixRelay:
                 await asyncio.sleep(0)  # more is waiting: poll again at once
                 continue
             idle_streak += 1
-            self.loop_wake.clear()
             await self._wait(self._idle_delay(idle_streak, result), self.loop_wake)
 
     def _idle_delay(self, idle_streak: int, result: PassResult) -> float:
         interval_s = self.options.poll_interval_s
         ceiling_s = min(interval_s, interval_s * _FIRST_IDLE_FRACTION * 2.0 ** (min(idle_streak, 32) - 1))
-        delay_s = ceiling_s * self.rng.uniform(0.5, 1.0)
+        # A narrow band: only one replica polls a prefix, so jitter just keeps many prefixes of
+        # one process apart; a wide one would poll more often than the interval (issue 6 budget).
+        delay_s = ceiling_s * self.rng.uniform(*_IDLE_JITTER)
         if result.next_retry_in_s is not None:
             delay_s = min(delay_s, result.next_retry_in_s)
         return delay_s

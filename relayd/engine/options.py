@@ -23,3 +23,6 @@ class SweepOptions:
     #: Most entries kept in memory per kind and prefix while held back or awaiting retry.
     max_held: int = 50_000
     once: bool = False
+    #: Subscribe to keyspace notifications and wake an idle prefix at once on new work, when the
+    #: server publishes them (``engine.wake``). Off here, on by default in ``Settings``.
+    wake: bool = False

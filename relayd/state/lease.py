@@ -69,6 +69,8 @@ class Lease:
         self._monotonic = monotonic
         self.token = token or make_token()
         self._valid_until: float | None = None
+        #: When the last successful acquire or renewal was sent (monotonic s); None: never.
+        self.sent_s: float | None = None
 
     @property
     def ttl_s(self) -> float:
@@ -82,7 +84,7 @@ class Lease:
         """Take the lease if it is free (or already ours); returns whether we hold it."""
         sent = self._monotonic()
         if await self._client.set(self._key, self.token, nx=True, px=self._ttl_ms):
-            self._valid_until = sent + self.ttl_s
+            self._valid_until, self.sent_s = sent + self.ttl_s, sent
             return True
         # Ours already (an acquire whose reply was lost): extending it is the same as renewing.
         return await self.renew()
@@ -92,10 +94,19 @@ class Lease:
         sent = self._monotonic()
         extended = await self._client.eval(scripts.LEASE_RENEW, 1, self._key, self.token, str(self._ttl_ms))
         if int(extended) == 1:
-            self._valid_until = sent + self.ttl_s
+            self._valid_until, self.sent_s = sent + self.ttl_s, sent
             return True
         self._valid_until = None
         return False
+
+    def extended(self, sent_s: float) -> None:
+        """Someone else's script (the membership beat) sent at ``sent_s`` renewed the lease.
+
+        Ignored once the lease is no longer counted as ours (released or lost meanwhile).
+        """
+        if self._valid_until is not None:
+            self._valid_until = max(self._valid_until, sent_s + self.ttl_s)
+            self.sent_s = max(self.sent_s or sent_s, sent_s)
 
     def forget(self) -> None:
         """Stop counting the lease as ours (renewal failed with an error)."""

@@ -15,7 +15,7 @@ alive.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -27,22 +27,44 @@ from store.keys import Keyspace
 MEMBERS_SUFFIX: Final = "members"
 #: The registry key outlives its last member by this many TTLs, then Redis drops it.
 _KEY_TTL_FACTOR: Final = 10
+#: The key's TTL is refreshed on every this-many-th beat (beats come every third of a member
+#: TTL, so it is refreshed at least every 4/3 member TTLs, far inside ``_KEY_TTL_FACTOR``).
+_KEY_TTL_EVERY: Final = 4
 
 # KEYS[1]  P:relay:members   the registry
 # KEYS[2]  P:relay:lease     the prefix's lease (read only)
 # ARGV[1]  our token
 # ARGV[2]  member TTL in milliseconds
-# ARGV[3]  the registry key's own TTL, in member TTLs (an abandoned prefix leaves nothing behind)
+# ARGV[3]  the registry key's own TTL in member TTLs, or 0 to leave the key's TTL alone
+# ARGV[4]  '1': also renew the lease (member TTL = lease TTL) if our token holds it
 # Returns {lease token or false, live member tokens...}.
+# Idle cost (issue 6): five commands in the common case. Expired members are filtered from
+# the one ZRANGE and removed only when there are some; the key's TTL is refreshed only when
+# the caller asks (every few beats: it lasts many member TTLs).
 _BEAT: Final = """
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl_ms = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms)
 redis.call('ZADD', KEYS[1], now_ms + ttl_ms, ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ttl_ms * tonumber(ARGV[3]))
-local members = redis.call('ZRANGE', KEYS[1], 0, -1)
-table.insert(members, 1, redis.call('GET', KEYS[2]))
+if tonumber(ARGV[3]) > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl_ms * tonumber(ARGV[3]))
+end
+local scored = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local holder = redis.call('GET', KEYS[2])
+if ARGV[4] == '1' and holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[2], ttl_ms)  -- the lease renewal rides on the beat
+end
+local members, dead = {holder}, {}
+for i = 1, #scored, 2 do
+  if tonumber(scored[i + 1]) > now_ms then
+    table.insert(members, scored[i])
+  else
+    table.insert(dead, scored[i])
+  end
+end
+for _, member in ipairs(dead) do
+  redis.call('ZREM', KEYS[1], member)
+end
 return members
 """
 
@@ -68,6 +90,8 @@ class Registration:
     members: frozenset[str]
     #: The lease token at the moment of the beat; None when no replica is active.
     holder: str | None
+    #: The beat renewed our lease (asked for, and our token held it).
+    renewed: bool = False
 
 
 def _text(value: bytes | str) -> str:
@@ -84,13 +108,21 @@ class Membership:
         self._keyspaces = tuple(keyspaces)
         self.token = token
         self._ttl_ms = max(int(ttl_s * 1000), 1)
+        self._beats = 0
 
-    async def beat(self) -> list[Registration]:
-        """Register (or refresh) this replica on every prefix; return what each registry holds."""
+    async def beat(self, renew: Collection[str] = ()) -> list[Registration]:
+        """Register (or refresh) this replica on every prefix; return what each registry holds.
+
+        The leases of the prefixes in ``renew`` are extended in the same script when our token
+        holds them (``Registration.renewed``): one command more instead of a renewal script.
+        """
+        key_ttl = _KEY_TTL_FACTOR if self._beats % _KEY_TTL_EVERY == 0 else 0
+        self._beats += 1
         pipe = self._client.pipeline(transaction=False)
         for keyspace in self._keyspaces:
             keys = (members_key(keyspace), RelayKeys(keyspace).lease)
-            pipe.eval(_BEAT, 2, *keys, self.token, str(self._ttl_ms), str(_KEY_TTL_FACTOR))
+            flag = "1" if keyspace.prefix in renew else "0"
+            pipe.eval(_BEAT, 2, *keys, self.token, str(self._ttl_ms), str(key_ttl), flag)
         replies = await pipe.execute()
         seen = []
         for keyspace, reply in zip(self._keyspaces, replies, strict=True):
@@ -100,6 +132,7 @@ class Membership:
                     prefix=keyspace.prefix,
                     members=frozenset(_text(m) for m in members),
                     holder=None if holder is None else _text(holder),
+                    renewed=keyspace.prefix in renew and holder is not None and _text(holder) == self.token,
                 )
             )
         return seen

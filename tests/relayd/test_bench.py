@@ -126,6 +126,20 @@ def test_bench_scale_timers_and_idle_suites_report_their_figures(redis_server) -
     assert _bench_keys(redis_server.url) == []
 
 
+def test_bench_wake_suite_on_a_given_redis_never_changes_its_configuration(redis_server) -> None:
+    """On a --redis-url the bench reports polling-only figures instead of enabling notifications."""
+    before = redis.Redis(port=redis_server.port).config_get("notify-keyspace-events")
+
+    report = _bench("--redis-url", redis_server.url, "--suite", "wake", "--wake-commits", "3")
+
+    wake = report["wake"]
+    assert (wake["notifications"], wake["configured_by_bench"]) == (False, False)
+    assert wake["on"]["delivered"] == wake["off"]["delivered"] == 3
+    assert wake["off"]["p50_latency_s"] > 0
+    assert redis.Redis(port=redis_server.port).config_get("notify-keyspace-events") == before
+    assert _bench_keys(redis_server.url) == []
+
+
 def test_unknown_kind_is_a_usage_error() -> None:
     result = CliRunner().invoke(app, ["bench", "--kinds", "outbox,bogus"])
 

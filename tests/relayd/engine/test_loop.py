@@ -14,6 +14,7 @@ from relayd.health import Health
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Permanent, Retry
 from relayd.sinks.memory import MemorySink
+from relayd.state import scripts
 from relayd.state.lease import read_lease
 from store.keys import Keyspace
 
@@ -228,3 +229,28 @@ async def test_once_gives_up_on_a_prefix_another_replica_holds(async_client, pre
 
     assert summary.skipped_prefixes == (prefix,)
     assert summary.exit_code == 1
+
+
+async def test_the_membership_beat_keeps_the_lease_so_the_keeper_sends_no_renewal(async_client, prefix):
+    """Idle cost: with beats renewing the lease, no lease_renew script runs while they succeed."""
+    relay = Relay(async_client, prefix, lease_ttl_s=0.6)
+    relay.run()
+    await _until(lambda: relay.active == 1)
+    renewals = 0
+    real_eval = async_client.eval
+
+    async def counting_eval(script, numkeys, *args):
+        nonlocal renewals
+        renewals += script == scripts.LEASE_RENEW
+        return await real_eval(script, numkeys, *args)
+
+    async_client.eval = counting_eval
+    try:
+        await asyncio.sleep(1.5)  # about seven renewal periods
+        assert relay.active == 1
+    finally:
+        async_client.eval = real_eval
+        summary = await relay.finish()
+
+    assert renewals <= 1
+    assert summary.exit_code == 0

@@ -93,3 +93,32 @@ async def test_beats_refresh_the_expiry(async_client, prefix):
         await member.beat()
 
     assert await read_members(async_client, ks) == ["m"]
+
+
+async def test_a_beat_renews_only_the_leases_it_is_asked_to_and_our_token_holds(async_client, prefix):
+    mine, theirs, unasked = _spaces(prefix)
+    for ks, token in ((mine, "me"), (theirs, "other"), (unasked, "me")):
+        await async_client.set(ks.relay("lease"), token, px=1000)
+
+    seen = await Membership(async_client, [mine, theirs, unasked], token="me", ttl_s=5).beat(
+        {mine.prefix, theirs.prefix}
+    )
+
+    assert [r.renewed for r in seen] == [True, False, False]
+    assert await async_client.pttl(mine.relay("lease")) > 4000
+    assert await async_client.pttl(theirs.relay("lease")) <= 1000
+    assert await async_client.pttl(unasked.relay("lease")) <= 1000
+    assert await async_client.get(theirs.relay("lease")) == b"other"
+
+
+async def test_the_registry_ttl_is_refreshed_every_few_beats_not_on_each(async_client, prefix):
+    ks = Keyspace(prefix)
+    membership = Membership(async_client, [ks], token="t", ttl_s=2)
+    await membership.beat()
+    await async_client.pexpire(members_key(ks), 5000)
+
+    await membership.beat()  # the second beat leaves the key's TTL alone
+    assert await async_client.pttl(members_key(ks)) <= 5000
+    for _ in range(3):
+        await membership.beat()
+    assert await async_client.pttl(members_key(ks)) > 5000  # the fifth refreshed it

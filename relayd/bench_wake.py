@@ -1,0 +1,114 @@
+"""The ``wake`` suite of ``relayd bench``: commit-to-delivery of single commits to an idle relay.
+
+A long-running relay at the configured poll interval (default 1 s) sits idle; single outbox
+commits arrive at spaced random moments (so each finds the relay somewhere in its idle wait);
+p50/p99 of commit-to-delivery, once with ``--wake`` and once without. Wake-up needs the server to
+publish keyspace events: on the redis-server the bench started itself it is switched on with
+``CONFIG SET notify-keyspace-events Khz`` (and the old value put back); on a ``--redis-url`` the
+bench never changes configuration, and says when the wake figures therefore show polling only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import TYPE_CHECKING, Any
+
+import redis
+from prometheus_client import CollectorRegistry
+
+from relayd.bench_stats import COMMITTED_AT, percentile
+from relayd.engine.loop import run_relay
+from relayd.engine.notify import NEEDED_FLAGS, notifications_ready
+from relayd.engine.options import SweepOptions
+from relayd.envelope import KINDS
+from relayd.health import Health
+from relayd.metrics import RelayMetrics
+from store import Event, Execution, RedisStore
+
+if TYPE_CHECKING:
+    from relayd.bench import Bench
+
+#: Seconds between two commits: drawn uniformly from this band (never in step with the poll).
+_GAP_S = (0.4, 1.6)
+
+
+async def wake_suite(bench: Bench, *, owned: bool) -> dict[str, Any]:
+    """Measure with wake-up on and off; ``owned``: the bench started this Redis and may configure it."""
+    config = bench.config
+    before = _flags(await bench.client.config_get("notify-keyspace-events"))
+    changed = False
+    if owned and not notifications_ready(before):
+        await bench.client.config_set("notify-keyspace-events", before + NEEDED_FLAGS)
+        changed = True
+    try:
+        ready = notifications_ready(_flags(await bench.client.config_get("notify-keyspace-events")))
+        out: dict[str, Any] = {
+            "poll_interval_s": config.poll_interval_s,
+            "commits": config.wake_commits,
+            "notifications": ready,
+            "configured_by_bench": changed,
+        }
+        for wake in (True, False):
+            bench.log(f"wake: {config.wake_commits} single commits, wake {'on' if wake else 'off'}")
+            latencies_s = await _run(bench, wake=wake)
+            out["on" if wake else "off"] = {
+                "delivered": len(latencies_s),
+                "p50_latency_s": _round(percentile(latencies_s, 50)),
+                "p99_latency_s": _round(percentile(latencies_s, 99)),
+                "max_latency_s": _round(max(latencies_s, default=None)),
+            }
+        return out
+    finally:
+        if changed:
+            await bench.client.config_set("notify-keyspace-events", before)
+
+
+async def _run(bench: Bench, *, wake: bool) -> list[float]:
+    config, rng = bench.config, random.Random()
+    async with bench.prefix() as prefix:
+        sink = bench.sink_for(prefix)
+        stop = asyncio.Event()
+        options = SweepOptions(
+            prefixes=(prefix,), batch=config.batch, poll_interval_s=config.poll_interval_s, wake=wake
+        )
+        relay = asyncio.create_task(
+            run_relay(
+                options,
+                redis=bench.client,
+                sinks=dict.fromkeys(KINDS, sink),
+                metrics=RelayMetrics(CollectorRegistry()),
+                health=Health(),
+                stop=stop,
+            )
+        )
+        try:
+            await asyncio.sleep(2.0 * config.poll_interval_s + 1.0)  # lease, then the idle backoff
+            for n in range(config.wake_commits):
+                await asyncio.sleep(rng.uniform(*_GAP_S) * config.poll_interval_s)
+                await asyncio.to_thread(_commit_one, bench.sync, prefix, n)
+            for _ in range(int((2 * config.poll_interval_s + 1.0) / 0.05)):  # the last one's poll
+                if sink.delivered >= config.wake_commits:
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            stop.set()
+            await relay
+        return list(sink.latencies_s)
+
+
+def _commit_one(client: redis.Redis, prefix: str, n: int) -> None:
+    """One engine commit with one outbox event, stamped with its commit time."""
+    exe = Execution(id=f"wake-{n}", definition_id="relayd.bench")
+    event = Event(kind="bench", data={COMMITTED_AT: time.time(), "n": n})
+    RedisStore(client, prefix=prefix).commit(exe, [("target-0", event)])
+
+
+def _flags(reply: dict[Any, Any]) -> str:
+    value = next(iter(reply.values()), "") if reply else ""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)

@@ -1,0 +1,74 @@
+"""Decide what keyspace notifications relayd can use: the server's flags, the channels, the events.
+
+Pure: strings in, strings and booleans out. ``relayd.engine.wake`` is the I/O shell around it.
+
+Redis publishes a keyspace notification on ``__keyspace@<db>__:<key>`` with the event name
+(``hset``, ``zadd``, ...) as the message, but only for the classes listed in the server's
+``notify-keyspace-events``: ``K`` (keyspace channel) and ``h`` (hash commands) and ``z``
+(sorted-set commands), or ``A`` (every class but key-miss and new-key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from store.keys import Keyspace
+
+#: The flags relayd needs: keyspace channel, hash events, sorted-set events.
+NEEDED_FLAGS: Final = "Khz"
+#: Events that only take something away: an idle relay has nothing new to look at after them
+#: (and the relay's own acks, HDEL and ZREM, would otherwise wake it after every batch).
+_REMOVALS: Final = frozenset(
+    {
+        b"hdel",
+        b"zrem",
+        b"zremrangebyscore",
+        b"zremrangebyrank",
+        b"zremrangebylex",
+        b"zpopmin",
+        b"zpopmax",
+        b"del",
+        b"expired",
+        b"evicted",
+        b"expire",
+    }
+)
+
+
+def notifications_ready(flags: str) -> bool:
+    """Whether ``notify-keyspace-events`` = ``flags`` publishes what relayd subscribes to."""
+    if "K" not in flags:
+        return False
+    return "A" in flags or ("h" in flags and "z" in flags)
+
+
+def suggested_flags(flags: str) -> str:
+    """The value an operator would set: the current flags plus whichever of ``Khz`` is missing."""
+    needed = "K" if "A" in flags else NEEDED_FLAGS
+    return flags + "".join(flag for flag in needed if flag not in flags)
+
+
+def watched_keys(keyspace: Keyspace) -> tuple[str, str, str]:
+    """The keys whose changes mean new work for a prefix: outbox hash, spawns hash, timers zset."""
+    return keyspace.outbox, keyspace.spawns, keyspace.timers
+
+
+def channel(db: int, key: str) -> str:
+    """The keyspace channel Redis publishes ``key``'s events on."""
+    return f"__keyspace@{db}__:{key}"
+
+
+def channels_by_prefix(prefixes: Iterable[str], db: int) -> dict[bytes, str]:
+    """Map every channel to subscribe to (as the bytes redis-py hands back) onto its prefix."""
+    mapping: dict[bytes, str] = {}
+    for prefix in prefixes:
+        for key in watched_keys(Keyspace(prefix)):
+            mapping[channel(db, key).encode()] = prefix
+    return mapping
+
+
+def wakes(event: bytes | str) -> bool:
+    """Whether an event on a watched key may mean new work (anything that is not a removal)."""
+    name = event.encode() if isinstance(event, str) else event
+    return name not in _REMOVALS
