@@ -56,6 +56,8 @@ _BUILDERS = {"outbox": outbox_envelope, "spawn": spawn_envelope}
 #: Least sleep before a timer coming due (seconds): timers due within it go in one pass, so a
 #: steady stream of timers costs one pass per few ms instead of one per timer.
 TIMER_GATHER_S: Final = 0.005
+#: While passes run back to back, reader cursors are persisted at most this often (seconds).
+CHECKPOINT_EVERY_S: Final = 1.0
 #: Envelopes built between yields to the event loop while a sink call is in flight.
 BUILD_SLICE: Final = 250
 
@@ -104,6 +106,7 @@ class Sweeper:
         locks = sink_locks or {}
         self.lanes: list[Lane] = []
         self._checkpointed: dict[Kind, int] = {}  # low-water marks written by this sweeper
+        self._checkpointed_s = float("-inf")  # when they were last written (monotonic s)
         self.settle = Settlement(store, metrics=metrics, clock=clock)
         self.gauges = PrefixGauges(store.client, store.keyspace, metrics)
         # Lanes whose last run read, attempted and held nothing: the next pass probes them first.
@@ -144,11 +147,17 @@ class Sweeper:
     def held_count(self) -> int:
         return sum(len(lane.held) for lane in self.lanes)
 
-    async def checkpoint(self) -> None:
+    async def checkpoint(self, *, busy: bool = False) -> None:
         """Persist each reader's low-water mark, skipping marks this sweeper already wrote.
 
-        An idle pass then costs no write (two SETs less per poll per prefix).
+        An idle pass then costs no write (two SETs less per poll per prefix). While passes run
+        back to back (``busy``) the marks are written at most every ``CHECKPOINT_EVERY_S``: an
+        older mark is always a safe restart point, it only makes a restart skip more acked seqs.
         """
+        now_s = self.clock.monotonic()
+        if busy and now_s - self._checkpointed_s < CHECKPOINT_EVERY_S:
+            return
+        self._checkpointed_s = now_s
         for lane in self.lanes:
             if lane.reader is None:
                 continue
@@ -178,7 +187,7 @@ class Sweeper:
             if lane.kind == "spawn":
                 # Events to a child whose spawn is still pending wait for it (DESIGN §4).
                 blocked_children = {k for h in lane.held.values() if (k := h.envelope.ordering_key)}
-        await self.checkpoint()
+        await self.checkpoint(busy=result.full)
         empty = len(idle_kinds) == len(self.lanes)
         worked = bool(result.read or result.attempted)
         await self.gauges.maybe_refresh(

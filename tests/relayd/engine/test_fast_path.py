@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from relayd.engine.options import SweepOptions
-from relayd.engine.sweeper import Sweeper
+from relayd.engine.sweeper import CHECKPOINT_EVERY_S, Sweeper
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Retry
 from relayd.sinks.memory import MemorySink
@@ -168,3 +168,32 @@ async def test_a_prefetched_window_is_delivered_after_a_restart(async_client, pr
     assert _ids(first_sink.delivered) == ["e0", "e1"]
     assert _ids(second_sink.delivered) == ["e2", "e3", "e4"]
     assert await async_client.hlen(second.store.keyspace.outbox) == 0
+
+
+async def test_back_to_back_full_passes_persist_the_cursor_at_most_once_a_second(
+    async_client, prefix, seeder, clock
+):
+    """Full passes skip the cursor SET until CHECKPOINT_EVERY_S passed; the idle pass writes it."""
+    for n in range(6):
+        await seeder.outbox("T", f"e{n}")
+    sweeper = _sweeper(async_client, prefix, clock, MemorySink(), batch=2)
+    await sweeper.start()
+    cursor = sweeper.store.keyspace.relay("cursor:outbox")
+
+    async def persisted() -> int | None:
+        raw = await async_client.get(cursor)
+        return None if raw is None else int(raw)
+
+    assert (await sweeper.run_pass()).full
+    first = await persisted()  # the first pass writes (nothing written yet)
+    assert (await sweeper.run_pass()).full
+    assert await persisted() == first  # one second has not passed: no write
+    clock.advance(CHECKPOINT_EVERY_S)
+    assert (await sweeper.run_pass()).full
+    third = await persisted()
+    assert first is not None
+    assert third is not None
+    assert third > first
+    while not (await sweeper.run_pass()).drained:
+        pass
+    assert await persisted() == sweeper.lanes[1].reader.low_water_mark  # type: ignore[union-attr]
