@@ -16,7 +16,7 @@ import orjson
 
 from store.backlog import RawEntry, RawTimer
 from store.errors import MalformedEntry
-from store.keys import TIMER_SEPARATOR
+from store.keys import TIMER_SEPARATOR, parse_timer_member
 
 #: The envelope format tag; a receiver refuses what it does not know.
 ENVELOPE_VERSION: Final = "relayd/1"
@@ -184,14 +184,17 @@ def timer_envelope(timer: RawTimer, *, prefix: str, attempt: int, relayed_at: fl
     """
     # The hot path of a timer drain: ``parse_timer_member``, ``timeout_event`` and ``_header``
     # inlined (one call per timer instead of five); the body is the same dict, key for key.
-    member: bytes | str = timer.member
-    try:
-        text = member.decode() if isinstance(member, bytes | bytearray) else member
-    except UnicodeDecodeError as exc:
-        raise MalformedEntry("bad_member", "timer member is not UTF-8") from exc
-    execution_id, sep, path = text.partition(TIMER_SEPARATOR)
-    if not sep:
-        raise MalformedEntry("bad_member", "timer member has no \\x00 separator")
+    member = timer.member
+    if type(member) is bytes:
+        try:
+            text = member.decode()
+        except UnicodeDecodeError as exc:
+            raise MalformedEntry("bad_member", "timer member is not UTF-8") from exc
+        execution_id, sep, path = text.partition(TIMER_SEPARATOR)
+        if not sep:
+            raise MalformedEntry("bad_member", "timer member has no \\x00 separator")
+    else:
+        execution_id, path = parse_timer_member(member)
     fire_at = float(timer.fire_at)
     id_ = f"timeout:{execution_id}:{path}:{fire_at!r}"  # repr is str for a float: harel's id
     body: dict[str, object] = {

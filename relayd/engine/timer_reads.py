@@ -83,7 +83,12 @@ def timer_rows(reply: Sequence[Any]) -> list[RawTimer]:
     """A raw ``ZRANGEBYSCORE … WITHSCORES`` reply as timers (RESP3 pairs or a RESP2 flat list)."""
     if not reply:
         return []
-    if isinstance(reply[0], list | tuple):
+    first = reply[0]
+    if type(first) is list and type(first[0]) is bytes and type(first[1]) is float:
+        # RESP3 through hiredis, the common case: every pair is [bytes, float] like the first
+        # (one client decodes every reply alike), so each becomes a RawTimer as it is.
+        return list(map(RawTimer._make, reply))
+    if isinstance(first, list | tuple):
         pairs: Any = reply
     else:
         pairs = zip(reply[0::2], reply[1::2], strict=True)
