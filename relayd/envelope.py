@@ -16,7 +16,7 @@ import orjson
 
 from store.backlog import RawEntry, RawTimer
 from store.errors import MalformedEntry
-from store.keys import parse_timer_member
+from store.keys import TIMER_SEPARATOR, parse_timer_member
 
 #: The envelope format tag; a receiver refuses what it does not know.
 ENVELOPE_VERSION: Final = "relayd/1"
@@ -231,15 +231,34 @@ def timer_envelope(timer: RawTimer, *, prefix: str, attempt: int, relayed_at: fl
     Raises:
         MalformedEntry: ``bad_member`` when the member is not UTF-8 or has no ``\\x00``.
     """
-    execution_id, path = parse_timer_member(timer.member)
+    # The hot path of a timer drain: ``parse_timer_member``, ``timeout_event`` and ``_header``
+    # inlined (one call per timer instead of five); the body is the same dict, key for key.
+    member = timer.member
+    if type(member) is bytes:
+        try:
+            text = member.decode()
+        except UnicodeDecodeError as exc:
+            raise MalformedEntry("bad_member", "timer member is not UTF-8") from exc
+        execution_id, sep, path = text.partition(TIMER_SEPARATOR)
+        if not sep:
+            raise MalformedEntry("bad_member", "timer member has no \\x00 separator")
+    else:
+        execution_id, path = parse_timer_member(member)
     fire_at = float(timer.fire_at)
-    event = timeout_event(execution_id, path, fire_at)
-    id_ = str(event["id"])
-    body = _header("timer", id_, prefix, attempt, relayed_at)
-    body.update(execution_id=execution_id, path=path, fire_at=fire_at, event=event)
-    return Envelope(
-        id=id_, kind="timer", prefix=prefix, attempt=attempt, body=body, ordering_key=execution_id
-    )
+    id_ = f"timeout:{execution_id}:{path}:{fire_at!r}"  # repr is str for a float: harel's id
+    body: dict[str, object] = {
+        "v": ENVELOPE_VERSION,
+        "kind": "timer",
+        "id": id_,
+        "prefix": prefix,
+        "attempt": attempt,
+        "relayed_at": relayed_at,
+        "execution_id": execution_id,
+        "path": path,
+        "fire_at": fire_at,
+        "event": {"id": id_, "kind": "Timeout", "data": {"path": path, "fire_at": fire_at}},
+    }
+    return Envelope(id_, "timer", prefix, attempt, body, execution_id)
 
 
 def restamp(envelope: Envelope, *, attempt: int, relayed_at: float) -> Envelope:

@@ -8,6 +8,8 @@ transitions). Never an entry id, a target id or a URL.
 from __future__ import annotations
 
 import platform
+from bisect import bisect_left
+from collections.abc import Iterable
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
@@ -148,3 +150,30 @@ class RelayMetrics:
             self.lease_transitions.labels(prefix, event)
         self.last_sweep.labels(prefix)
         self.wakeups.labels(prefix)
+
+
+def observe_many(histogram: Histogram, amounts: Iterable[float]) -> None:
+    """Observe each of ``amounts`` on one histogram series, as ``observe`` once per amount would.
+
+    One pass of a timer drain observes a lag per timer: ``observe`` takes two locked increments
+    each (a tenth of the drain's CPU, profiled), this one per bucket hit plus one for the sum.
+    It reads the series' bucket bounds and values (prometheus_client internals); should they
+    ever be missing it observes one by one. Lags are finite (never NaN), as ``observe`` needs.
+    """
+    bounds: list[float] | None = getattr(histogram, "_upper_bounds", None)
+    buckets: list[object] | None = getattr(histogram, "_buckets", None)
+    total: object = getattr(histogram, "_sum", None)
+    if bounds is None or buckets is None or total is None or len(bounds) != len(buckets):
+        for amount in amounts:
+            histogram.observe(amount)
+        return
+    counts = [0] * len(bounds)
+    sum_s = 0.0
+    for amount in amounts:
+        sum_s += amount
+        # the first bound >= amount: the bucket ``observe`` increments (the last bound is +Inf)
+        counts[bisect_left(bounds, amount)] += 1
+    total.inc(sum_s)  # type: ignore[attr-defined]  # a prometheus_client MutexValue
+    for bucket, count in zip(buckets, counts, strict=True):
+        if count:
+            bucket.inc(count)  # type: ignore[attr-defined]

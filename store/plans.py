@@ -162,11 +162,16 @@ def trace_commands(ks: Keyspace, execution_id: str, step_json: bytes, trace_max:
     return cmds
 
 
-def timer_delete_args(timers: Iterable[tuple[bytes | str, float]]) -> list[bytes | str]:
-    """ARGV for the compare-and-delete script; ``repr`` is the shortest exact decimal of a double."""
-    args: list[bytes | str] = []
+def timer_delete_args(timers: Iterable[tuple[bytes | str, float]]) -> list[bytes | str | float]:
+    """ARGV for the compare-and-delete script: member, fire_at, member, fire_at, ...
+
+    A float goes on the wire as its ``repr`` (redis-py's encoder and hiredis's packer alike),
+    the shortest decimal that reads back as the same double, so Lua compares exactly.
+    """
+    args: list[bytes | str | float] = []
     for member, fire_at in timers:
-        args += [member, repr(float(fire_at))]
+        args.append(member)
+        args.append(fire_at if type(fire_at) is float else float(fire_at))
     return args
 
 

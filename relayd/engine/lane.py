@@ -34,8 +34,8 @@ class Lane:
     # P:relay:attempts:{kind} may hold records: False only after an EXISTS said it is empty
     # and this sweeper wrote none since, so a first-time read needs no HMGET of the records.
     attempts_maybe: bool = True
-    # The next window, read while the sink delivered the last one (hash lanes only: a timer
-    # read would return the timers in flight again). Consumed by the next read.
+    # The next window, read while the sink delivered the last one (a timer prefetch skips the
+    # timers in flight: ``engine.timer_reads``). Consumed by the next read.
     prefetched: Fetched | None = None
 
 

@@ -13,7 +13,7 @@ from relayd.engine.clock import Clock
 from relayd.engine.lane import Fresh, Lane
 from relayd.engine.plan import MAX_ATTEMPTS, PERMANENT, Dead, Held, Verdicts
 from relayd.envelope import Kind
-from relayd.metrics import RelayMetrics
+from relayd.metrics import RelayMetrics, observe_many
 from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, forget_attempts, save_attempts
 from relayd.state.deadletters import DeadMove, encode_dead_letter, move_to_dead_letters
@@ -81,13 +81,13 @@ class Settlement:
             self._observe_lag(verdicts.ack, acked_fast, stamp)
 
     def _observe_lag(self, acked: list[Held], acked_fast: list[Fresh], stamp: float) -> None:
-        lag = self.metrics.timer_lag.labels(self.prefix)
-        for h in acked:
-            if isinstance(h.raw, RawTimer):
-                lag.observe(max(0.0, (h.last_attempt_at or stamp) - h.raw.fire_at))
-        for _, raw, _ in acked_fast:
-            if isinstance(raw, RawTimer):
-                lag.observe(max(0.0, stamp - raw.fire_at))
+        lags_s = [
+            max(0.0, (h.last_attempt_at or stamp) - h.raw.fire_at)
+            for h in acked
+            if isinstance(h.raw, RawTimer)
+        ]
+        lags_s += [max(0.0, stamp - raw.fire_at) for _, raw, _ in acked_fast if isinstance(raw, RawTimer)]
+        observe_many(self.metrics.timer_lag.labels(self.prefix), lags_s)
 
     async def _bury(self, kind: Kind, dead: list[Dead], now: float) -> None:
         moves = [self._dead_move(kind, d, now) for d in dead]

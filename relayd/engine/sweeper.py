@@ -37,6 +37,7 @@ from relayd.engine.options import SweepOptions
 from relayd.engine.ordering import split_fresh
 from relayd.engine.plan import Dead, Held, Verdicts, choose, judge
 from relayd.engine.settle import Settlement
+from relayd.engine.timer_reads import read_due_timers
 from relayd.envelope import Envelope, Kind, outbox_envelope, restamp, spawn_envelope, timer_envelope
 from relayd.metrics import RelayMetrics
 from relayd.packing import use_hiredis_packing
@@ -45,7 +46,6 @@ from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, load_attempts
 from relayd.state.keys import RelayKeys
 from store import AsyncRedisStore
-from store._base import as_bytes
 from store.backlog import RawEntry, RawTimer
 from store.errors import MalformedEntry
 
@@ -270,13 +270,13 @@ class Sweeper:
             self._hold(lane, fast, now)
             picked, fast = [], []
         prefetch = None
-        if fast and lane.reader is not None and read_n >= room and len(lane.held) < self.options.max_held:
+        if fast and read_n >= room and len(lane.held) < self.options.max_held:
             # A full window: the next one is read now and its envelopes are built while the sink
             # works on this one. The read completes first: a reply the relay does not drain while
             # it packs the sink's request stalls in the socket, and Redis then runs the sink's
             # script before finishing it (traced: the prefetch arrived after the delivery).
-            raws = await lane.reader.read_new(batch, now=self.clock.monotonic(), reconcile=False)
-            prefetch = asyncio.create_task(self._build_yielding(lane, raws, self.clock.now()))
+            raws, read_at = await self._read_raw(lane, batch, in_flight=fast)
+            prefetch = asyncio.create_task(self._build_yielding(lane, raws, read_at))
         try:
             await self._deliver_and_settle(lane, tally, picked, fast, malformed=malformed, now=now)
         except BaseException:
@@ -391,18 +391,27 @@ class Sweeper:
 
     async def _fetch(self, lane: Lane, limit: int) -> Fetched:
         """Read up to ``limit`` new entries and build their envelopes (no history, no split)."""
-        now = self.clock.now()
-        raws: Sequence[RawEntry | RawTimer]
-        if lane.reader is not None:
-            raws = await lane.reader.read_new(limit, now=self.clock.monotonic())
-        else:
-            raws = await self._read_timers(lane, now, limit)
+        raws, now = await self._read_raw(lane, limit)
         return self._build(lane, raws, now)
+
+    async def _read_raw(
+        self, lane: Lane, limit: int, *, in_flight: Sequence[Fresh] = ()
+    ) -> tuple[Sequence[RawEntry | RawTimer], float]:
+        """Up to ``limit`` new entries as stored, and when they were read (epoch s).
+
+        A prefetch (``in_flight``: the entries the sink has now) runs while this lane's last
+        entries are delivered and acked: it reads the window only (no reconcile scan, see
+        ``AsyncBacklogReader.read_new``), and a timer read skips the timers in flight.
+        """
+        now = self.clock.now()
+        if lane.reader is not None:
+            return await lane.reader.read_new(limit, now=self.clock.monotonic(), reconcile=not in_flight), now
+        flying = [raw for _, raw, _ in in_flight if isinstance(raw, RawTimer)]
+        return await self._read_timers(lane, now, limit, flying), now
 
     async def _build_yielding(self, lane: Lane, raws: Sequence[RawEntry | RawTimer], now: float) -> Fetched:
         """``_build`` in slices, yielding between them while a sink call is in flight.
 
-        A prefetch reads the window only (no reconcile scan, see ``AsyncBacklogReader.read_new``).
         Yielding lets the event loop keep flushing the sink's request and reading its reply.
         """
         fresh: list[Fresh] = []
@@ -433,22 +442,19 @@ class Sweeper:
                 malformed.append(Dead(Held(ref, raw, placeholder, now), exc.reason, str(exc)))
         return fresh, malformed, len(raws), now
 
-    async def _read_timers(self, lane: Lane, now: float, limit: int) -> list[RawTimer]:
-        """Due timers not held yet, in fire_at order, and (same round-trip) the next one's score.
+    async def _read_timers(
+        self, lane: Lane, now: float, limit: int, in_flight: Sequence[RawTimer]
+    ) -> list[RawTimer]:
+        """Due timers neither held nor in flight, in fire_at order (``engine.timer_reads``).
 
-        The next score lets the loop sleep only until that timer is due (``next_retry_in_s``).
+        The same round-trip brings the next timer's score, so the loop sleeps only until that
+        timer is due (``next_retry_in_s``).
         """
-        skip = {h.raw.member for h in lane.held.values() if isinstance(h.raw, RawTimer)}
-        key = self.store.keyspace.timers
-        pipe = self.client.pipeline(transaction=False)
-        pipe.zrangebyscore(key, "-inf", now, start=0, num=limit + len(skip), withscores=True)
-        pipe.zrangebyscore(key, f"({now!r}", "+inf", start=0, num=1, withscores=True)
-        due, after = await pipe.execute()
-        self.next_timer_at = float(after[0][1]) if after else None
-        raws = [RawTimer(m if type(m) is bytes else as_bytes(m), float(s)) for m, s in due]
-        if skip:
-            raws = [r for r in raws if r.member not in skip]
-        return raws[:limit]
+        held = [h.raw for h in lane.held.values() if isinstance(h.raw, RawTimer)]
+        raws, self.next_timer_at = await read_due_timers(
+            self.client, self.store.keyspace.timers, now=now, limit=limit, held=held, in_flight=in_flight
+        )
+        return raws
 
     async def _deliver(self, lane: Lane, batch: list[Envelope]) -> Sequence[Outcome]:
         started_s = self.clock.monotonic()

@@ -111,6 +111,19 @@ def test_timer_envelope_carries_harels_own_timeout_event(execution_id, path, fir
     assert env.ordering_key == execution_id
 
 
+def test_timer_envelope_json_is_the_design_body_key_for_key():
+    """The bytes a sink writes: DESIGN §3's key order, fire_at as the float, the id by str(float)."""
+    env = timer_envelope(RawTimer(b"exe-7\x00a.b", 1_700_000_000.1), prefix="stm", attempt=1, relayed_at=3.5)
+    env.body["relayed_at"] = 4.25  # stamped at hand-over, before the first serialisation
+
+    assert env.to_json() == (
+        b'{"v":"relayd/1","kind":"timer","id":"timeout:exe-7:a.b:1700000000.1","prefix":"stm",'
+        b'"attempt":1,"relayed_at":4.25,"execution_id":"exe-7","path":"a.b","fire_at":1700000000.1,'
+        b'"event":{"id":"timeout:exe-7:a.b:1700000000.1","kind":"Timeout",'
+        b'"data":{"path":"a.b","fire_at":1700000000.1}}}'
+    )
+
+
 def test_restamp_changes_only_attempt_and_relayed_at():
     env = outbox_envelope(
         RawEntry("1", 1, _outbox_value("t", {"id": "a"})), prefix="p", attempt=1, relayed_at=1.0

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from relayd import __version__
-from relayd.metrics import RelayMetrics
+from relayd.metrics import RelayMetrics, observe_many
 
 DESIGN_NAMES = [
     "relayd_delivered_total",
@@ -58,3 +59,26 @@ def _python() -> str:
     import platform
 
     return platform.python_version()
+
+
+def test_observe_many_leaves_the_same_samples_as_observing_one_by_one():
+    """Bucket counts (bounds included), count and sum match ``observe`` per amount."""
+    amounts = [0.0, 0.001, 0.0049, 0.005, 0.3, 2.0, 7.5, 1e6, 0.005, 0.0]
+    one_by_one, batched = RelayMetrics(CollectorRegistry()), RelayMetrics(CollectorRegistry())
+    for amount in amounts:
+        one_by_one.timer_lag.labels("p").observe(amount)
+
+    observe_many(batched.timer_lag.labels("p"), amounts)
+    observe_many(batched.timer_lag.labels("p"), [])
+
+    def samples(metrics: RelayMetrics) -> dict[tuple[str, str], float]:
+        [family] = [m for m in metrics.registry.collect() if m.name == "relayd_timer_lag_seconds"]
+        return {(s.name, s.labels.get("le", "")): s.value for s in family.samples if "_created" not in s.name}
+
+    expected, actual = samples(one_by_one), samples(batched)
+    assert expected.keys() == actual.keys()
+    assert {k: v for k, v in expected.items() if k[0] != "relayd_timer_lag_seconds_sum"} == {
+        k: v for k, v in actual.items() if k[0] != "relayd_timer_lag_seconds_sum"
+    }
+    assert actual[("relayd_timer_lag_seconds_sum", "")] == pytest.approx(sum(amounts))
+    assert actual[("relayd_timer_lag_seconds_count", "")] == len(amounts)

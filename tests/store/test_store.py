@@ -315,6 +315,20 @@ async def test_delete_timers_many_compares_each_score(store, raw, prefix) -> Non
     assert raw.zrange(key, 0, -1) == [b"b\x00p"]
 
 
+async def test_delete_timers_many_over_several_chunks_keeps_re_armed_and_counts_repeats_once(
+    store, raw, prefix
+) -> None:
+    """The script works in chunks of 500 members: 1200 timers, every third re-armed, one repeated."""
+    key = f"{prefix}:timers"
+    raw.zadd(key, {f"e{n}\x00p": 1_700_000_000.0 + n / 7 for n in range(1200)})
+    seen = [(f"e{n}\x00p", 1_700_000_000.0 + n / 7 + (1.0 if n % 3 == 0 else 0.0)) for n in range(1200)]
+
+    removed = await store.delete_timers_many([*seen, seen[1]])
+
+    assert removed == 800
+    assert sorted(raw.zrange(key, 0, -1)) == sorted(f"e{n}\x00p".encode() for n in range(0, 1200, 3))
+
+
 async def test_due_timer_entries_are_raw_ordered_and_skip(store, raw, prefix) -> None:
     raw.zadd(f"{prefix}:timers", {"a\x00p": 1.0, "no-separator": 2.0, "c\x00p": 3.0, "later\x00p": 50.0})
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import pytest
 import redis
+from support.redis_server import start_redis_server
 
 from store import RedisStore
 
@@ -83,3 +84,22 @@ def test_the_two_call_delete_loses_re_armed_timers(redis_server, prefix, record_
     record_property("two_call_lost", lost)
     print(f"two-call ZSCORE+ZREM lost {lost} re-armed timers in {ITERATIONS} iterations")
     assert lost > 0
+
+
+def test_compare_and_delete_asks_per_member_where_zmscore_is_unknown(prefix) -> None:
+    """Before Redis 6.2 there is no ZMSCORE: the script falls back to one ZSCORE per member."""
+    server = start_redis_server("--rename-command", "ZMSCORE", "ZMSCORE_UNKNOWN_HERE")
+    try:
+        client = server.client()
+        store = RedisStore(client, prefix=prefix)
+        client.zadd(f"{prefix}:timers", {"a\x00p": 1.5, "b\x00p": 2.5, "c\x00p": 3.5})
+
+        removed = store.delete_timers_many([(b"a\x00p", 1.5), ("b\x00p", 9.0), ("c\x00p", 3.5)])
+
+        assert removed == 2
+        assert client.zrange(f"{prefix}:timers", 0, -1) == [b"b\x00p"]
+        with pytest.raises(redis.ResponseError):
+            client.execute_command("ZMSCORE", f"{prefix}:timers", "b\x00p")
+        client.close()
+    finally:
+        server.cleanup()
