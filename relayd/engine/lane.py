@@ -2,16 +2,18 @@
 
 ``Fresh`` is a freshly read entry on the fast path, a plain tuple ``(ref, raw, envelope)``
 rather than a ``Held``: most entries are delivered and acked on their first attempt and need no
-delivery history. ``Lane`` keeps what one kind carries from pass to pass.
+delivery history; ``build_fresh`` (pure) makes them from entries as read. ``Lane`` keeps what
+one kind carries from pass to pass.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from relayd.engine.plan import Dead, Held
-from relayd.envelope import Envelope, Kind, timer_envelope
+from relayd.envelope import Envelope, Kind, outbox_envelope, spawn_envelope, timer_envelope
 from relayd.sinks.base import Sink
 from store.backlog import RawEntry, RawTimer
 from store.errors import MalformedEntry
@@ -46,3 +48,27 @@ def timer_ref(timer: RawTimer) -> str:
     except MalformedEntry:
         member = timer.member.decode("utf-8", "backslashreplace").replace("\x00", "\\x00")
         return f"timeout:{member}:{float(timer.fire_at)}"
+
+
+_BUILDERS = {"outbox": outbox_envelope, "spawn": spawn_envelope}
+
+
+def build_fresh(
+    kind: Kind, prefix: str, raws: Sequence[RawEntry | RawTimer], now: float
+) -> tuple[list[Fresh], list[Dead]]:
+    """Envelopes (attempt 1, stamped ``now``) for ``raws``; malformed ones become dead letters."""
+    fresh: list[Fresh] = []
+    malformed: list[Dead] = []
+    build = _BUILDERS.get(kind)
+    for raw in raws:
+        try:
+            if build is not None and isinstance(raw, RawEntry):
+                fresh.append((raw.field, raw, build(raw, prefix=prefix, attempt=1, relayed_at=now)))
+            elif isinstance(raw, RawTimer):
+                envelope = timer_envelope(raw, prefix=prefix, attempt=1, relayed_at=now)
+                fresh.append((envelope.id, raw, envelope))
+        except MalformedEntry as exc:
+            ref = timer_ref(raw) if isinstance(raw, RawTimer) else raw.field
+            placeholder = Envelope(id=ref, kind=kind, prefix=prefix, attempt=0, body={})
+            malformed.append(Dead(Held(ref, raw, placeholder, now), exc.reason, str(exc)))
+    return fresh, malformed

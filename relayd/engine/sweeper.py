@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Final
 
 import structlog
@@ -32,13 +31,14 @@ import structlog
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock
 from relayd.engine.gauges import PrefixGauges
-from relayd.engine.lane import Fetched, Fresh, Lane, timer_ref
+from relayd.engine.lane import Fetched, Fresh, Lane, build_fresh
 from relayd.engine.options import SweepOptions
 from relayd.engine.ordering import split_fresh
+from relayd.engine.passes import PassResult, Tally
 from relayd.engine.plan import Dead, Held, Verdicts, choose, judge
 from relayd.engine.settle import Settlement
 from relayd.engine.timer_reads import read_due_timers
-from relayd.envelope import Envelope, Kind, outbox_envelope, restamp, spawn_envelope, timer_envelope
+from relayd.envelope import Envelope, Kind, restamp
 from relayd.metrics import RelayMetrics
 from relayd.packing import use_hiredis_packing
 from relayd.sinks.base import DELIVERED, Delivered, Outcome, Retry, Sink
@@ -47,11 +47,8 @@ from relayd.state.attempts import AttemptRecord, load_attempts
 from relayd.state.keys import RelayKeys
 from store import AsyncRedisStore
 from store.backlog import RawEntry, RawTimer
-from store.errors import MalformedEntry
 
 log = structlog.get_logger(__name__)
-
-_BUILDERS = {"outbox": outbox_envelope, "spawn": spawn_envelope}
 
 #: Least sleep before a timer coming due (seconds): timers due within it go in one pass, so a
 #: steady stream of timers costs one pass per few ms instead of one per timer.
@@ -60,22 +57,6 @@ TIMER_GATHER_S: Final = 0.005
 CHECKPOINT_EVERY_S: Final = 1.0
 #: Envelopes built between yields to the event loop while a sink call is in flight.
 BUILD_SLICE: Final = 250
-
-
-@dataclass(frozen=True, slots=True)
-class PassResult:
-    """What one pass did, per kind, and whether there is more to do at once."""
-
-    delivered: dict[Kind, int] = field(default_factory=dict)
-    retried: dict[Kind, int] = field(default_factory=dict)
-    dead_lettered: dict[Kind, int] = field(default_factory=dict)
-    read: int = 0
-    attempted: int = 0
-    full: bool = False  # a read or a delivery hit its bound: poll again at once
-    drained: bool = False  # nothing new, readers exhausted, nothing eligible left
-    held: int = 0  # entries waiting in memory (retry backoff, or behind a failing head)
-    # until the earliest held entry may go again, or the next timer is due
-    next_retry_in_s: float | None = None
 
 
 class Sweeper:
@@ -169,7 +150,7 @@ class Sweeper:
     async def run_pass(self, stop: asyncio.Event | None = None) -> PassResult:
         """Run one pass; with ``stop`` set, start no new read or delivery."""
         started_s = self.clock.monotonic()
-        result = _Tally()
+        result = Tally()
         blocked_children: set[str] = set()
         idle_kinds = await self._probe(self._quiet) if self._quiet else set()
         for lane in self.lanes:
@@ -200,7 +181,7 @@ class Sweeper:
         duration_s = self.clock.monotonic() - started_s
         self.metrics.sweep_duration.labels(self.prefix).observe(duration_s)
         self.metrics.last_sweep.labels(self.prefix).set(self.clock.now())
-        done = result.freeze(self, idle_kinds)
+        done = self._freeze(result, idle_kinds)
         emit = log.info if done.read or done.attempted else log.debug
         emit(
             "pass_finished",
@@ -213,6 +194,22 @@ class Sweeper:
             duration_s=round(duration_s, 6),
         )
         return done
+
+    def _freeze(self, tally: Tally, probed_empty: set[Kind]) -> PassResult:
+        now = self.clock.now()
+        waits = [w for lane in self.lanes for h in lane.held.values() if (w := h.not_before - now) > 0]
+        if self.next_timer_at is not None:  # it may have come due during this pass
+            # Sleep only until the next timer is due, gathering those due within a few ms.
+            waits.append(max(self.next_timer_at - now, TIMER_GATHER_S))
+        # A hash the probe found absent has nothing left to read: as good as an exhausted reader.
+        exhausted = all(
+            lane.reader.exhausted or lane.kind in probed_empty
+            for lane in self.lanes
+            if lane.reader is not None
+        )
+        return tally.freeze(
+            waits=waits, exhausted=exhausted, eligible=self.has_eligible, held=self.held_count()
+        )
 
     async def _probe(self, quiet: set[Kind]) -> set[Kind]:
         """Which of the ``quiet`` lanes have nothing to read: at most two commands, one trip.
@@ -243,7 +240,7 @@ class Sweeper:
         return idle
 
     # --- one kind ---------------------------------------------------------------------------
-    async def _run_lane(self, lane: Lane, tally: _Tally, blocked: set[str]) -> None:
+    async def _run_lane(self, lane: Lane, tally: Tally, blocked: set[str]) -> None:
         batch = self.options.batch
         now = self.clock.now()
         # Entries already waiting in memory are older than anything new: they go first.
@@ -291,7 +288,7 @@ class Sweeper:
     async def _deliver_and_settle(
         self,
         lane: Lane,
-        tally: _Tally,
+        tally: Tally,
         picked: list[Held],
         fast: list[Fresh],
         *,
@@ -424,22 +421,7 @@ class Sweeper:
         return fresh, malformed, len(raws), now
 
     def _build(self, lane: Lane, raws: Sequence[RawEntry | RawTimer], now: float) -> Fetched:
-        """Envelopes for ``raws``; the malformed ones become dead letters with their reason."""
-        fresh: list[Fresh] = []
-        malformed: list[Dead] = []
-        prefix = self.prefix
-        build = _BUILDERS.get(lane.kind)
-        for raw in raws:
-            try:
-                if build is not None and isinstance(raw, RawEntry):
-                    fresh.append((raw.field, raw, build(raw, prefix=prefix, attempt=1, relayed_at=now)))
-                elif isinstance(raw, RawTimer):
-                    envelope = timer_envelope(raw, prefix=prefix, attempt=1, relayed_at=now)
-                    fresh.append((envelope.id, raw, envelope))
-            except MalformedEntry as exc:
-                ref = timer_ref(raw) if isinstance(raw, RawTimer) else raw.field
-                placeholder = Envelope(id=ref, kind=lane.kind, prefix=prefix, attempt=0, body={})
-                malformed.append(Dead(Held(ref, raw, placeholder, now), exc.reason, str(exc)))
+        fresh, malformed = build_fresh(lane.kind, self.prefix, raws, now)
         return fresh, malformed, len(raws), now
 
     async def _read_timers(
@@ -468,45 +450,3 @@ class Sweeper:
             outcomes = [Retry(error=f"sink raised {type(exc).__name__}")] * len(batch)
         self.metrics.sink_latency.labels(self.prefix, lane.kind).observe(self.clock.monotonic() - started_s)
         return outcomes
-
-
-@dataclass(slots=True)
-class _Tally:
-    delivered: dict[Kind, int] = field(default_factory=dict)
-    retried: dict[Kind, int] = field(default_factory=dict)
-    dead_lettered: dict[Kind, int] = field(default_factory=dict)
-    read: int = 0
-    attempted: int = 0
-    full: bool = False
-    interrupted: bool = False
-
-    def count(self, kind: Kind, verdicts: Verdicts, acked_fast: int) -> None:
-        self.delivered[kind] = self.delivered.get(kind, 0) + len(verdicts.ack) + acked_fast
-        self.retried[kind] = self.retried.get(kind, 0) + len(verdicts.retry)
-        self.dead_lettered[kind] = self.dead_lettered.get(kind, 0) + len(verdicts.dead)
-
-    def freeze(self, sweeper: Sweeper, probed_empty: set[Kind]) -> PassResult:
-        now = sweeper.clock.now()
-        waits = [w for lane in sweeper.lanes for h in lane.held.values() if (w := h.not_before - now) > 0]
-        if sweeper.next_timer_at is not None:  # it may have come due during this pass
-            # Sleep only until the next timer is due, gathering those due within a few ms.
-            waits.append(max(sweeper.next_timer_at - now, TIMER_GATHER_S))
-        # A hash the probe found absent has nothing left to read: as good as an exhausted reader.
-        exhausted = all(
-            lane.reader.exhausted or lane.kind in probed_empty
-            for lane in sweeper.lanes
-            if lane.reader is not None
-        )
-        idle = not self.interrupted and self.read == 0 and not self.full
-        drained = idle and exhausted and not sweeper.has_eligible()
-        return PassResult(
-            delivered=self.delivered,
-            retried=self.retried,
-            dead_lettered=self.dead_lettered,
-            read=self.read,
-            attempted=self.attempted,
-            full=self.full,
-            drained=drained,
-            held=sum(len(lane.held) for lane in sweeper.lanes),
-            next_retry_in_s=min(waits) if waits else None,
-        )
