@@ -68,7 +68,7 @@ async def wake_suite(bench: Bench, *, owned: bool) -> dict[str, Any]:
 async def _run(bench: Bench, *, wake: bool) -> list[float]:
     config, rng = bench.config, random.Random()
     async with bench.prefix() as prefix:
-        sink = bench.sink_for(prefix)
+        sink = bench.sink_for(prefix, sample_every=1)  # a latency per commit: few, and each counts
         stop = asyncio.Event()
         options = SweepOptions(
             prefixes=(prefix,), batch=config.batch, poll_interval_s=config.poll_interval_s, wake=wake
