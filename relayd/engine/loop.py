@@ -12,6 +12,7 @@ work (``engine.wake``). With ``once`` every prefix task drains what is due now a
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from collections import Counter
 from collections.abc import Mapping
@@ -116,7 +117,10 @@ async def run_relay(
                     group.create_task(_keep_shares(membership, relays, stop=stop, health=health))
                 if options.wake and not options.once:  # a latency shortcut; polling goes on regardless
                     events = {r.prefix: r.loop_wake for r in relays}
-                    group.create_task(WakeSubscriber(redis, events, metrics=metrics).run(stop))
+                    subscriber = WakeSubscriber(redis, events, metrics=metrics)
+                    for relay in relays:
+                        relay.on_busy = functools.partial(subscriber.busy, relay.prefix)
+                    group.create_task(subscriber.run(stop))
                 for relay in relays:
                     group.create_task(relay.run())
     finally:

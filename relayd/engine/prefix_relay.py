@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import random
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import structlog
@@ -105,6 +105,9 @@ class PrefixRelay:
         # Wakes the keeper (may acquire now) and the loop (hand back now) out of their waits.
         self.keeper_wake = asyncio.Event()
         self.loop_wake = asyncio.Event()
+        #: Told whether passes now run back to back (True) or the loop waits idle (False): the
+        #: wake-up subscription leaves a busy prefix's channels (``WakeSubscriber.busy``).
+        self.on_busy: Callable[[bool], None] = lambda busy: None
         # Keeper (renew + note) and hand-back exclude each other, so a renewal in flight
         # cannot make a lease just given back look held again.
         self.lease_lock = asyncio.Lock()
@@ -257,9 +260,11 @@ class PrefixRelay:
                 continue
             if result.full:
                 idle_streak = 0
+                self.on_busy(True)
                 await asyncio.sleep(0)  # more is waiting: poll again at once
                 continue
             idle_streak += 1
+            self.on_busy(False)
             await self._wait(self._idle_delay(idle_streak, result), self.loop_wake)
 
     def _idle_delay(self, idle_streak: int, result: PassResult) -> float:

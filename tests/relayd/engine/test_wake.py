@@ -233,3 +233,57 @@ async def test_a_killed_subscription_comes_back_and_delivery_never_stops(own_red
 
 def _count(logs, event: str) -> int:
     return sum(1 for entry in logs if entry["event"] == event)
+
+
+async def test_a_busy_prefix_leaves_its_channels_and_rejoins_when_idle(own_redis_server, prefix):
+    """While passes run back to back the subscription drops the prefix (each message costs relay
+    CPU); once the loop waits idle again it subscribes again and wakes at once as before."""
+    client = aioredis.Redis(port=own_redis_server.port)
+    admin = aioredis.Redis(port=own_redis_server.port)
+    await admin.config_set("notify-keyspace-events", "Khz")
+    outbox_channel = f"__keyspace@0__:{prefix}:outbox"
+    relay = Relay(client, prefix, wake=True)
+    relay.options = SweepOptions(
+        prefixes=(prefix,), poll_interval_s=5.0, lease_ttl_s=5.0, wake=True, batch=10
+    )
+    inner = relay.sink.deliver
+
+    async def slow(batch):
+        await asyncio.sleep(0.01)  # 300 batches: a few seconds of back-to-back passes
+        return await inner(batch)
+
+    relay.sink.deliver = slow  # type: ignore[method-assign]
+
+    async def listeners() -> int:
+        [(_, count)] = await admin.pubsub_numsub(outbox_channel)
+        return int(count)
+
+    seen: list[int] = []
+    try:
+        await _idle(relay)
+        seen.append(await listeners())  # idle: subscribed
+        for n in range(3000):
+            await commit(admin, prefix, f"bulk-{n}")
+        for _ in range(300):  # sample while the backlog drains
+            seen.append(await listeners())
+            if 0 in seen[1:]:
+                break
+            await asyncio.sleep(0.01)
+        await _until(lambda: len(relay.delivered_at) == 3000, 30.0)
+        deadline = time.monotonic() + 5.0
+        while await listeners() != 1 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        seen.append(await listeners())  # idle again: subscribed again
+        await relay.after_a_pass()
+        committed_s = time.monotonic()
+        await commit(admin, prefix, "after")
+        await _until(lambda: "after" in relay.delivered_at, 2.0)
+    finally:
+        await relay.finish()
+        await client.aclose()
+        await admin.aclose()
+
+    assert seen[0] == 1
+    assert 0 in seen[1:-1]
+    assert seen[-1] == 1
+    assert relay.delivered_at["after"] - committed_s < 2.0
