@@ -1,8 +1,8 @@
 """Shared fixtures: one behavioural suite over fakeredis (with lupa, so Lua runs) and a real
 ``redis-server`` started on a free loopback port.
 
-A missing ``redis-server`` skips the real half locally and fails when ``CI`` is set
-(dramatiq's rule): in CI the real server is required.
+A missing ``redis-server`` skips the real half locally; under ``CI`` every skip is a failure
+(``support.ci_rules``, loaded below): in CI the real server is required.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 from support.redis_server import RedisServer, start_redis_server
+
+pytest_plugins = ["support.ci_rules"]
 
 BACKENDS = ["fake", "real"]
 

@@ -85,3 +85,11 @@ def test_the_readme_test_command_is_what_ci_runs() -> None:
     install, run = (part.strip() for part in tests.split("&&"))
     assert ci_lines[-1] == run
     assert any(line.endswith(install.removeprefix("pip install ")) for line in ci_lines)
+
+
+def test_ci_declares_itself_so_no_test_may_skip() -> None:
+    """``.ci/run`` exports CI before the tests: support.ci_rules then turns any skip into a failure."""
+    lines = (ROOT / ".ci/run").read_text().splitlines()
+    exported = lines.index("export CI=true")
+    tests = next(i for i, line in enumerate(lines) if line.startswith("python -m pytest"))
+    assert exported < tests

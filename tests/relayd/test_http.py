@@ -69,7 +69,8 @@ def test_serves_on_ipv6_loopback_too():
     try:
         handle = serve_http("::1", 0, registry, Health())
     except OSError as exc:
-        # Only a machine without IPv6 loopback may skip; IPv4 HTTP is tested above regardless.
+        # Only a machine without IPv6 loopback may skip (never under CI: support.ci_rules);
+        # IPv4 HTTP is tested above regardless.
         if exc.errno not in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
             raise
         pytest.skip(f"no IPv6 loopback here ({errno.errorcode[exc.errno]})")

@@ -85,7 +85,7 @@ class RedisServer:
 
 
 def require_redis_server() -> str:
-    """Return the redis-server path; skip locally, fail in CI, when it is missing."""
+    """Return the redis-server path; skip (a failure under ``CI``) when it is missing."""
     return require_binaries("redis-server")["redis-server"]
 
 

@@ -1,0 +1,43 @@
+"""Pytest plugin: under ``CI`` a skipped test is a failed test.
+
+Locally a test may skip when the machine lacks what it needs (no ``redis-server``, no
+``promtool``, no IPv6 loopback) and ``-ra`` says why. ``.ci/run`` installs everything and sets
+``CI``, so there a skip can only mean a broken machine or a test that stopped running: either
+way the run must fail, not go green with fewer tests. One rule for every skip, wherever it is
+raised (``pytest.skip``, a ``skipif`` mark, a fixture), instead of a check at each call site.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+
+def in_ci() -> bool:
+    return bool(os.environ.get("CI"))
+
+
+def _fail_skip(report: Any) -> None:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    report.outcome = "failed"
+    report.longrepr = f"skipped under CI, where every test must run: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and in_ci() and not hasattr(report, "wasxfail"):
+        _fail_skip(report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and in_ci():  # a module-level skip
+        _fail_skip(report)
