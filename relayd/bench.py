@@ -307,9 +307,16 @@ class Bench:
         }
 
     async def _run_until(self, prefix: str, sink: Sink, until_s: float) -> None:
+        async with self.running_relay(prefix, sink):
+            await asyncio.sleep(max(0.0, until_s - time.time()))
+
+    @contextlib.asynccontextmanager
+    async def running_relay(self, prefix: str, sink: Sink, *, wake: bool = False) -> AsyncIterator[None]:
+        """A long-running relay over ``prefix`` for the body's duration (stopped cleanly after)."""
         stop = asyncio.Event()
+        config = self.config
         options = SweepOptions(
-            prefixes=(prefix,), batch=self.config.batch, poll_interval_s=self.config.poll_interval_s
+            prefixes=(prefix,), batch=config.batch, poll_interval_s=config.poll_interval_s, wake=wake
         )
         relay = asyncio.create_task(
             run_relay(
@@ -321,9 +328,11 @@ class Bench:
                 stop=stop,
             )
         )
-        await asyncio.sleep(max(0.0, until_s - time.time()))
-        stop.set()
-        await relay
+        try:
+            yield
+        finally:
+            stop.set()
+            await relay
 
 
 class _Meter:

@@ -16,15 +16,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import redis
-from prometheus_client import CollectorRegistry
 
 from relayd.bench_stats import COMMITTED_AT, percentile
-from relayd.engine.loop import run_relay
 from relayd.engine.notify import NEEDED_FLAGS, notifications_ready
-from relayd.engine.options import SweepOptions
-from relayd.envelope import KINDS
-from relayd.health import Health
-from relayd.metrics import RelayMetrics
 from store import Event, Execution, RedisStore
 
 if TYPE_CHECKING:
@@ -69,21 +63,7 @@ async def _run(bench: Bench, *, wake: bool) -> list[float]:
     config, rng = bench.config, random.Random()
     async with bench.prefix() as prefix:
         sink = bench.sink_for(prefix, sample_every=1)  # a latency per commit: few, and each counts
-        stop = asyncio.Event()
-        options = SweepOptions(
-            prefixes=(prefix,), batch=config.batch, poll_interval_s=config.poll_interval_s, wake=wake
-        )
-        relay = asyncio.create_task(
-            run_relay(
-                options,
-                redis=bench.client,
-                sinks=dict.fromkeys(KINDS, sink),
-                metrics=RelayMetrics(CollectorRegistry()),
-                health=Health(),
-                stop=stop,
-            )
-        )
-        try:
+        async with bench.running_relay(prefix, sink, wake=wake):
             await asyncio.sleep(2.0 * config.poll_interval_s + 1.0)  # lease, then the idle backoff
             for n in range(config.wake_commits):
                 await asyncio.sleep(rng.uniform(*_GAP_S) * config.poll_interval_s)
@@ -92,9 +72,6 @@ async def _run(bench: Bench, *, wake: bool) -> list[float]:
                 if sink.delivered >= config.wake_commits:
                     break
                 await asyncio.sleep(0.05)
-        finally:
-            stop.set()
-            await relay
         return list(sink.latencies_s)
 
 

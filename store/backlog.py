@@ -158,6 +158,7 @@ class SeqWindow:
         counter = counter or 0
         if self.c_start is None:
             self.c_start = counter
+        c_start = self.c_start
         if self._last_reconcile is None:
             self._last_reconcile = now
         n_gaps = len(read.gap_seqs)
@@ -192,11 +193,10 @@ class SeqWindow:
         out += found
         taken = len(found)
         if taken < end:  # some seqs in the window were missing: in-flight commits or burned seqs
-            c_start = counter if self.c_start is None else self.c_start
             for i, value in enumerate(window_values[:end]):
                 if value is None and start + i > c_start:
                     self.gaps.setdefault(start + i, now)
-        self.frontier = read.window_start + end
+        self.frontier = start + end
         self._cap_gaps(read.budget)
         self._grow_window(read, taken, counter)
         self._track_catch_up(counter)

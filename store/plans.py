@@ -170,8 +170,7 @@ def timer_delete_args(timers: Iterable[tuple[bytes | str, float]]) -> list[bytes
     """
     args: list[bytes | str | float] = []
     for member, fire_at in timers:
-        args.append(member)
-        args.append(fire_at if type(fire_at) is float else float(fire_at))
+        args += (member, float(fire_at))
     return args
 
 

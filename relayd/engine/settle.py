@@ -70,8 +70,7 @@ class Settlement:
                 )
         if verdicts.dead:
             await self._bury(kind, verdicts.dead, now)
-        resolved = acked
-        resolved += [d.held.ref for d in verdicts.dead]
+        resolved = [*acked, *(d.held.ref for d in verdicts.dead)]
         if lane.held:
             for ref in resolved:
                 lane.held.pop(ref, None)

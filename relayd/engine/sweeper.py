@@ -389,15 +389,16 @@ class Sweeper:
     async def _fetch(self, lane: Lane, limit: int) -> Fetched:
         """Read up to ``limit`` new entries and build their envelopes (no history, no split)."""
         raws, now = await self._read_raw(lane, limit)
-        return self._build(lane, raws, now)
+        fresh, malformed = build_fresh(lane.kind, self.prefix, raws, now)
+        return fresh, malformed, len(raws), now
 
     async def _read_raw(
         self, lane: Lane, limit: int, *, in_flight: Sequence[Fresh] = ()
     ) -> tuple[Sequence[RawEntry | RawTimer], float]:
         """Up to ``limit`` new entries as stored, and when they were read (epoch s).
 
-        A prefetch (``in_flight``: the entries the sink has now) runs while this lane's last
-        entries are delivered and acked: it reads the window only (no reconcile scan, see
+        A prefetch (``in_flight``: the entries about to go to the sink) runs before they are
+        delivered and acked: it reads the window only (no reconcile scan, see
         ``AsyncBacklogReader.read_new``), and a timer read skips the timers in flight.
         """
         now = self.clock.now()
@@ -407,7 +408,7 @@ class Sweeper:
         return await self._read_timers(lane, now, limit, flying), now
 
     async def _build_yielding(self, lane: Lane, raws: Sequence[RawEntry | RawTimer], now: float) -> Fetched:
-        """``_build`` in slices, yielding between them while a sink call is in flight.
+        """``build_fresh`` in slices, yielding between them while a sink call is in flight.
 
         Yielding lets the event loop keep flushing the sink's request and reading its reply.
         """
@@ -415,13 +416,9 @@ class Sweeper:
         malformed: list[Dead] = []
         for start in range(0, len(raws), BUILD_SLICE):
             await asyncio.sleep(0)
-            part, bad, _, _ = self._build(lane, raws[start : start + BUILD_SLICE], now)
+            part, bad = build_fresh(lane.kind, self.prefix, raws[start : start + BUILD_SLICE], now)
             fresh += part
             malformed += bad
-        return fresh, malformed, len(raws), now
-
-    def _build(self, lane: Lane, raws: Sequence[RawEntry | RawTimer], now: float) -> Fetched:
-        fresh, malformed = build_fresh(lane.kind, self.prefix, raws, now)
         return fresh, malformed, len(raws), now
 
     async def _read_timers(

@@ -102,6 +102,7 @@ class RedisStreamSink:
         if "+cluster" in spec.target.partition("://")[0]:
             raise ConfigError("sink 'redis-stream': Redis Cluster destinations are not supported for streams")
         self._stream = spec.params.get("stream", "")
+        self._routed = "{target}" in self._stream  # one stream per ordering key
         if not self._stream:
             raise ConfigError("sink 'redis-stream' needs a stream name: 'redis-stream:REDIS_URL?stream=NAME'")
         maxlen = spec.params.get("maxlen")
@@ -153,15 +154,11 @@ class RedisStreamSink:
             # First use, or the server lost its script cache (a restart): the calls answered
             # NOSCRIPT did nothing. When all did, the batch goes again at once in its order;
             # otherwise (a flush mid-batch) those entries are Retry and go next attempt.
-            try:
-                await self._client.script_load(XADD_BATCH)  # type: ignore[union-attr]
-            except ResponseError as exc:
-                if not _refused(exc):
-                    raise
-                replies = [exc]  # SCRIPT LOAD not permitted: as good as no scripts
-            else:
-                if all(isinstance(r, NoScriptError) for r in replies):
-                    replies = await self._send_calls(calls)
+            refused = await self._load_script()
+            if refused is not None:
+                replies = [refused]
+            elif all(isinstance(r, NoScriptError) for r in replies):
+                replies = await self._send_calls(calls)
         if any(isinstance(r, ResponseError) and _refused(r) for r in replies):
             self._scripted = False  # this server runs no scripts for us: one XADD per entry from now on
             return await self._deliver_piped(batch)
@@ -174,6 +171,16 @@ class RedisStreamSink:
             else:
                 outcomes += [DELIVERED if flag == 1 else _FAILED for flag in reply]
         return outcomes
+
+    async def _load_script(self) -> ResponseError | None:
+        """SCRIPT LOAD ``XADD_BATCH``; the refusal when this server permits us no scripts."""
+        try:
+            await self._client.script_load(XADD_BATCH)  # type: ignore[union-attr]
+        except ResponseError as exc:
+            if not _refused(exc):
+                raise
+            return exc
+        return None
 
     async def _send_calls(self, calls: list[Sequence[Envelope]]) -> list[Any]:
         """Send every call of a batch on one connection, then read the replies (in order).
@@ -210,7 +217,7 @@ class RedisStreamSink:
         # without {target}, one stream. Each argument costs client CPU to pack.
         kind = call[0].kind
         uniform = all(envelope.kind == kind for envelope in call)
-        routed = "{target}" in self._stream
+        routed = self._routed
         args: list[bytes | str | int] = [self._maxlen or "", kind if uniform else "", "1" if routed else ""]
         streams: dict[str, int] = {} if routed else {self._stream: 1}
         if uniform and not routed:

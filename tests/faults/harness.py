@@ -25,6 +25,7 @@ from typing import Any
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 from support.ports import pick_ports
+from support.processes import end_process
 from support.workload import timer_event_id
 
 from store import Event, Keyspace, timer_member
@@ -190,13 +191,7 @@ class RedisProcess:
         self._end(signal.SIGKILL)
 
     def _end(self, signum: int) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signum)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc, signum, wait_s=10)
         self.proc = None
 
 
@@ -224,23 +219,15 @@ class RelayProcess:
     def kill(self) -> None:
         """SIGKILL and reap: no shutdown grace, no lease release, no checkpoint."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
+            end_process(self.proc, signal.SIGKILL)
             self.ended_at = time.monotonic()
 
     def stop(self, timeout_s: float = 20.0) -> int | None:
         """SIGTERM (the clean shutdown path); returns the exit code."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None and self.proc.poll() is None:
+            end_process(self.proc, wait_s=timeout_s)
             self.ended_at = time.monotonic()
-        return self.proc.returncode
+        return None if self.proc is None else self.proc.returncode
 
     def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         """Every sample of /metrics, keyed by (name, sorted labels); empty when not answering."""

@@ -30,6 +30,7 @@ from redis.cluster import RedisCluster as ClusterClient
 from redis.crc import key_slot
 
 from support.ports import pick_ports
+from support.processes import end_process
 from support.topology import NodeInfo, failover_done, parse_cluster_info, parse_cluster_nodes
 
 #: How long a node may be unreachable before the cluster fails it over, in milliseconds.
@@ -89,9 +90,7 @@ class ClusterNode:
 
     def kill(self) -> None:
         """SIGKILL the process (no shutdown, no goodbye to the cluster) and reap it."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
+        end_process(self.proc, signal.SIGKILL)
 
     def replication_info(self) -> dict[str, object] | None:
         """``INFO replication`` as a dict; None when the node does not answer."""

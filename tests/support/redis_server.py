@@ -14,6 +14,7 @@ from typing import Any
 import redis
 
 from support.binaries import require_binaries
+from support.processes import end_process
 
 
 def free_port() -> int:
@@ -66,13 +67,7 @@ class RedisServer:
         raise RuntimeError(f"redis-server did not start on port {self.port}")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc)
         self.proc = None
 
     def cleanup(self) -> None:

@@ -34,6 +34,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from support.processes import end_process
+
 #: How long one scrape of ``/metrics`` may take before the replica counts as unreachable.
 SCRAPE_TIMEOUT_S = 0.25
 
@@ -83,12 +85,7 @@ class Replica:
         if self.proc.poll() is not None:
             return
         self.signal(signal.SIGCONT)
-        self.signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        end_process(self.proc, wait_s=timeout_s)
 
 
 def start_replica(

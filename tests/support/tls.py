@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from support.ports import pick_ports
+from support.processes import end_process
 
 #: How long the generated certificates stay valid around ``now``, in days.
 VALIDITY_DAYS = 2
@@ -182,13 +183,7 @@ class TlsRedisServer:
         return redis.Redis.from_url(self.url, **options)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc)
         self.proc = None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 
@@ -206,10 +207,28 @@ async def test_without_notifications_on_the_server_it_logs_why_and_still_polls(o
     assert not [entry for entry in logs if entry["event"] == "wake_subscribed"]
 
 
-async def test_a_killed_subscription_comes_back_and_delivery_never_stops(own_redis_server, prefix):
+@pytest.fixture
+async def relay_and_admin_clients(own_redis_server):
+    """The relay's client and a second one, on a server of the test's own that publishes Khz."""
     client = aioredis.Redis(port=own_redis_server.port)
     admin = aioredis.Redis(port=own_redis_server.port)
     await admin.config_set("notify-keyspace-events", "Khz")
+    yield client, admin
+    await client.aclose()
+    await admin.aclose()
+
+
+async def _delivery_after_a_pass_s(relay: Relay, admin, prefix: str) -> float:
+    """Commit just after an idle pass (the next poll is over a second away): seconds to delivery."""
+    await relay.after_a_pass()
+    committed_s = time.monotonic()
+    await commit(admin, prefix, "after")
+    await _until(lambda: "after" in relay.delivered_at, 2.0)
+    return relay.delivered_at["after"] - committed_s
+
+
+async def test_a_killed_subscription_comes_back_and_delivery_never_stops(relay_and_admin_clients, prefix):
+    client, admin = relay_and_admin_clients
     relay = Relay(client, prefix, wake=True)
     try:
         with structlog.testing.capture_logs() as logs:
@@ -218,34 +237,25 @@ async def test_a_killed_subscription_comes_back_and_delivery_never_stops(own_red
             await commit(admin, prefix, "while-down")
             await _until(lambda: "while-down" in relay.delivered_at, 6.0)  # by poll or by the comeback
             await _until(lambda: _count(logs, "wake_subscribed") == 2, 5.0)
-            await relay.after_a_pass()
-            committed_s = time.monotonic()
-            await commit(admin, prefix, "after")
-            await _until(lambda: "after" in relay.delivered_at, 2.0)
+            after_s = await _delivery_after_a_pass_s(relay, admin, prefix)
     finally:
         await relay.finish()
-        await client.aclose()
-        await admin.aclose()
 
     assert killed == 1
-    assert relay.delivered_at["after"] - committed_s < 2.0
+    assert after_s < 2.0
 
 
 def _count(logs, event: str) -> int:
     return sum(1 for entry in logs if entry["event"] == event)
 
 
-async def test_a_busy_prefix_leaves_its_channels_and_rejoins_when_idle(own_redis_server, prefix):
+async def test_a_busy_prefix_leaves_its_channels_and_rejoins_when_idle(relay_and_admin_clients, prefix):
     """While passes run back to back the subscription drops the prefix (each message costs relay
     CPU); once the loop waits idle again it subscribes again and wakes at once as before."""
-    client = aioredis.Redis(port=own_redis_server.port)
-    admin = aioredis.Redis(port=own_redis_server.port)
-    await admin.config_set("notify-keyspace-events", "Khz")
+    client, admin = relay_and_admin_clients
     outbox_channel = f"__keyspace@0__:{prefix}:outbox"
     relay = Relay(client, prefix, wake=True)
-    relay.options = SweepOptions(
-        prefixes=(prefix,), poll_interval_s=5.0, lease_ttl_s=5.0, wake=True, batch=10
-    )
+    relay.options = dataclasses.replace(relay.options, batch=10)
     inner = relay.sink.deliver
 
     async def slow(batch):
@@ -274,16 +284,11 @@ async def test_a_busy_prefix_leaves_its_channels_and_rejoins_when_idle(own_redis
         while await listeners() != 1 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         seen.append(await listeners())  # idle again: subscribed again
-        await relay.after_a_pass()
-        committed_s = time.monotonic()
-        await commit(admin, prefix, "after")
-        await _until(lambda: "after" in relay.delivered_at, 2.0)
+        after_s = await _delivery_after_a_pass_s(relay, admin, prefix)
     finally:
         await relay.finish()
-        await client.aclose()
-        await admin.aclose()
 
     assert seen[0] == 1
     assert 0 in seen[1:-1]
     assert seen[-1] == 1
-    assert relay.delivered_at["after"] - committed_s < 2.0
+    assert after_s < 2.0
