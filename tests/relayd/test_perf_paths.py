@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.connection import Connection
 from redis.exceptions import DataError, ResponseError
+from support.redis_server import RedisServer
 
 from relayd.envelope import outbox_envelope
 from relayd.packing import use_hiredis_packing
-from relayd.sinks import DELIVERED, SinkOptions, parse_sink_spec
+from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec
 from relayd.sinks.redis_stream import RedisStreamSink
 from store.backlog import RawEntry
 
@@ -70,26 +73,33 @@ def _envelope(prefix: str, seq: int, target: str) -> object:
     return outbox_envelope(RawEntry(str(seq), seq, value), prefix=prefix, attempt=1, relayed_at=1.0)
 
 
-async def test_stream_sink_falls_back_to_a_pipeline_where_scripts_are_refused(
-    async_client: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An 'unknown command' reply to the script calls switches the sink to one XADD per entry, for good."""
+@pytest.fixture
+async def stream_sink(async_client: aioredis.Redis, prefix: str) -> AsyncIterator[RedisStreamSink]:
+    """A started stream sink writing ``{prefix}:s`` through the test's client."""
     sink = RedisStreamSink(
         parse_sink_spec(f"redis-stream:redis://unused/0?stream={prefix}:s"),
         SinkOptions(),
         client=async_client,
     )
     await sink.start()
+    yield sink
+    await sink.close()
+
+
+async def test_stream_sink_falls_back_to_a_pipeline_where_scripts_are_refused(
+    stream_sink: RedisStreamSink, async_client: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An 'unknown command' reply to the script calls switches the sink to one XADD per entry, for good."""
     calls = []
 
     async def refused(batches: list[object]) -> list[object]:
         calls.append(batches)
         return [ResponseError("ERR unknown command 'evalsha'") for _ in batches]
 
-    monkeypatch.setattr(sink, "_send_calls", refused)
+    monkeypatch.setattr(stream_sink, "_send_calls", refused)
 
-    first = await sink.deliver([_envelope(prefix, 1, "a"), _envelope(prefix, 2, "b")])  # type: ignore[list-item]
-    second = await sink.deliver([_envelope(prefix, 3, "a")])  # type: ignore[list-item]
+    first = await stream_sink.deliver([_envelope(prefix, 1, "a"), _envelope(prefix, 2, "b")])  # type: ignore[list-item]
+    second = await stream_sink.deliver([_envelope(prefix, 3, "a")])  # type: ignore[list-item]
 
     ids = [fields[b"id"] for _, fields in await async_client.xrange(f"{prefix}:s")]
     assert (list(first), list(second)) == ([DELIVERED, DELIVERED], [DELIVERED])
@@ -97,25 +107,26 @@ async def test_stream_sink_falls_back_to_a_pipeline_where_scripts_are_refused(
     assert len(calls) == 1
 
 
-async def test_stream_sink_other_script_errors_retry_the_batch(
-    async_client: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+async def test_stream_sink_out_of_memory_is_retry_and_writes_nothing(
+    own_redis_server: RedisServer, prefix: str
 ) -> None:
+    """A real OOM (maxmemory 1, noeviction): the entry is Retry, the stream stays absent."""
+    admin = own_redis_server.client()
     sink = RedisStreamSink(
-        parse_sink_spec(f"redis-stream:redis://unused/0?stream={prefix}:s"),
-        SinkOptions(),
-        client=async_client,
+        parse_sink_spec(f"redis-stream:{own_redis_server.url}?stream={prefix}:s"), SinkOptions()
     )
     await sink.start()
+    admin.config_set("maxmemory-policy", "noeviction")
+    admin.config_set("maxmemory", 1)
+    try:
+        outcomes = await sink.deliver([_envelope(prefix, 1, "a")])  # type: ignore[list-item]
+    finally:
+        admin.config_set("maxmemory", 0)
+        await sink.close()
 
-    async def oom(batches: list[object]) -> list[object]:
-        return [ResponseError("OOM command not allowed when used memory > 'maxmemory'") for _ in batches]
-
-    monkeypatch.setattr(sink, "_send_calls", oom)
-
-    outcomes = await sink.deliver([_envelope(prefix, 1, "a")])  # type: ignore[list-item]
-
-    assert outcomes[0] != DELIVERED
-    assert await async_client.exists(f"{prefix}:s") == 0
+    assert isinstance(outcomes[0], Retry)
+    assert admin.exists(f"{prefix}:s") == 0
+    admin.close()
 
 
 class _Holder:

@@ -34,6 +34,19 @@ def _sweeper(client, prefix, clock, sink, **options):
     )
 
 
+def _failing_first(failures: dict[str, int]) -> MemorySink:
+    """A sink that answers Retry to each named event id as many times as given, then delivers."""
+
+    def script(env):
+        event_id = env.body["event"]["id"]
+        if failures.get(event_id, 0) > 0:
+            failures[event_id] -= 1
+            return Retry("down")
+        return DELIVERED
+
+    return MemorySink(script)
+
+
 def _ids(envelopes):
     return [e.body["event"]["id"] for e in envelopes]
 
@@ -66,16 +79,7 @@ async def test_a_target_failing_on_the_fast_path_queues_its_later_entries_in_ord
     await seeder.outbox("A", "a1")
     await seeder.outbox("B", "b1")
     await seeder.outbox("A", "a2")
-    failures = {"a1": 1}
-
-    def script(env):
-        event_id = env.body["event"]["id"]
-        if failures.get(event_id, 0) > 0:
-            failures[event_id] -= 1
-            return Retry("down")
-        return DELIVERED
-
-    sink = MemorySink(script)
+    sink = _failing_first({"a1": 1})
     sweeper = _sweeper(async_client, prefix, clock, sink)
     await sweeper.start()
 
@@ -119,19 +123,11 @@ async def test_entries_with_an_attempt_record_go_through_the_line_after_a_restar
 async def test_a_window_prefetched_during_delivery_keeps_per_target_order(
     async_client, prefix, seeder, clock
 ):
-    """The next window is read while the sink works; a target that failed meanwhile still holds it back."""
+    """The next window is read before the sink call and built during it; a target that failed in
+    that call still holds its later entries back."""
     for event_id, target in (("a1", "A"), ("b1", "B"), ("a2", "A"), ("b2", "B")):
         await seeder.outbox(target, event_id)
-    failures = {"a1": 1}
-
-    def script(env):
-        event_id = env.body["event"]["id"]
-        if failures.get(event_id, 0) > 0:
-            failures[event_id] -= 1
-            return Retry("down")
-        return DELIVERED
-
-    sink = MemorySink(script)
+    sink = _failing_first({"a1": 1})
     sweeper = _sweeper(async_client, prefix, clock, sink, batch=2)
     await sweeper.start()
 
