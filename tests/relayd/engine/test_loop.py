@@ -7,6 +7,7 @@ import time
 
 import pytest
 from prometheus_client import CollectorRegistry
+from support.waiting import until
 
 from relayd.engine.loop import RunSummary, run_relay
 from relayd.engine.options import SweepOptions
@@ -63,14 +64,6 @@ class Relay:
         self.stop.set()
         assert self.task is not None
         return await asyncio.wait_for(self.task, 10)
-
-
-async def _until(predicate, timeout_s=5.0):
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.01)
 
 
 async def test_once_drains_everything_due_and_exits_0(async_client, prefix, seeder):
@@ -167,12 +160,12 @@ async def test_a_delivery_past_the_grace_is_cancelled_and_left_unacked(async_cli
 async def test_two_replicas_one_active_and_the_standby_takes_over_on_release(async_client, prefix, seeder):
     first, second = Relay(async_client, prefix), Relay(async_client, prefix)
     first.run()
-    await _until(lambda: first.active == 1)
+    await until(lambda: first.active == 1)
     second.run()
     await asyncio.sleep(0.5)
     for i in range(20):
         await seeder.outbox(f"t{i}", f"e{i}")
-    await _until(lambda: len(first.sink.delivered) == 20)
+    await until(lambda: len(first.sink.delivered) == 20)
 
     assert second.active == 0
     assert second.sink.attempted == []
@@ -180,9 +173,9 @@ async def test_two_replicas_one_active_and_the_standby_takes_over_on_release(asy
     assert holder is not None
 
     await first.finish()
-    await _until(lambda: second.active == 1, timeout_s=3)
+    await until(lambda: second.active == 1, timeout_s=3)
     await seeder.outbox("t", "after-handover")
-    await _until(lambda: len(second.sink.delivered) == 1)
+    await until(lambda: len(second.sink.delivered) == 1)
     await second.finish()
 
 
@@ -195,7 +188,7 @@ async def test_standby_takes_over_within_the_ttl_when_the_holder_dies(async_clie
     started = time.monotonic()
     relay.run()
 
-    await _until(lambda: len(relay.sink.delivered) == 1, timeout_s=3)
+    await until(lambda: len(relay.sink.delivered) == 1, timeout_s=3)
 
     assert 0.4 < time.monotonic() - started < 1.6
     await relay.finish()
@@ -205,10 +198,10 @@ async def test_active_replica_stops_delivering_when_it_loses_the_lease(async_cli
     ks = Keyspace(prefix)
     relay = Relay(async_client, prefix)
     relay.run()
-    await _until(lambda: relay.active == 1)
+    await until(lambda: relay.active == 1)
 
     await async_client.set(ks.relay("lease"), "other/2/thief", px=10_000)
-    await _until(lambda: relay.active == 0, timeout_s=2)
+    await until(lambda: relay.active == 0, timeout_s=2)
     await seeder.outbox("t", "not-mine")
     await asyncio.sleep(0.4)
 
@@ -235,7 +228,7 @@ async def test_the_membership_beat_keeps_the_lease_so_the_keeper_sends_no_renewa
     """Idle cost: with beats renewing the lease, no lease_renew script runs while they succeed."""
     relay = Relay(async_client, prefix, lease_ttl_s=0.6)
     relay.run()
-    await _until(lambda: relay.active == 1)
+    await until(lambda: relay.active == 1)
     renewals = 0
     real_eval = async_client.eval
 

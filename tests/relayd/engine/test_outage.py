@@ -8,6 +8,7 @@ import time
 import pytest
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
+from support.waiting import until
 
 from relayd.engine.loop import run_relay
 from relayd.engine.options import SweepOptions
@@ -17,14 +18,6 @@ from relayd.sinks.memory import MemorySink
 from store.keys import Keyspace
 
 pytestmark = pytest.mark.crash
-
-
-async def _until(predicate, timeout_s=10.0):
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
 
 
 async def test_relay_survives_a_redis_restart(own_redis_server, prefix):
@@ -42,17 +35,17 @@ async def test_relay_survives_a_redis_restart(own_redis_server, prefix):
             stop=stop,
         )
     )
-    await _until(lambda: health.ready().ok)
+    await until(lambda: health.ready().ok, timeout_s=10.0)
 
     own_redis_server.stop()
-    await _until(lambda: not health.ready().ok)
+    await until(lambda: not health.ready().ok, timeout_s=10.0)
     errors = registry.get_sample_value("relayd_redis_errors_total", {"prefix": prefix})
     reason = health.ready().reason
     own_redis_server.start()
     await client.incr(ks.outbox_seq)
     await client.hset(ks.outbox, "1", '{"t": "a", "e": "{\\"id\\": \\"after\\"}"}')
-    await _until(lambda: len(sink.delivered) == 1)
-    await _until(lambda: health.ready().ok)
+    await until(lambda: len(sink.delivered) == 1, timeout_s=10.0)
+    await until(lambda: health.ready().ok, timeout_s=10.0)
 
     assert errors >= 1
     assert reason.startswith("redis: ")

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 import pytest
 from prometheus_client import CollectorRegistry
+from support.waiting import until
 
 from relayd.engine import loop
 from relayd.engine.loop import run_relay
@@ -316,14 +317,6 @@ class Watch:
             await self.task
 
 
-async def _until(predicate, timeout_s=5.0):
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.01)
-
-
 async def _converge(client, prefixes, expected, timeout_s):
     started = time.monotonic()
     while sorted((await _shares(client, prefixes)).values()) != expected:
@@ -352,7 +345,7 @@ async def test_three_replicas_converge_to_fair_shares_and_rebalance_on_leave_and
     seeder = [Seeder(async_client, p) for p in shards]
     for i, s in enumerate(seeder):
         await s.outbox("t", f"e{i}")
-    await _until(lambda: sum(len(r.sink.delivered) for r in (a, b, c)) == 16)
+    await until(lambda: sum(len(r.sink.delivered) for r in (a, b, c)) == 16)
     await b.finish()
     gone = "host/2/b" not in await read_members(async_client, Keyspace(shards[0]))  # left, not expired
     left_s = await _converge(async_client, shards, [8, 8], timeout_s=6 * TTL_S)
@@ -396,7 +389,7 @@ async def test_survivors_take_over_a_dead_replicas_prefixes_within_about_a_ttl(a
     for i, p in enumerate(shards[:8]):
         await Seeder(async_client, p).outbox("t", f"after-{i}")
     survivors = [r for r in [*replicas, late] if r is not victim]
-    await _until(lambda: sum(len(r.sink.delivered) for r in survivors) == 8)
+    await until(lambda: sum(len(r.sink.delivered) for r in survivors) == 8)
 
     print(f"dead replica's {len(orphaned)} prefixes taken over {time.monotonic() - died:.2f}s after death")
     assert taken_s < 3 * TTL_S

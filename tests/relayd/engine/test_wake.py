@@ -12,6 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 import structlog
 from prometheus_client import CollectorRegistry
+from support.waiting import until
 
 from relayd.engine.loop import RunSummary, run_relay
 from relayd.engine.notify import channel, channels_by_prefix, notifications_ready, suggested_flags, wakes
@@ -119,20 +120,12 @@ class Relay:
     async def after_a_pass(self) -> None:
         """Return just after an idle pass finished (the next poll is at least 1.25 s away then)."""
         before = self.sample("relayd_last_sweep_timestamp_seconds")
-        await _until(lambda: self.sample("relayd_last_sweep_timestamp_seconds") != before, 8.0)
+        await until(lambda: self.sample("relayd_last_sweep_timestamp_seconds") != before, 8.0)
 
     async def finish(self) -> None:
         self.stop.set()
         assert self.task is not None
         await asyncio.wait_for(self.task, 10)
-
-
-async def _until(predicate, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.01)
 
 
 async def commit(client, prefix: str, event_id: str) -> None:
@@ -145,7 +138,7 @@ async def commit(client, prefix: str, event_id: str) -> None:
 async def _idle(relay: Relay) -> None:
     """Let the idle backoff grow (its first three waits total at most 2.2 s at a 5 s interval)."""
     relay.run()
-    await _until(lambda: relay.sample("relayd_active") == 1, 5.0)
+    await until(lambda: relay.sample("relayd_active") == 1, 5.0)
     await asyncio.sleep(2.5)
     await relay.after_a_pass()
 
@@ -157,10 +150,10 @@ async def test_an_entry_committed_to_an_idle_relay_is_delivered_at_once_with_wak
         await _idle(relay)
         committed_s = time.monotonic()
         await commit(notifying_client, prefix, "e1")
-        await _until(lambda: "e1" in relay.delivered_at, 2.0)
+        await until(lambda: "e1" in relay.delivered_at, 2.0)
         # A timer earlier than the next poll: the woken pass plans to sleep only until it is due.
         await notifying_client.zadd(f"{prefix}:timers", {"x\x00soon": time.time() + 0.3})
-        await _until(lambda: len(relay.sink.delivered) == 2, 2.0)
+        await until(lambda: len(relay.sink.delivered) == 2, 2.0)
     finally:
         await relay.finish()
 
@@ -177,7 +170,7 @@ async def test_without_wake_the_entry_waits_for_the_idle_poll(notifying_client, 
         await commit(notifying_client, prefix, "e1")
         await asyncio.sleep(1.0)
         assert "e1" not in relay.delivered_at  # the next poll is 1.25 s or more after the last
-        await _until(lambda: "e1" in relay.delivered_at, 6.0)
+        await until(lambda: "e1" in relay.delivered_at, 6.0)
     finally:
         await relay.finish()
 
@@ -194,9 +187,9 @@ async def test_without_notifications_on_the_server_it_logs_why_and_still_polls(o
         relay.options = SweepOptions(prefixes=(prefix,), poll_interval_s=0.5, lease_ttl_s=5.0, wake=True)
         with structlog.testing.capture_logs() as logs:
             relay.run()
-            await _until(lambda: relay.sample("relayd_active") == 1, 5.0)
+            await until(lambda: relay.sample("relayd_active") == 1, 5.0)
             await commit(seeder_client, prefix, "e1")
-            await _until(lambda: "e1" in relay.delivered_at, 5.0)
+            await until(lambda: "e1" in relay.delivered_at, 5.0)
             await relay.finish()
     finally:
         await client.aclose()
@@ -223,7 +216,7 @@ async def _delivery_after_a_pass_s(relay: Relay, admin, prefix: str) -> float:
     await relay.after_a_pass()
     committed_s = time.monotonic()
     await commit(admin, prefix, "after")
-    await _until(lambda: "after" in relay.delivered_at, 2.0)
+    await until(lambda: "after" in relay.delivered_at, 2.0)
     return relay.delivered_at["after"] - committed_s
 
 
@@ -235,8 +228,8 @@ async def test_a_killed_subscription_comes_back_and_delivery_never_stops(relay_a
             await _idle(relay)
             killed = await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
             await commit(admin, prefix, "while-down")
-            await _until(lambda: "while-down" in relay.delivered_at, 6.0)  # by poll or by the comeback
-            await _until(lambda: _count(logs, "wake_subscribed") == 2, 5.0)
+            await until(lambda: "while-down" in relay.delivered_at, 6.0)  # by poll or by the comeback
+            await until(lambda: _count(logs, "wake_subscribed") == 2, 5.0)
             after_s = await _delivery_after_a_pass_s(relay, admin, prefix)
     finally:
         await relay.finish()
@@ -279,7 +272,7 @@ async def test_a_busy_prefix_leaves_its_channels_and_rejoins_when_idle(relay_and
             if 0 in seen[1:]:
                 break
             await asyncio.sleep(0.01)
-        await _until(lambda: len(relay.delivered_at) == 3000, 30.0)
+        await until(lambda: len(relay.delivered_at) == 3000, 30.0)
         deadline = time.monotonic() + 5.0
         while await listeners() != 1 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
