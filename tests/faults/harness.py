@@ -102,12 +102,17 @@ def seed_backlog(
             pipe = client.pipeline(transaction=False)
             pending = 0
 
-    seq = start_seq
-    for n in range(outbox):
+    def next_seq(seq: int) -> int:
+        """The seq after ``seq``, stepping over (and counting) every ``burn_every``-th one."""
         seq += 1
         if burn_every and seq % burn_every == 0:
             backlog.burned += 1
             seq += 1
+        return seq
+
+    seq = start_seq
+    for n in range(outbox):
+        seq = next_seq(seq)
         target = rng.choice([None, *(f"exe-{t}" for t in range(targets))])
         event = Event(id=f"ev-{prefix}-{seq}", kind="Ping", data={"n": n, "seq": seq})
         pipe.hset(keys.outbox, str(seq), encode_outbox_value(target, event))
@@ -117,10 +122,7 @@ def seed_backlog(
     pipe.set(keys.outbox_seq, seq + 1)  # the last seq burned, too
     spawn_seq = start_seq
     for n in range(spawns):
-        spawn_seq += 1
-        if burn_every and spawn_seq % burn_every == 0:
-            backlog.burned += 1
-            spawn_seq += 1
+        spawn_seq = next_seq(spawn_seq)
         parent = f"exe-{n % max(targets, 1)}"
         value = encode_spawn_value(parent, f"{parent}.c{spawn_seq}", "root", {})
         pipe.hset(keys.spawns, str(spawn_seq), value)
