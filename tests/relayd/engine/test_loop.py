@@ -7,9 +7,10 @@ import time
 
 import pytest
 from prometheus_client import CollectorRegistry
+from support.relays import start_relay
 from support.waiting import until
 
-from relayd.engine.loop import RunSummary, run_relay
+from relayd.engine.loop import RunSummary
 from relayd.engine.options import SweepOptions
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
@@ -43,16 +44,8 @@ class Relay:
         self.task: asyncio.Task[RunSummary] | None = None
 
     def run(self) -> asyncio.Task[RunSummary]:
-        sinks = {"outbox": self.sink, "spawn": self.sink, "timer": self.sink}
-        self.task = asyncio.create_task(
-            run_relay(
-                self.options,
-                redis=self.client,
-                sinks=sinks,
-                metrics=self.metrics,
-                health=self.health,
-                stop=self.stop,
-            )
+        self.task = start_relay(
+            self.options, self.client, self.sink, metrics=self.metrics, health=self.health, stop=self.stop
         )
         return self.task
 

@@ -8,9 +8,9 @@ import time
 import pytest
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
+from support.relays import start_relay
 from support.waiting import until
 
-from relayd.engine.loop import run_relay
 from relayd.engine.options import SweepOptions
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
@@ -25,16 +25,7 @@ async def test_relay_survives_a_redis_restart(own_redis_server, prefix):
     ks = Keyspace(prefix)
     registry, health, stop, sink = CollectorRegistry(), Health(), asyncio.Event(), MemorySink()
     options = SweepOptions(prefixes=(prefix,), poll_interval_s=0.05, lease_ttl_s=0.6)
-    task = asyncio.create_task(
-        run_relay(
-            options,
-            redis=client,
-            sinks={"outbox": sink, "spawn": sink, "timer": sink},
-            metrics=RelayMetrics(registry),
-            health=health,
-            stop=stop,
-        )
-    )
+    task = start_relay(options, client, sink, metrics=RelayMetrics(registry), health=health, stop=stop)
     await until(lambda: health.ready().ok, timeout_s=10.0)
 
     own_redis_server.stop()

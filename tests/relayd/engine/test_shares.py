@@ -13,10 +13,10 @@ from typing import ClassVar
 
 import pytest
 from prometheus_client import CollectorRegistry
+from support.relays import start_relay
 from support.waiting import until
 
 from relayd.engine import loop
-from relayd.engine.loop import run_relay
 from relayd.engine.options import SweepOptions
 from relayd.engine.shares import PrefixView, assign, decide_shares, fair_quotas, preference
 from relayd.health import Health
@@ -219,16 +219,8 @@ class Replica:
 
     def run(self):
         TOKEN.set(self.token)  # the task copies this context: run_relay's make_token reads it
-        sinks = dict.fromkeys(("outbox", "spawn", "timer"), self.sink)
-        self.task = asyncio.create_task(
-            run_relay(
-                self.options,
-                redis=self.client,
-                sinks=sinks,
-                metrics=self.metrics,
-                health=Health(),
-                stop=self.stop,
-            )
+        self.task = start_relay(
+            self.options, self.client, self.sink, metrics=self.metrics, health=Health(), stop=self.stop
         )
         Replica.started.append(self)
         return self

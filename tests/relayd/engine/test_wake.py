@@ -12,9 +12,10 @@ import pytest
 import redis.asyncio as aioredis
 import structlog
 from prometheus_client import CollectorRegistry
+from support.relays import start_relay
 from support.waiting import until
 
-from relayd.engine.loop import RunSummary, run_relay
+from relayd.engine.loop import RunSummary
 from relayd.engine.notify import channel, channels_by_prefix, notifications_ready, suggested_flags, wakes
 from relayd.engine.options import SweepOptions
 from relayd.health import Health
@@ -103,15 +104,13 @@ class Relay:
         self.task: asyncio.Task[RunSummary] | None = None
 
     def run(self) -> None:
-        self.task = asyncio.create_task(
-            run_relay(
-                self.options,
-                redis=self.client,
-                sinks=dict.fromkeys(("outbox", "spawn", "timer"), self.sink),
-                metrics=RelayMetrics(self.registry),
-                health=Health(),
-                stop=self.stop,
-            )
+        self.task = start_relay(
+            self.options,
+            self.client,
+            self.sink,
+            metrics=RelayMetrics(self.registry),
+            health=Health(),
+            stop=self.stop,
         )
 
     def sample(self, name: str) -> float:
