@@ -2,19 +2,20 @@
 
 ``Fresh`` is a freshly read entry on the fast path, a plain tuple ``(ref, raw, envelope)``
 rather than a ``Held``: most entries are delivered and acked on their first attempt and need no
-delivery history; ``build_fresh`` (pure) makes them from entries as read. ``Lane`` keeps what
-one kind carries from pass to pass.
+delivery history. ``build_fresh`` makes them from entries as read and ``judge_delivery`` judges
+a delivery of held and fresh entries (both pure). ``Lane`` keeps what one kind carries from
+pass to pass.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from relayd.engine.plan import Dead, Held
+from relayd.engine.plan import Dead, Held, Verdicts, judge
 from relayd.envelope import Envelope, Kind, outbox_envelope, spawn_envelope, timer_envelope
-from relayd.sinks.base import Sink
+from relayd.sinks.base import DELIVERED, Delivered, Outcome, Retry, Sink
 from store.backlog import RawEntry, RawTimer
 from store.errors import MalformedEntry
 from store.readers import AsyncBacklogReader
@@ -72,3 +73,44 @@ def build_fresh(
             placeholder = Envelope(id=ref, kind=kind, prefix=prefix, attempt=0, body={})
             malformed.append(Dead(Held(ref, raw, placeholder, now), exc.reason, str(exc)))
     return fresh, malformed
+
+
+def judge_delivery(
+    picked: list[Held],
+    fast: list[Fresh],
+    outcomes: Sequence[Outcome],
+    *,
+    now: float,
+    max_attempts: int,
+    delay_s: Callable[[int], float],
+) -> tuple[Verdicts, list[Fresh], list[Held]]:
+    """Judge one delivery of ``picked`` then ``fast``: verdicts, the fast entries to ack, and
+    the fast entries the sink did not confirm, now ``Held`` (they join the waiting line).
+
+    Held entries go through ``plan.judge``; so does a fast entry the sink did not confirm (retry
+    with backoff, hold-back behind its key's failed head, dead letter).
+    """
+    total = len(picked) + len(fast)
+    if len(outcomes) != total:  # the sink broke its contract: every entry retries
+        outcomes = [Retry(error=f"sink returned {len(outcomes)} outcomes for {total} entries")] * total
+    elif not picked and outcomes.count(DELIVERED) == total:
+        return Verdicts(), fast, []  # the common case: all fresh, all confirmed
+    verdicts = Verdicts()
+    if picked:
+        verdicts = judge(picked, outcomes[: len(picked)], now=now, max_attempts=max_attempts, delay_s=delay_s)
+    acked: list[Fresh] = []
+    failed: list[Held] = []
+    failed_outcomes: list[Outcome] = []
+    for fresh, outcome in zip(fast, outcomes[len(picked) :], strict=True):
+        if type(outcome) is Delivered:
+            acked.append(fresh)
+        else:
+            failed.append(Held(fresh[0], fresh[1], fresh[2], now))
+            failed_outcomes.append(outcome)
+    if failed:
+        more = judge(failed, failed_outcomes, now=now, max_attempts=max_attempts, delay_s=delay_s)
+        verdicts.ack.extend(more.ack)
+        verdicts.retry.extend(more.retry)
+        verdicts.dead.extend(more.dead)
+        verdicts.held_back.extend(more.held_back)
+    return verdicts, acked, failed

@@ -6,16 +6,17 @@ behind a failing head of their target, or with attempts from before a restart) g
 picked by ``plan.choose``. Fresh entries of a target with nothing held and no attempt record
 take the fast path (``ordering.split_fresh``): raw entry → envelope → the same sink call →
 one batched ack, with no ``Held``, sorting or restamping; only an entry the sink did not
-confirm becomes a ``Held`` and is judged by ``plan.judge``. ``settle.Settlement`` acts on the
-verdicts in batched round-trips. While more than ``max_held`` entries of a kind wait in
-memory, no new ones are read. Any Redis error propagates: the loop counts it and starts a
-fresh ``Sweeper`` (everything unacked is read again; attempt counts live in Redis).
+confirm becomes a ``Held`` and is judged by ``plan.judge`` (``lane.judge_delivery``).
+``settle.Settlement`` acts on the verdicts in batched round-trips. While more than
+``max_held`` entries of a kind wait in memory, no new ones are read. Any Redis error
+propagates: the loop counts it and starts a fresh ``Sweeper`` (everything unacked is read
+again; attempt counts live in Redis).
 
-Idle cost: a lane whose last run read and held nothing is probed before it is read (one
-EXISTS over both hashes, ZRANGE of the first timer: at most two commands per pass), and the
-gauges are refreshed on a time budget (``engine.gauges``). Timers: the score of the next timer
-not yet due comes back with each timer read or probe, and ``PassResult.next_retry_in_s`` lets
-the loop sleep only until it is due (at least ``TIMER_GATHER_S``).
+Idle cost: a lane whose last run read and held nothing is probed before it is read
+(``engine.probe``: at most two commands per pass), and the gauges are refreshed on a time
+budget (``engine.gauges``). Timers: the score of the next timer not yet due comes back with
+each timer read or probe, and ``PassResult.next_retry_in_s`` lets the loop sleep only until it
+is due (at least ``TIMER_GATHER_S``).
 """
 
 from __future__ import annotations
@@ -31,17 +32,18 @@ import structlog
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock
 from relayd.engine.gauges import PrefixGauges
-from relayd.engine.lane import Fetched, Fresh, Lane, build_fresh
+from relayd.engine.lane import Fetched, Fresh, Lane, build_fresh, judge_delivery
 from relayd.engine.options import SweepOptions
 from relayd.engine.ordering import split_fresh
 from relayd.engine.passes import PassResult, Tally
-from relayd.engine.plan import Dead, Held, Verdicts, choose, judge
+from relayd.engine.plan import Dead, Held, Verdicts, choose
+from relayd.engine.probe import probe_quiet
 from relayd.engine.settle import Settlement
 from relayd.engine.timer_reads import read_due_timers
 from relayd.envelope import Envelope, Kind, restamp
 from relayd.metrics import RelayMetrics
 from relayd.packing import use_hiredis_packing
-from relayd.sinks.base import DELIVERED, Delivered, Outcome, Retry, Sink
+from relayd.sinks.base import Outcome, Retry, Sink
 from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, load_attempts
 from relayd.state.keys import RelayKeys
@@ -212,29 +214,11 @@ class Sweeper:
         )
 
     async def _probe(self, quiet: set[Kind]) -> set[Kind]:
-        """Which of the ``quiet`` lanes have nothing to read: at most two commands, one trip.
-
-        A quiet lane holds nothing in memory, so an absent hash has nothing a read could
-        return (a gap that fills, a late commit below the frontier: each creates the key), and
-        no timer is due when the first score lies ahead. One EXISTS covers both hashes: when
-        either exists, both quiet hash lanes are read.
-        """
-        ks, now = self.store.keyspace, self.clock.now()
-        hashes = [key for kind, key in (("outbox", ks.outbox), ("spawn", ks.spawns)) if kind in quiet]
-        pipe = self.client.pipeline(transaction=False)
-        if hashes:
-            pipe.exists(*hashes)
+        """Which of the ``quiet`` lanes have nothing to read (``engine.probe``)."""
+        now = self.clock.now()
+        idle, first_timer_at = await probe_quiet(self.client, self.store.keyspace, quiet, now=now)
         if "timer" in quiet:
-            pipe.zrange(ks.timers, 0, 0, withscores=True)
-        replies = await pipe.execute()
-        idle: set[Kind] = set()
-        if hashes and not replies[0]:
-            idle.update(k for k in ("outbox", "spawn") if k in quiet)
-        if "timer" in quiet:
-            first = replies[-1]
-            self.next_timer_at = float(first[0][1]) if first else None
-            if self.next_timer_at is None or self.next_timer_at > now:
-                idle.add("timer")
+            self.next_timer_at = first_timer_at
         if len(idle) == len(self.lanes):
             self.gauges.note_empty()
         return idle
@@ -307,49 +291,20 @@ class Sweeper:
                 envelope.body["relayed_at"] = stamp
                 envelopes.append(envelope)
             outcomes = await self._deliver(lane, envelopes)
-            verdicts, acked_fast = self._judge(lane, picked, fast, outcomes, stamp)
+            verdicts, acked_fast, failed = judge_delivery(
+                picked,
+                fast,
+                outcomes,
+                now=stamp,
+                max_attempts=self.options.max_attempts,
+                delay_s=self._delay,
+            )
+            for held in failed:  # fast entries the sink did not confirm join the waiting line
+                lane.held[held.ref] = held
         verdicts.dead.extend(malformed)
         await self.settle.apply(lane, verdicts, acked_fast, stamp)
         tally.count(lane.kind, verdicts, len(acked_fast))
         self.settle.count(lane.kind, verdicts, len(acked_fast))
-
-    def _judge(
-        self, lane: Lane, picked: list[Held], fast: list[Fresh], outcomes: Sequence[Outcome], now: float
-    ) -> tuple[Verdicts, list[Fresh]]:
-        """Judge the held entries with ``judge``; ack the fast ones the sink confirmed.
-
-        A fast entry the sink did not confirm becomes a ``Held`` and is judged like any other
-        (retry with backoff, hold-back behind its key's failed head, dead letter).
-        """
-        total = len(picked) + len(fast)
-        if len(outcomes) != total:  # the sink broke its contract: every entry retries
-            outcomes = [Retry(error=f"sink returned {len(outcomes)} outcomes for {total} entries")] * total
-        elif not picked and outcomes.count(DELIVERED) == total:
-            return Verdicts(), fast  # the common case: all fresh, all confirmed
-        verdicts = Verdicts()
-        if picked:
-            verdicts = self._verdicts(picked, outcomes[: len(picked)], now)
-        acked: list[Fresh] = []
-        failed: list[Held] = []
-        failed_outcomes: list[Outcome] = []
-        for fresh, outcome in zip(fast, outcomes[len(picked) :], strict=True):
-            if type(outcome) is Delivered:
-                acked.append(fresh)
-            else:
-                failed.append(Held(fresh[0], fresh[1], fresh[2], now))
-                failed_outcomes.append(outcome)
-        if failed:
-            for held in failed:
-                lane.held[held.ref] = held
-            more = self._verdicts(failed, failed_outcomes, now)
-            verdicts.ack.extend(more.ack)
-            verdicts.retry.extend(more.retry)
-            verdicts.dead.extend(more.dead)
-            verdicts.held_back.extend(more.held_back)
-        return verdicts, acked
-
-    def _verdicts(self, batch: list[Held], outcomes: Sequence[Outcome], now: float) -> Verdicts:
-        return judge(batch, outcomes, now=now, max_attempts=self.options.max_attempts, delay_s=self._delay)
 
     def _hold(self, lane: Lane, fresh: list[Fresh], now: float) -> None:
         for ref, raw, envelope in fresh:
