@@ -5,7 +5,8 @@ Suites (``--suite``, comma-separated or ``all``):
 - ``drain``: per kind, seed ``backlog`` entries through ``store``, drain them with ``run_relay``
   (``once=True``) into the sink, then drain an identical backlog the incumbent's way
   (``relayd.bench_seed.drain_like_incumbent``) into a fresh sink of the same spec; entries/s,
-  commit-to-delivery p50/p99, Redis commands per entry, peak RSS, CPU seconds and the ratio.
+  commit-to-delivery p50/p99, Redis commands per entry, peak RSS, CPU seconds (the relay's, and
+  the server's from INFO cpu) and the ratio.
 - ``scale``: per-pass cost (median of full passes, ``Sweeper.run_pass``) at a small and a large
   outbox backlog, and the peak RSS while draining the large one.
 - ``timers``: timers coming due at ``timer_rate`` per second for ``timer_duration_s``, relayed

@@ -126,6 +126,7 @@ def render(report: dict[str, Any], console: Console) -> None:
             "p99 ms",
             "cmds/entry",
             "CPU s",
+            "Redis CPU s",
             "peak RSS MB",
         ):
             table.add_column(column, justify="left" if column in ("kind", "method") else "right")
@@ -143,6 +144,7 @@ def render(report: dict[str, Any], console: Console) -> None:
                     _fmt(fig["p99_latency_s"], 1, 1000),
                     _fmt(fig["commands_per_entry"], 2),
                     _fmt(fig["cpu_s"], 2),
+                    _fmt(fig["redis_cpu_s"], 2),
                     _fmt(fig["peak_rss_mb"], 0),
                     f"{row['speedup']:.1f}x" if method == "relay" and row.get("speedup") else "",
                 )
