@@ -29,7 +29,9 @@ for first = 1, count, CHUNK do
     else
       score = scores[j]
     end
-    if score and tonumber(score) == tonumber(ARGV[2 * (first + j - 1)]) then
+    local fire_at = ARGV[2 * (first + j - 1)]
+    -- the same text is the same double; only other spellings need converting
+    if score and (score == fire_at or tonumber(score) == tonumber(fire_at)) then
       gone[#gone + 1] = members[j]
     end
   end

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 
 import orjson
@@ -313,6 +314,20 @@ async def test_delete_timers_many_compares_each_score(store, raw, prefix) -> Non
 
     assert removed == 2
     assert raw.zrange(key, 0, -1) == [b"b\x00p"]
+
+
+async def test_delete_timers_many_matches_a_score_however_redis_spells_it(store, raw, prefix) -> None:
+    """Redis 7.0 writes 0.1 as 0.10000000000000001 and 1e16 as 10000000000000000: still the
+    same double as Python's shortest spelling, so deleted; one ulp away is another score."""
+    key = f"{prefix}:timers"
+    raw.zadd(key, {"a\x00p": 0.1, "b\x00p": 1e16, "c\x00p": 1e-7, "d\x00p": 0.1})
+
+    removed = await store.delete_timers_many(
+        [(b"a\x00p", 0.1), ("b\x00p", 1e16), ("c\x00p", 1e-7), ("d\x00p", math.nextafter(0.1, 1.0))]
+    )
+
+    assert removed == 3
+    assert raw.zrange(key, 0, -1) == [b"d\x00p"]
 
 
 async def test_delete_timers_many_over_several_chunks_keeps_re_armed_and_counts_repeats_once(
