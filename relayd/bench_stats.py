@@ -123,6 +123,12 @@ def kind_row(relay: RunFigures, baseline: RunFigures | None) -> dict[str, Any]:
     return row
 
 
+def median_run(runs: Sequence[RunFigures]) -> RunFigures:
+    """The run with the median rate (of an even count, the slower of the middle two)."""
+    ordered = sorted(runs, key=lambda run: run.rate_per_s)
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def sane(runs: Iterable[RunFigures]) -> list[str]:
     """What is wrong with a set of runs: entries left behind or fewer deliveries than entries."""
     problems = []

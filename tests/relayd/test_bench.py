@@ -17,6 +17,7 @@ from relayd.bench_stats import (
     commands_delta,
     committed_at,
     kind_row,
+    median_run,
     parse_commandstats,
     percentile,
     sane,
@@ -92,6 +93,20 @@ def test_bench_drains_every_kind_with_relay_and_baseline_and_cleans_up(
         assert report["kinds"][0]["baseline"]["commands"]["hdel"] == 250  # one round-trip each
     if sink == "jsonl":
         assert len((tmp_path / "out.jsonl").read_bytes().splitlines()) == 6 * 250
+    assert _bench_keys(bench_url) == []
+
+
+def test_repeat_reports_the_median_drain_and_lists_every_rate(bench_url: str) -> None:
+    """--repeat 3: three relay drains per kind, the middle one reported, all of them drained."""
+    report = _bench("--redis-url", bench_url, "--backlog", "200", "--kinds", "outbox", "--repeat", "3")
+
+    (row,) = report["kinds"]
+    rates = row["relay_entries_per_s"]
+    assert len(rates) == 3
+    assert row["relay"]["entries_per_s"] == sorted(rates)[1]
+    assert row["relay"]["delivered"] == 200
+    assert row["speedup"] == pytest.approx(sorted(rates)[1] / row["baseline"]["entries_per_s"], rel=0.01)
+    assert report["problems"] == []
     assert _bench_keys(bench_url) == []
 
 
@@ -192,3 +207,11 @@ def test_kind_row_reports_speedup_and_sanity() -> None:
         "baseline outbox: 10 entries left undrained",
         "baseline outbox: delivered 90 of 100",
     ]
+
+
+def test_median_run_takes_the_middle_rate_and_the_slower_of_two_middles() -> None:
+    runs = [RunFigures("relay", "outbox", 100, 100, 0, duration, 0.1) for duration in (1.0, 4.0, 2.0, 0.5)]
+
+    assert median_run(runs[:3]).duration_s == 2.0  # rates 100, 25, 50: the middle is 50
+    assert median_run(runs).duration_s == 2.0  # rates 100, 25, 50, 200: 50 is the slower middle
+    assert median_run(runs[:1]) is runs[0]
