@@ -172,10 +172,6 @@ def _render_wake(w: dict[str, Any] | None, console: Console) -> None:
         )
 
 
-def register(app: typer.Typer) -> None:
-    app.command("bench")(bench)
-
-
 def _render_drain(kinds: list[dict[str, Any]], console: Console) -> None:
     """The drain table: relay and baseline per kind, and each relay drain with ``--repeat``."""
     table = Table(title="relayd bench: drain")
@@ -214,3 +210,7 @@ def _render_drain(kinds: list[dict[str, Any]], console: Console) -> None:
         if "relay_entries_per_s" in row:
             rates = ", ".join(f"{rate:,.0f}" for rate in row["relay_entries_per_s"])
             console.print(f"{row['kind']}: relay drains in order {rates} entries/s (the median is above)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)
