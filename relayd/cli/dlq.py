@@ -90,20 +90,10 @@ def dead_letter_table(rows: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
-def list_(  # noqa: PLR0917 - Typer builds one option per parameter
+def list_(
     ctx: typer.Context,
     as_json: JsonOption = False,
     kind: KindOption = None,
-    redis_url: o.RedisUrl = None,
-    prefix: o.Prefix = None,
-    log_format: o.LogFormat = None,
-    log_level: o.LogLevel = None,
-    redis_username_file: o.RedisUsernameFile = None,
-    redis_password_file: o.RedisPasswordFile = None,
-    redis_ca_file: o.RedisCaFile = None,
-    redis_cert_file: o.RedisCertFile = None,
-    redis_key_file: o.RedisKeyFile = None,
-    allow_plaintext: o.AllowPlaintext = False,
 ) -> None:
     """List the dead letters: id, kind, reason, attempts and attempt times."""
     from relayd.state.deadletters import list_dead_letters
@@ -123,22 +113,12 @@ def list_(  # noqa: PLR0917 - Typer builds one option per parameter
         Console().print(dead_letter_table(rows))
 
 
-def replay(  # noqa: PLR0917 - Typer builds one option per parameter
+def replay(
     ctx: typer.Context,
     ids: Annotated[
         list[str] | None, typer.Argument(help="Dead-letter ids to replay.", show_default=False)
     ] = None,
     replay_all: Annotated[bool, typer.Option("--all", help="Replay every dead letter.")] = False,
-    redis_url: o.RedisUrl = None,
-    prefix: o.Prefix = None,
-    log_format: o.LogFormat = None,
-    log_level: o.LogLevel = None,
-    redis_username_file: o.RedisUsernameFile = None,
-    redis_password_file: o.RedisPasswordFile = None,
-    redis_ca_file: o.RedisCaFile = None,
-    redis_cert_file: o.RedisCertFile = None,
-    redis_key_file: o.RedisKeyFile = None,
-    allow_plaintext: o.AllowPlaintext = False,
 ) -> None:
     """Put dead letters back where they came from (original seq or score), attempts reset."""
     from relayd.state.deadletters import replay_dead_letters
@@ -158,20 +138,10 @@ def replay(  # noqa: PLR0917 - Typer builds one option per parameter
     typer.echo(f"replayed {count} dead letter(s)")
 
 
-def purge(  # noqa: PLR0917 - Typer builds one option per parameter
+def purge(
     ctx: typer.Context,
     yes: Annotated[bool, typer.Option("--yes", help="Confirm: dead letters are deleted for good.")] = False,
     kind: KindOption = None,
-    redis_url: o.RedisUrl = None,
-    prefix: o.Prefix = None,
-    log_format: o.LogFormat = None,
-    log_level: o.LogLevel = None,
-    redis_username_file: o.RedisUsernameFile = None,
-    redis_password_file: o.RedisPasswordFile = None,
-    redis_ca_file: o.RedisCaFile = None,
-    redis_cert_file: o.RedisCertFile = None,
-    redis_key_file: o.RedisKeyFile = None,
-    allow_plaintext: o.AllowPlaintext = False,
 ) -> None:
     """Delete dead letters for good (requires --yes)."""
     from relayd.state.deadletters import purge_dead_letters
@@ -189,9 +159,9 @@ def purge(  # noqa: PLR0917 - Typer builds one option per parameter
     typer.echo(f"purged {count} dead letter(s)")
 
 
-dlq_app.command("list")(list_)
-dlq_app.command("replay")(replay)
-dlq_app.command("purge")(purge)
+dlq_app.command("list")(o.with_connection_options(list_))
+dlq_app.command("replay")(o.with_connection_options(replay))
+dlq_app.command("purge")(o.with_connection_options(purge))
 
 
 def register(app: typer.Typer) -> None:

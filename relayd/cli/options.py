@@ -9,8 +9,11 @@ forwarded; ``settings_from`` is the one place that decides.
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ParamSpec
 
 import typer
 from typer._click.core import ParameterSource  # typer vendors click; its enum is the one used
@@ -147,6 +150,51 @@ WebhookTimeout = Annotated[
 WebhookConcurrency = Annotated[
     int | None, _option("webhook_concurrency", "Most webhook requests in flight at once.", SINKS)
 ]
+
+
+#: What every command that connects to Redis takes: where (declared first, so the Redis panel
+#: leads the help), then how to log and which credentials and TLS (declared last).
+CONNECTION_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+    ("redis_url", RedisUrl, None),
+    ("prefix", Prefix, None),
+    ("log_format", LogFormat, None),
+    ("log_level", LogLevel, None),
+    ("redis_username_file", RedisUsernameFile, None),
+    ("redis_password_file", RedisPasswordFile, None),
+    ("redis_ca_file", RedisCaFile, None),
+    ("redis_cert_file", RedisCertFile, None),
+    ("redis_key_file", RedisKeyFile, None),
+    ("allow_plaintext", AllowPlaintext, False),
+)
+_LEADING = 2  # redis_url and prefix
+
+_P = ParamSpec("_P")
+
+
+def with_connection_options(command: Callable[_P, None]) -> Callable[_P, None]:
+    """Declare ``CONNECTION_OPTIONS`` on ``command``, around its own options.
+
+    The command reads them through ``settings_from(ctx)`` (Click keeps every value in
+    ``ctx.params``), so they are declared for Typer and never passed on to the command.
+    """
+    signature = inspect.signature(command, eval_str=True)
+    own = list(signature.parameters.values())
+    shared = [
+        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=hint)
+        for name, hint, default in CONNECTION_OPTIONS
+    ]
+    at = 1 if own and own[0].annotation is typer.Context else 0
+    parameters = [*own[:at], *shared[:_LEADING], *own[at:], *shared[_LEADING:]]
+
+    @functools.wraps(command)
+    def declared(*args: _P.args, **kwargs: _P.kwargs) -> None:
+        for name, _, _ in CONNECTION_OPTIONS:
+            kwargs.pop(name, None)
+        command(*args, **kwargs)
+
+    declared.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    declared.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": None}
+    return declared
 
 
 def settings_from(ctx: typer.Context) -> Settings:

@@ -25,7 +25,7 @@ async def gather_reports(settings: Settings) -> list[StatusReport]:
         await client.aclose()
 
 
-def status(  # noqa: PLR0917 - Typer builds one option per parameter
+def status(
     ctx: typer.Context,
     as_json: Annotated[
         bool,
@@ -33,16 +33,6 @@ def status(  # noqa: PLR0917 - Typer builds one option per parameter
             "--json", envvar="RELAYD_JSON", show_envvar=True, help="One JSON document instead of a table."
         ),
     ] = False,
-    redis_url: o.RedisUrl = None,
-    prefix: o.Prefix = None,
-    log_format: o.LogFormat = None,
-    log_level: o.LogLevel = None,
-    redis_username_file: o.RedisUsernameFile = None,
-    redis_password_file: o.RedisPasswordFile = None,
-    redis_ca_file: o.RedisCaFile = None,
-    redis_cert_file: o.RedisCertFile = None,
-    redis_key_file: o.RedisKeyFile = None,
-    allow_plaintext: o.AllowPlaintext = False,
 ) -> None:
     """Show per prefix: backlog of each kind, due timers, oldest timer lag, dead letters, active replica."""
     settings = o.settings_from(ctx)
@@ -57,4 +47,4 @@ def status(  # noqa: PLR0917 - Typer builds one option per parameter
 
 
 def register(app: typer.Typer) -> None:
-    app.command("status")(status)
+    app.command("status")(o.with_connection_options(status))

@@ -102,8 +102,6 @@ def sweep(  # noqa: PLR0917 - Typer builds one option per parameter
             help="One bounded pass: deliver everything due now, then exit.",
         ),
     ] = False,
-    redis_url: o.RedisUrl = None,
-    prefix: o.Prefix = None,
     sink: o.Sink = None,
     outbox_sink: o.OutboxSink = None,
     spawn_sink: o.SpawnSink = None,
@@ -117,14 +115,6 @@ def sweep(  # noqa: PLR0917 - Typer builds one option per parameter
     wake: o.Wake = None,
     shutdown_grace: o.ShutdownGrace = None,
     metrics_addr: o.MetricsAddr = None,
-    log_format: o.LogFormat = None,
-    log_level: o.LogLevel = None,
-    redis_username_file: o.RedisUsernameFile = None,
-    redis_password_file: o.RedisPasswordFile = None,
-    redis_ca_file: o.RedisCaFile = None,
-    redis_cert_file: o.RedisCertFile = None,
-    redis_key_file: o.RedisKeyFile = None,
-    allow_plaintext: o.AllowPlaintext = False,
     webhook_secret_file: o.WebhookSecretFile = None,
     webhook_timeout: o.WebhookTimeout = None,
     webhook_concurrency: o.WebhookConcurrency = None,
@@ -138,4 +128,4 @@ def sweep(  # noqa: PLR0917 - Typer builds one option per parameter
 
 
 def register(app: typer.Typer) -> None:
-    app.command("sweep")(sweep)
+    app.command("sweep")(o.with_connection_options(sweep))
