@@ -32,12 +32,12 @@ _KEY_TTL_FACTOR: Final = 10
 _KEY_TTL_EVERY: Final = 4
 
 # KEYS[1]  P:relay:members   the registry
-# KEYS[2]  P:relay:lease     the prefix's lease (read only)
+# KEYS[2]  P:relay:lease     the prefix's lease (read; extended when ARGV[4] asks and it is ours)
 # ARGV[1]  our token
 # ARGV[2]  member TTL in milliseconds
 # ARGV[3]  the registry key's own TTL in member TTLs, or 0 to leave the key's TTL alone
 # ARGV[4]  '1': also renew the lease (member TTL = lease TTL) if our token holds it
-# Returns {lease token or false, live member tokens...}.
+# Returns {lease token or false, 1 if it extended the lease else 0, live member tokens...}.
 # Idle cost (issue 6): five commands in the common case. Expired members are filtered from
 # the one ZRANGE and removed only when there are some; the key's TTL is refreshed only when
 # the caller asks (every few beats: it lasts many member TTLs).
@@ -51,10 +51,11 @@ if tonumber(ARGV[3]) > 0 then
 end
 local scored = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 local holder = redis.call('GET', KEYS[2])
+local renewed = 0
 if ARGV[4] == '1' and holder == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[2], ttl_ms)  -- the lease renewal rides on the beat
+  renewed = redis.call('PEXPIRE', KEYS[2], ttl_ms)  -- the lease renewal rides on the beat
 end
-local members, dead = {holder}, {}
+local members, dead = {holder, renewed}, {}
 for i = 1, #scored, 2 do
   if tonumber(scored[i + 1]) > now_ms then
     table.insert(members, scored[i])
@@ -62,8 +63,8 @@ for i = 1, #scored, 2 do
     table.insert(dead, scored[i])
   end
 end
-for _, member in ipairs(dead) do
-  redis.call('ZREM', KEYS[1], member)
+if #dead > 0 then
+  redis.call('ZREM', KEYS[1], unpack(dead))
 end
 return members
 """
@@ -90,7 +91,7 @@ class Registration:
     members: frozenset[str]
     #: The lease token at the moment of the beat; None when no replica is active.
     holder: str | None
-    #: The beat renewed our lease (asked for, and our token held it).
+    #: The beat renewed our lease (asked for, and our token held it), as the script reported.
     renewed: bool = False
 
 
@@ -126,13 +127,13 @@ class Membership:
         replies = await pipe.execute()
         seen = []
         for keyspace, reply in zip(self._keyspaces, replies, strict=True):
-            holder, *members = reply
+            holder, renewed, *members = reply
             seen.append(
                 Registration(
                     prefix=keyspace.prefix,
                     members=frozenset(_text(m) for m in members),
                     holder=None if holder is None else _text(holder),
-                    renewed=keyspace.prefix in renew and holder is not None and _text(holder) == self.token,
+                    renewed=int(renewed) == 1,
                 )
             )
         return seen

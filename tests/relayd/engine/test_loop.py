@@ -17,7 +17,7 @@ from relayd.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Permanent, Retry
 from relayd.sinks.memory import MemorySink
 from relayd.state import scripts
-from relayd.state.lease import read_lease
+from relayd.state.lease import Lease, read_lease
 from store.keys import Keyspace
 
 pytestmark = pytest.mark.usefixtures("backend")
@@ -234,9 +234,15 @@ async def test_the_membership_beat_keeps_the_lease_so_the_keeper_sends_no_renewa
     try:
         await asyncio.sleep(1.5)  # about seven renewal periods
         assert relay.active == 1
+        assert await read_lease(async_client, Keyspace(prefix)) is not None  # renewed in Redis too
+        by_relay = renewals
+        # the counter sees a renewal sent through this client (a stranger's: it renews nothing)
+        stranger = Lease(async_client, Keyspace(prefix), ttl_s=0.6, monotonic=time.monotonic)
+        assert not await stranger.renew()
+        assert renewals == by_relay + 1
     finally:
         async_client.eval = real_eval
         summary = await relay.finish()
 
-    assert renewals <= 1
+    assert by_relay <= 1
     assert summary.exit_code == 0
