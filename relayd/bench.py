@@ -46,6 +46,7 @@ from relayd.bench_stats import (
     kind_row,
     median_run,
     percentile,
+    rounded,
     sane,
 )
 from relayd.engine.clock import SYSTEM_CLOCK
@@ -231,8 +232,8 @@ class Bench:
                     "delivered": delivered,
                     "left": live_count(self.sync, prefix, "outbox"),
                     "full_passes": len(passes_s),
-                    "median_pass_s": _round(percentile(passes_s, 50)),
-                    "p99_pass_s": _round(percentile(passes_s, 99)),
+                    "median_pass_s": rounded(percentile(passes_s, 50)),
+                    "p99_pass_s": rounded(percentile(passes_s, 99)),
                     "entries_per_s": round(delivered / wall_s, 1) if wall_s else None,
                     "cpu_s": round(cpu_s, 3),
                     "rss_before_mb": round(rss_before_mb, 1),
@@ -389,10 +390,6 @@ class _Meter:
             redis_cpu_s=None if self.redis_cpu_s is None else round(self.redis_cpu_s, 3),
             peak_rss_mb=round(peak_rss_mb(), 1),
         )
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 6)
 
 
 async def _run(

@@ -99,18 +99,26 @@ class RunFigures:
         out = {k: v for k, v in asdict(self).items() if k != "latencies_s"}
         out |= {
             "entries_per_s": round(self.rate_per_s, 1),
-            "p50_latency_s": _round(percentile(self.latencies_s, 50)),
-            "p99_latency_s": _round(percentile(self.latencies_s, 99)),
-            "max_latency_s": _round(max(self.latencies_s) if self.latencies_s else None),
-            "commands_per_entry": _round(self.commands_per_entry, 3),
+            **latency_figures(self.latencies_s),
+            "commands_per_entry": rounded(self.commands_per_entry, 3),
             "duration_s": round(self.duration_s, 4),
             "cpu_s": round(self.cpu_s, 4),
         }
         return out
 
 
-def _round(value: float | None, digits: int = 6) -> float | None:
+def rounded(value: float | None, digits: int = 6) -> float | None:
+    """``value`` rounded for the report; None stays None (no figure)."""
     return None if value is None else round(value, digits)
+
+
+def latency_figures(latencies_s: Sequence[float]) -> dict[str, float | None]:
+    """p50, p99 and max of commit-to-delivery latencies (None without any)."""
+    return {
+        "p50_latency_s": rounded(percentile(latencies_s, 50)),
+        "p99_latency_s": rounded(percentile(latencies_s, 99)),
+        "max_latency_s": rounded(max(latencies_s, default=None)),
+    }
 
 
 def kind_row(relay: RunFigures, baseline: RunFigures | None) -> dict[str, Any]:

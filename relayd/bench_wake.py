@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from relayd.bench_stats import COMMITTED_AT, percentile
-from relayd.engine.notify import NEEDED_FLAGS, notifications_ready
+from relayd.bench_stats import COMMITTED_AT, latency_figures
+from relayd.engine.notify import NEEDED_FLAGS, configured_flags, notifications_ready
 from store import Event, Execution, RedisStore
 
 if TYPE_CHECKING:
@@ -31,13 +31,13 @@ _GAP_S = (0.4, 1.6)
 async def wake_suite(bench: Bench, *, owned: bool) -> dict[str, Any]:
     """Measure with wake-up on and off; ``owned``: the bench started this Redis and may configure it."""
     config = bench.config
-    before = _flags(await bench.client.config_get("notify-keyspace-events"))
+    before = configured_flags(await bench.client.config_get("notify-keyspace-events"))
     changed = False
     if owned and not notifications_ready(before):
         await bench.client.config_set("notify-keyspace-events", before + NEEDED_FLAGS)
         changed = True
     try:
-        ready = notifications_ready(_flags(await bench.client.config_get("notify-keyspace-events")))
+        ready = notifications_ready(configured_flags(await bench.client.config_get("notify-keyspace-events")))
         out: dict[str, Any] = {
             "poll_interval_s": config.poll_interval_s,
             "commits": config.wake_commits,
@@ -47,12 +47,7 @@ async def wake_suite(bench: Bench, *, owned: bool) -> dict[str, Any]:
         for wake in (True, False):
             bench.log(f"wake: {config.wake_commits} single commits, wake {'on' if wake else 'off'}")
             latencies_s = await _run(bench, wake=wake)
-            out["on" if wake else "off"] = {
-                "delivered": len(latencies_s),
-                "p50_latency_s": _round(percentile(latencies_s, 50)),
-                "p99_latency_s": _round(percentile(latencies_s, 99)),
-                "max_latency_s": _round(max(latencies_s, default=None)),
-            }
+            out["on" if wake else "off"] = {"delivered": len(latencies_s), **latency_figures(latencies_s)}
         return out
     finally:
         if changed:
@@ -80,12 +75,3 @@ def _commit_one(client: redis.Redis, prefix: str, n: int) -> None:
     exe = Execution(id=f"wake-{n}", definition_id="relayd.bench")
     event = Event(kind="bench", data={COMMITTED_AT: time.time(), "n": n})
     RedisStore(client, prefix=prefix).commit(exe, [("target-0", event)])
-
-
-def _flags(reply: dict[Any, Any]) -> str:
-    value = next(iter(reply.values()), "") if reply else ""
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 6)

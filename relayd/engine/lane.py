@@ -87,30 +87,24 @@ def judge_delivery(
     """Judge one delivery of ``picked`` then ``fast``: verdicts, the fast entries to ack, and
     the fast entries the sink did not confirm, now ``Held`` (they join the waiting line).
 
-    Held entries go through ``plan.judge``; so does a fast entry the sink did not confirm (retry
-    with backoff, hold-back behind its key's failed head, dead letter).
+    The held entries and the fast ones the sink did not confirm go through one ``plan.judge``,
+    in the order the sink had them (retry with backoff, hold-back behind its key's failed head,
+    dead letter); a confirmed fast entry is acked without one.
     """
     total = len(picked) + len(fast)
     if len(outcomes) != total:  # the sink broke its contract: every entry retries
         outcomes = [Retry(error=f"sink returned {len(outcomes)} outcomes for {total} entries")] * total
     elif not picked and outcomes.count(DELIVERED) == total:
         return Verdicts(), fast, []  # the common case: all fresh, all confirmed
-    verdicts = Verdicts()
-    if picked:
-        verdicts = judge(picked, outcomes[: len(picked)], now=now, max_attempts=max_attempts, delay_s=delay_s)
+    judged, judged_outcomes = list(picked), list(outcomes[: len(picked)])
     acked: list[Fresh] = []
     failed: list[Held] = []
-    failed_outcomes: list[Outcome] = []
     for fresh, outcome in zip(fast, outcomes[len(picked) :], strict=True):
         if type(outcome) is Delivered:
             acked.append(fresh)
         else:
             failed.append(Held(fresh[0], fresh[1], fresh[2], now))
-            failed_outcomes.append(outcome)
-    if failed:
-        more = judge(failed, failed_outcomes, now=now, max_attempts=max_attempts, delay_s=delay_s)
-        verdicts.ack.extend(more.ack)
-        verdicts.retry.extend(more.retry)
-        verdicts.dead.extend(more.dead)
-        verdicts.held_back.extend(more.held_back)
+            judged_outcomes.append(outcome)
+    judged += failed
+    verdicts = judge(judged, judged_outcomes, now=now, max_attempts=max_attempts, delay_s=delay_s)
     return verdicts, acked, failed

@@ -10,8 +10,8 @@ Redis publishes a keyspace notification on ``__keyspace@<db>__:<key>`` with the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
 
 from store.keys import Keyspace
 
@@ -34,6 +34,12 @@ _REMOVALS: Final = frozenset(
         b"expire",
     }
 )
+
+
+def configured_flags(reply: Mapping[Any, Any] | None) -> str:
+    """The flags a ``CONFIG GET notify-keyspace-events`` reply holds ('' for an empty reply)."""
+    value = next(iter(reply.values()), "") if reply else ""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def notifications_ready(flags: str) -> bool:

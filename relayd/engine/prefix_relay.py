@@ -169,17 +169,7 @@ class PrefixRelay:
                     await self.sweeper.checkpoint()
                 self._drop_sweeper()
             self.may_acquire = self.release_wanted = False
-            self.active = False
-            self.metrics.active.labels(self.prefix).set(0)
-            try:
-                released = await self.lease.release()
-            except REDIS_ERRORS as exc:
-                self._redis_failed(exc)
-                self.lease.forget()  # it expires on its own within the TTL; we deliver no more
-                released = False
-            if released:
-                self.metrics.lease_transitions.labels(self.prefix, "released").inc()
-                log.info("lease_released", prefix=self.prefix)
+            await self._release(report=True)
             self.lease_changed.set()
 
     def _note_lease(self) -> None:
@@ -332,12 +322,21 @@ class PrefixRelay:
             self.left_for_retry = self.sweeper.held_count()
             with contextlib.suppress(*REDIS_ERRORS):
                 await self.sweeper.checkpoint()
-        was_active = self.active
-        self.active = False
+        await self._release(report=False)
+
+    async def _release(self, *, report: bool) -> None:
+        """Stop delivering and delete the lease; if that fails it expires within the TTL.
+
+        The lease counts as gone at once either way (``Lease.release``). ``report``: count a
+        Redis error and tell ``/readyz`` (not on the way out).
+        """
+        was_active, self.active = self.active, False
         self.metrics.active.labels(self.prefix).set(0)
         try:
             released = await self.lease.release()
-        except REDIS_ERRORS:
+        except REDIS_ERRORS as exc:
+            if report:
+                self._redis_failed(exc)
             released = False
         if was_active and released:
             self.metrics.lease_transitions.labels(self.prefix, "released").inc()

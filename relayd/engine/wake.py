@@ -36,7 +36,14 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
 from relayd.engine.backoff import retry_delay
-from relayd.engine.notify import NEEDED_FLAGS, channels_by_prefix, notifications_ready, suggested_flags, wakes
+from relayd.engine.notify import (
+    NEEDED_FLAGS,
+    channels_by_prefix,
+    configured_flags,
+    notifications_ready,
+    suggested_flags,
+    wakes,
+)
 from relayd.metrics import RelayMetrics
 from relayd.state import RedisClient
 
@@ -49,10 +56,6 @@ _RETRY_CAP_S: Final = 30.0
 #: Seconds within which the listener applies a prefix's busy/idle change (a local read timeout,
 #: no command is sent).
 APPLY_EVERY_S: Final = 1.0
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 class WakeSubscriber:
@@ -119,14 +122,14 @@ class WakeSubscriber:
         except ResponseError as exc:
             log.warning(
                 "wake_unavailable",
-                reason=f"CONFIG GET refused ({_text(exc)[:120]}); subscribing anyway",
+                reason=f"CONFIG GET refused ({str(exc)[:120]}); subscribing anyway",
                 fix=fix,
             )
             return True
         except Exception as exc:  # Redis down at start: the poll still finds everything
             log.warning("wake_unavailable", reason=f"{type(exc).__name__}: {exc}"[:200], fix=fix)
             return False
-        flags = _text(next(iter(reply.values()), "")) if reply else ""
+        flags = configured_flags(reply)
         if not notifications_ready(flags):
             log.warning(
                 "wake_unavailable",

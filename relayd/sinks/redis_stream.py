@@ -220,16 +220,12 @@ class RedisStreamSink:
         routed = self._routed
         args: list[bytes | str | int] = [self._maxlen or "", kind if uniform else "", "1" if routed else ""]
         streams: dict[str, int] = {} if routed else {self._stream: 1}
-        if uniform and not routed:
-            for envelope in call:
-                args += (envelope.to_json(), envelope.id)
-        else:
-            for envelope in call:
-                if routed:
-                    args.append(streams.setdefault(stream_name(self._stream, envelope), len(streams) + 1))
-                args += (envelope.to_json(), envelope.id)
-                if not uniform:
-                    args.append(envelope.kind)
+        for envelope in call:
+            if routed:
+                args.append(streams.setdefault(stream_name(self._stream, envelope), len(streams) + 1))
+            args += (envelope.to_json(), envelope.id)
+            if not uniform:
+                args.append(envelope.kind)
         return list(streams), args
 
     async def _deliver_piped(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:

@@ -113,7 +113,11 @@ class Lease:
         self._valid_until = None
 
     async def release(self) -> bool:
-        """Delete the lease if we hold it, so a standby takes over at once."""
-        self._valid_until = None
+        """Delete the lease if we hold it, so a standby takes over at once.
+
+        It stops counting as ours before the command goes out: should the command fail, the
+        lease expires on its own within the TTL, and we deliver no more meanwhile.
+        """
+        self.forget()
         released = await self._client.eval(scripts.LEASE_RELEASE, 1, self._key, self.token)
         return int(released) == 1

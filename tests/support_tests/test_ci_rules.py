@@ -64,3 +64,9 @@ def test_a_skip_fails_only_under_ci(tmp_path: Path, ci: bool) -> None:
     else:
         assert result.returncode == 0, result.stdout
         assert "1 passed, 3 skipped, 1 xfailed" in summary
+
+
+def test_the_suite_itself_runs_under_the_rule(pytestconfig: pytest.Config) -> None:
+    """The root conftest loads the rule for every run (the inner runs above pass ``-p``): without
+    it a skip in CI would go green again."""
+    assert pytestconfig.pluginmanager.has_plugin("support.ci_rules")
