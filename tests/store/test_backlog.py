@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import orjson
 import pytest
+import redis
 
 from store import Event, Execution, RawEntry, SeqWindow
 from store.backlog import MAX_GAPS_FACTOR, MAX_WINDOW_FACTOR
+from store.keys import Keyspace
+from store.readers import BacklogReader
 
 
 def _value(n: int) -> bytes:
@@ -262,3 +265,21 @@ async def test_spawns_reader_reads_the_spawns_hash(store) -> None:
     got = await reader.read_new(10, now=0.0)
 
     assert [e.seq for e in got] == [1, 2]
+
+
+def test_a_client_that_decodes_replies_still_gets_the_stored_bytes(raw, prefix, seed) -> None:
+    """Replies of a ``decode_responses`` client are str: the reader hands back bytes all the same."""
+    seed(1, 3, counter=3)
+    decoding = redis.Redis(
+        connection_pool=raw.connection_pool.__class__(
+            connection_class=raw.connection_pool.connection_class,
+            **{**raw.connection_pool.connection_kwargs, "decode_responses": True},
+        )
+    )
+    reader = BacklogReader(decoding, Keyspace(prefix), "outbox", grace_s=30.0, reconcile_interval_s=1.0)
+    reader.start()
+
+    got = reader.read_new(10, now=0.0)
+
+    assert [(e.field, e.seq, e.value) for e in got] == [("1", 1, _value(1)), ("3", 3, _value(3))]
+    assert all(type(e.value) is bytes for e in got)
