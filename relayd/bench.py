@@ -57,7 +57,7 @@ from relayd.envelope import KINDS, Envelope, Kind
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
 from relayd.sinks import resolve_sink
-from relayd.sinks.base import Delivered, Outcome, Sink, SinkOptions
+from relayd.sinks.base import DELIVERED, Delivered, Outcome, Sink, SinkOptions
 from store import AsyncRedisStore
 
 #: The default sink: one stream per benchmark prefix on the benchmarked Redis, trimmed.
@@ -108,7 +108,11 @@ class TimingSink:
     async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
         outcomes = await self.inner.deliver(batch)
         now = self.clock()
-        confirmed = [e for e, outcome in zip(batch, outcomes, strict=False) if type(outcome) is Delivered]
+        confirmed: Sequence[Envelope]
+        if len(outcomes) == len(batch) and outcomes.count(DELIVERED) == len(batch):
+            confirmed = batch  # the common case, counted in C: the meter stays off the relay's CPU
+        else:
+            confirmed = [e for e, outcome in zip(batch, outcomes, strict=False) if type(outcome) is Delivered]
         self.delivered += len(confirmed)
         # A sample, not every entry: reading each body cost the relay ~5% of its CPU in a
         # drain, and 1 in 8 still gives 12,500 latencies per 100k entries for the percentiles.

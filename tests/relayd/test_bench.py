@@ -12,7 +12,9 @@ import redis
 import structlog
 from typer.testing import CliRunner
 
+from relayd.bench import TimingSink
 from relayd.bench_stats import (
+    COMMITTED_AT,
     RunFigures,
     commands_delta,
     committed_at,
@@ -24,6 +26,8 @@ from relayd.bench_stats import (
 )
 from relayd.cli.app import app
 from relayd.embedded import EmbeddedRedis
+from relayd.envelope import Envelope
+from relayd.sinks.base import DELIVERED, Delivered, Retry
 
 
 @pytest.fixture(autouse=True)
@@ -215,3 +219,45 @@ def test_median_run_takes_the_middle_rate_and_the_slower_of_two_middles() -> Non
     assert median_run(runs[:3]).duration_s == 2.0  # rates 100, 25, 50: the middle is 50
     assert median_run(runs).duration_s == 2.0  # rates 100, 25, 50, 200: 50 is the slower middle
     assert median_run(runs[:1]) is runs[0]
+
+
+class _Answers:
+    """A sink that answers the outcomes it is given, whatever the batch."""
+
+    name = "answers"
+
+    def __init__(self, outcomes: list) -> None:
+        self.outcomes = outcomes
+
+    async def start(self) -> None: ...
+
+    async def deliver(self, batch):  # type: ignore[no-untyped-def]
+        return self.outcomes
+
+    def ready(self) -> bool:
+        return True
+
+    async def close(self) -> None: ...
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "delivered", "sampled"),
+    [
+        ([DELIVERED] * 3, 3, [10.0, 7.0]),  # the 1st and 3rd: one in two
+        ([DELIVERED, Retry(error="x"), Delivered()], 2, [10.0]),  # the retried one is not counted
+        ([Retry(error="x")] * 3, 0, []),
+    ],
+)
+async def test_the_timing_sink_counts_and_samples_only_confirmed_entries(
+    outcomes, delivered, sampled
+) -> None:
+    batch = [
+        Envelope(f"p:outbox:{n}", "outbox", "p", 1, {"kind": "outbox", "event": {"data": {COMMITTED_AT: t}}})
+        for n, t in enumerate([90.0, 95.0, 93.0])
+    ]
+    sink = TimingSink(_Answers(outcomes), clock=lambda: 100.0, sample_every=2)
+
+    await sink.deliver(batch)
+
+    assert sink.delivered == delivered
+    assert list(sink.latencies_s) == sampled
