@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import orjson
 import pytest
 import redis.asyncio as aioredis
+from support.proxy import TcpProxy
 from support.redis_server import RedisServer, free_port
 from support.tls import TlsRedisServer
 
 from relayd.errors import ConfigError
-from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec
+from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec, redis_stream
 from relayd.sinks.redis_stream import CALL_SIZE, RedisStreamSink
 
 from .conftest import outbox, spawn, timer
@@ -261,3 +263,28 @@ async def test_tls_destination_is_verified_with_the_configured_ca(tls_redis_serv
     assert not bad.ready()
     assert [f[b"id"] for _, f in client.xrange("tls")] == [b"p:outbox:1"]  # type: ignore[union-attr]
     client.close()
+
+
+async def test_a_destination_that_stops_answering_is_retry_within_the_batch_timeout(
+    redis_server: RedisServer, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition (connections held, nothing answered): each batch is Retry, none hangs.
+
+    The sink's client has no per-socket timeout (see ``BATCH_TIMEOUT_S``): the whole delivery is
+    bounded, on a connection that was working and on a new one whose handshake gets no answer.
+    """
+    monkeypatch.setattr(redis_stream, "BATCH_TIMEOUT_S", 0.5)
+    with TcpProxy(redis_server.port) as proxy:
+        sink = RedisStreamSink(parse_sink_spec(f"redis-stream:{proxy.url}?stream={prefix}:s"), SinkOptions())
+        await sink.start()
+        assert await sink.deliver([outbox(prefix, 1, "a")]) == [DELIVERED]
+        proxy.set_mode("blackhole")
+        waits_s, outcomes = [], []
+        for seq in (2, 3):  # the pooled connection, then (it was dropped) a new one
+            started = time.monotonic()
+            outcomes += await sink.deliver([outbox(prefix, seq, "b")])
+            waits_s.append(time.monotonic() - started)
+        await sink.close()
+    assert not sink.ready()
+    assert all(isinstance(o, Retry) and "TimeoutError" in o.error for o in outcomes)
+    assert all(0.5 <= w < 3.0 for w in waits_s)
