@@ -9,19 +9,28 @@ the wire are identical; only who builds them changes.
 ``use_hiredis_packing(client)`` swaps the connection class of a ``redis.asyncio.Redis`` pool
 for a subclass with the hiredis packer, including the connections already pooled. Cluster
 clients and clients with a non-UTF-8 encoding are left as they are.
+
+The subclass also bounds each write with ``asyncio.timeout`` where redis-py uses
+``asyncio.wait_for``, which on Python 3.11 runs every send in a new Task (three per window of a
+drain on the store's client). Same bound, same errors (``redis.exceptions.TimeoutError``, the
+connection dropped), no Task.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from typing import Any
 
 from redis.exceptions import DataError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.utils import HIREDIS_AVAILABLE
 
 
 class _HiredisPacking:
-    """Mixin over a redis.asyncio connection class: ``pack_command`` through hiredis."""
+    """Mixin over a redis.asyncio connection class: hiredis packing, writes bounded in-task."""
+
+    socket_timeout: float | None  # the redis-py connection's (annotation only: no class attribute)
 
     def pack_command(self, *args: Any) -> list[bytes]:
         import hiredis
@@ -41,6 +50,21 @@ class _HiredisPacking:
             return [hiredis.pack_command(args)]
         except TypeError as exc:
             raise DataError(str(exc)) from None
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        timeout = self.socket_timeout
+        if not timeout:
+            await super().send_packed_command(command, check_health)  # type: ignore[misc]
+            return
+        # Without socket_timeout redis-py writes in this task; the bound is kept here instead.
+        self.socket_timeout = None
+        try:
+            async with asyncio.timeout(timeout):
+                await super().send_packed_command(command, check_health)  # type: ignore[misc]
+        except TimeoutError:  # the bound; redis-py dropped the connection on the cancel
+            raise RedisTimeoutError("Timeout writing to socket") from None
+        finally:
+            self.socket_timeout = timeout
 
 
 @functools.cache

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.connection import Connection
+from redis.asyncio.retry import Retry as RedisRetry
+from redis.backoff import NoBackoff
 from redis.exceptions import DataError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from support.redis_server import RedisServer
 
 from relayd.envelope import outbox_envelope
@@ -127,6 +132,32 @@ async def test_stream_sink_out_of_memory_is_retry_and_writes_nothing(
     assert isinstance(outcomes[0], Retry)
     assert admin.exists(f"{prefix}:s") == 0
     admin.close()
+
+
+async def test_a_write_that_stalls_is_bounded_by_the_socket_timeout_and_drops_the_connection(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The switched connections bound writes themselves (no ``asyncio.wait_for``), same error."""
+    # no retries: redis-py would otherwise send again on a new connection and succeed
+    client = aioredis.Redis(port=redis_server.port, socket_timeout=0.3, retry=RedisRetry(NoBackoff(), 0))
+    use_hiredis_packing(client)
+    assert await client.set("perf-paths-stall", "1")
+    conn = client.connection_pool._available_connections[0]
+
+    async def never_drains() -> None:  # a peer that stopped reading: the buffers stay full
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(conn._writer, "drain", never_drains)
+    started = time.monotonic()
+    with pytest.raises(RedisTimeoutError, match="writing"):
+        await client.set("perf-paths-stall", "2")
+    waited_s = time.monotonic() - started
+
+    assert 0.3 <= waited_s < 2.0
+    assert not conn.is_connected  # dropped: a half-written command must not be followed
+    assert conn.socket_timeout == 0.3  # restored for the reads that follow writes
+    assert await client.ping()  # a new connection serves on
+    await client.aclose()
 
 
 class _Holder:
