@@ -9,9 +9,9 @@ clients) are frozen out of every collection, and gen0 runs every ``GEN0_THRESHOL
 Cycles are still collected; the memory they can hold meanwhile is bounded by the threshold.
 
 Only the young generations are collected before the freeze. A full collection with the CLI's
-modules loaded took 35-47 ms, paid at every start (a ``--once`` job, each bench drain) to free
-the few start-up cycles that reached the oldest generation; frozen, they wait for the unfreeze
-when the relay stops.
+modules loaded took 35-47 ms, paid at every start (a ``--once`` job, each bench drain), and found
+nothing the young one had not; any garbage frozen with the rest waits for the unfreeze when the
+relay stops.
 """
 
 from __future__ import annotations
