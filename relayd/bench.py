@@ -57,7 +57,7 @@ from relayd.envelope import KINDS, Envelope, Kind
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
 from relayd.sinks import resolve_sink
-from relayd.sinks.base import DELIVERED, Delivered, Outcome, Sink, SinkOptions
+from relayd.sinks.base import Delivered, Outcome, Sink, SinkOptions, all_delivered
 from store import AsyncRedisStore
 
 #: The default sink: one stream per benchmark prefix on the benchmarked Redis, trimmed.
@@ -109,8 +109,8 @@ class TimingSink:
         outcomes = await self.inner.deliver(batch)
         now = self.clock()
         confirmed: Sequence[Envelope]
-        if len(outcomes) == len(batch) and outcomes.count(DELIVERED) == len(batch):
-            confirmed = batch  # the common case, counted in C: the meter stays off the relay's CPU
+        if all_delivered(outcomes, len(batch)):
+            confirmed = batch  # the common case: the meter stays off the relay's CPU
         else:
             confirmed = [e for e, outcome in zip(batch, outcomes, strict=False) if type(outcome) is Delivered]
         self.delivered += len(confirmed)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from relayd.engine.plan import Dead, Held, Verdicts, judge
 from relayd.envelope import Envelope, Kind, outbox_envelope, spawn_envelope, timer_envelope
-from relayd.sinks.base import DELIVERED, Delivered, Outcome, Retry, Sink
+from relayd.sinks.base import Delivered, Outcome, Retry, Sink, all_delivered
 from store.backlog import RawEntry, RawTimer
 from store.errors import MalformedEntry
 from store.readers import AsyncBacklogReader
@@ -94,7 +94,7 @@ def judge_delivery(
     total = len(picked) + len(fast)
     if len(outcomes) != total:  # the sink broke its contract: every entry retries
         outcomes = [Retry(error=f"sink returned {len(outcomes)} outcomes for {total} entries")] * total
-    elif not picked and outcomes.count(DELIVERED) == total:
+    elif not picked and all_delivered(outcomes, total):
         return Verdicts(), fast, []  # the common case: all fresh, all confirmed
     judged, judged_outcomes = list(picked), list(outcomes[: len(picked)])
     acked: list[Fresh] = []

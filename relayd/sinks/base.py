@@ -39,6 +39,11 @@ Outcome = Delivered | Retry | Permanent
 DELIVERED = Delivered()
 
 
+def all_delivered(outcomes: Sequence[Outcome], count: int) -> bool:
+    """Whether ``outcomes`` confirms every one of ``count`` entries (counted in C, not per entry)."""
+    return len(outcomes) == count and outcomes.count(DELIVERED) == count
+
+
 @runtime_checkable
 class Sink(Protocol):
     """Where relayd delivers envelopes.

@@ -265,15 +265,15 @@ async def test_tls_destination_is_verified_with_the_configured_ca(tls_redis_serv
     client.close()
 
 
-async def test_a_destination_that_stops_answering_is_retry_within_the_batch_timeout(
+async def test_a_destination_that_stops_answering_is_retry_within_the_socket_timeout(
     redis_server: RedisServer, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A partition (connections held, nothing answered): each batch is Retry, none hangs.
 
-    The sink's client has no per-socket timeout (see ``BATCH_TIMEOUT_S``): the whole delivery is
-    bounded, on a connection that was working and on a new one whose handshake gets no answer.
+    On a connection that was working and on a new one whose handshake gets no answer; writes are
+    bounded in the sending task (``relayd.packing``), reads by redis-py.
     """
-    monkeypatch.setattr(redis_stream, "BATCH_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(redis_stream, "SOCKET_TIMEOUT_S", 0.5)
     with TcpProxy(redis_server.port) as proxy:
         sink = RedisStreamSink(parse_sink_spec(f"redis-stream:{proxy.url}?stream={prefix}:s"), SinkOptions())
         await sink.start()
