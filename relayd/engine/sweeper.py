@@ -288,7 +288,7 @@ class Sweeper:
             envelopes = [restamp(h.envelope, attempt=h.attempts + 1, relayed_at=stamp) for h in picked]
             for _, _, envelope in fast:
                 # Built at read, never serialised yet: the stamp says when it was handed over.
-                envelope.body["relayed_at"] = stamp
+                envelope.stamp(stamp)
                 envelopes.append(envelope)
             outcomes = await self._deliver(lane, envelopes)
             verdicts, acked_fast, failed = judge_delivery(

@@ -138,6 +138,44 @@ def test_restamp_changes_only_attempt_and_relayed_at():
     assert env.body["attempt"] == 1
 
 
+def test_an_outbox_event_is_passed_through_as_stored_and_decoded_only_when_read():
+    """The sink gets the event's stored text; ``body`` decodes it for a sink that reads it."""
+    text = '{"id": "e1",  "kind": "Go", "data": {"n": 1.50, "z": null}}'  # not orjson's form
+    entry = RawEntry("3", 3, orjson.dumps({"t": "exe", "e": text}))
+
+    env = outbox_envelope(entry, prefix="p", attempt=1, relayed_at=2.0)
+    env.stamp(5.0)
+
+    assert env.to_json().endswith(b',"event":' + text.encode() + b"}")
+    assert orjson.loads(env.to_json())["relayed_at"] == 5.0
+    assert env.body["event"] == {"id": "e1", "kind": "Go", "data": {"n": 1.5, "z": None}}
+    assert orjson.loads(env.to_json()) == env.body
+
+
+def test_a_retry_of_a_passed_through_event_keeps_its_text():
+    text = '{"kind": "Go", "id": "e2"}'
+    env = outbox_envelope(
+        RawEntry("4", 4, orjson.dumps({"t": None, "e": text})), prefix="p", attempt=1, relayed_at=1.0
+    )
+
+    again = restamp(env, attempt=2, relayed_at=3.0)
+
+    assert again.to_json().endswith(b',"event":' + text.encode() + b"}")
+    assert orjson.loads(again.to_json())["attempt"] == 2
+    assert again.body["event"] == env.body["event"] == {"kind": "Go", "id": "e2"}
+    assert again == restamp(env, attempt=2, relayed_at=3.0)
+
+
+def test_an_event_number_beyond_a_double_is_valid_json_and_still_decodes():
+    """JSON has no number range: such an event is delivered as written; ``body`` reads it as inf."""
+    entry = RawEntry("5", 5, orjson.dumps({"t": "exe", "e": '{"n": 1e999}'}))
+
+    env = outbox_envelope(entry, prefix="p", attempt=1, relayed_at=0.0)
+
+    assert env.to_json().endswith(b'"event":{"n": 1e999}}')
+    assert env.body["event"] == {"n": float("inf")}
+
+
 @pytest.mark.parametrize(
     ("field", "value", "reason"),
     [
@@ -149,6 +187,9 @@ def test_restamp_changes_only_attempt_and_relayed_at():
         ("1", json.dumps({"t": "x", "e": {"id": "obj"}}).encode(), "wrong_type"),
         ("1", json.dumps({"t": "x", "e": "not json"}).encode(), "bad_json"),
         ("1", json.dumps({"t": "x", "e": "[1]"}).encode(), "wrong_type"),
+        ("1", json.dumps({"t": "x", "e": '{"a": 1} {'}).encode(), "bad_json"),
+        ("1", json.dumps({"t": "x", "e": '{"a": "\\ud800"}'}).encode(), "bad_json"),
+        ("1", json.dumps({"t": "x", "e": ' "{}"'}).encode(), "wrong_type"),
         ("abc", _outbox_value("x", {"id": "a"}), "bad_seq"),
     ],
     ids=[
@@ -160,6 +201,9 @@ def test_restamp_changes_only_attempt_and_relayed_at():
         "e-not-string",
         "e-bad-json",
         "e-not-object",
+        "e-trailing-text",
+        "e-lone-surrogate",
+        "e-a-string",
         "non-integer-seq",
     ],
 )
