@@ -250,24 +250,31 @@ class Sweeper:
             # The lease was lost while reading: another replica delivers now.
             self._hold(lane, fast, now)
             picked, fast = [], []
-        prefetch = None
-        if fast and read_n >= room and len(lane.held) < self.options.max_held:
-            # A full window: the next one is read now and its envelopes are built while the sink
-            # works on this one. The read completes first: a reply the relay does not drain while
-            # it packs the sink's request stalls in the socket, and Redis then runs the sink's
-            # script before finishing it (traced: the prefetch arrived after the delivery).
-            raws, read_at = await self._read_raw(lane, batch, in_flight=fast)
-            prefetch = asyncio.create_task(self._build_yielding(lane, raws, read_at))
-        try:
+        if not (fast and read_n >= room and len(lane.held) < self.options.max_held):
             await self._deliver_and_settle(lane, tally, picked, fast, malformed=malformed, now=now)
-        except BaseException:
-            if prefetch is not None:
-                prefetch.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await prefetch
+            return
+        # A full window: the next one is read and its envelopes built while the sink works on
+        # this one. The delivery starts as a task, so the read goes out first and the relay packs
+        # and sends the sink's calls while Redis answers it: 9-17 % more entries/s than reading
+        # first and delivering after (16 pairs of drains alternating in one process, 15 won).
+        delivery = asyncio.create_task(
+            self._deliver_and_settle(lane, tally, picked, fast, malformed=malformed, now=now)
+        )
+        try:
+            raws, read_at = await self._read_raw(lane, batch, in_flight=fast)
+            lane.prefetched = await self._build_yielding(lane, raws, read_at)
+        except Exception:
+            # The read failed: the delivery in flight still finishes and acks what it can (fewer
+            # redeliveries from the next sweeper); then the read's error goes to the loop.
+            with contextlib.suppress(Exception):
+                await delivery
             raise
-        if prefetch is not None:
-            lane.prefetched = await prefetch
+        except BaseException:  # cancelled (the shutdown grace ran out): so is the delivery
+            delivery.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await delivery
+            raise
+        await delivery
 
     async def _deliver_and_settle(
         self,
@@ -352,9 +359,10 @@ class Sweeper:
     ) -> tuple[Sequence[RawEntry | RawTimer], float]:
         """Up to ``limit`` new entries as stored, and when they were read (epoch s).
 
-        A prefetch (``in_flight``: the entries about to go to the sink) runs before they are
-        delivered and acked: it reads the window only (no reconcile scan, see
-        ``AsyncBacklogReader.read_new``), and a timer read skips the timers in flight.
+        A prefetch (``in_flight``: the entries about to go to the sink) is sent before they go
+        and runs while they are delivered, before they are acked: it reads the window only (no
+        reconcile scan, see ``AsyncBacklogReader.read_new``), and a timer read skips the timers
+        in flight.
         """
         now = self.clock.now()
         if lane.reader is not None:

@@ -10,6 +10,7 @@ import random
 
 import pytest
 from prometheus_client import CollectorRegistry
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from relayd.engine.options import SweepOptions
 from relayd.engine.sweeper import CHECKPOINT_EVERY_S, Sweeper
@@ -123,7 +124,7 @@ async def test_entries_with_an_attempt_record_go_through_the_line_after_a_restar
 async def test_a_window_prefetched_during_delivery_keeps_per_target_order(
     async_client, prefix, seeder, clock
 ):
-    """The next window is read before the sink call and built during it; a target that failed in
+    """The next window is read and built while the sink call goes out; a target that failed in
     that call still holds its later entries back."""
     for event_id, target in (("a1", "A"), ("b1", "B"), ("a2", "A"), ("b2", "B")):
         await seeder.outbox(target, event_id)
@@ -193,3 +194,33 @@ async def test_back_to_back_full_passes_persist_the_cursor_at_most_once_a_second
     while not (await sweeper.run_pass()).drained:
         pass
     assert await persisted() == sweeper.lanes[1].reader.low_water_mark  # type: ignore[union-attr]
+
+
+async def test_a_read_that_fails_during_a_delivery_lets_the_delivery_finish_and_ack(
+    async_client, prefix, seeder, clock, monkeypatch
+):
+    """The next window is read while the sink delivers this one; when that read fails, the
+    window in flight is still delivered and acked before the error reaches the loop."""
+    for n in range(4):
+        await seeder.outbox(f"T{n}", f"e{n}")
+    sink = MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, sink, batch=2)
+    await sweeper.start()
+    [outbox] = [lane for lane in sweeper.lanes if lane.kind == "outbox"]
+    read_new = outbox.reader.read_new
+    reads = 0
+
+    async def failing_second_read(limit, *, now, reconcile=True):
+        nonlocal reads
+        reads += 1
+        if reads == 2:  # the prefetch, sent while e0 and e1 are with the sink
+            raise RedisConnectionError("read lost")
+        return await read_new(limit, now=now, reconcile=reconcile)
+
+    monkeypatch.setattr(outbox.reader, "read_new", failing_second_read)
+
+    with pytest.raises(RedisConnectionError):
+        await sweeper.run_pass()
+
+    assert _ids(sink.delivered) == ["e0", "e1"]
+    assert sorted(await async_client.hkeys(sweeper.store.keyspace.outbox)) == [b"3", b"4"]
