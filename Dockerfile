@@ -23,7 +23,7 @@ COPY pyproject.toml README.md ./
 COPY store ./store
 COPY relayd ./relayd
 
-# One directory of wheels: relayd's own plus its dependencies (hiredis, lupa and orjson come as
+# One directory of wheels: relayd's own plus its dependencies (hiredis, lupa, orjson and msgspec come as
 # manylinux wheels, so no compiler is needed in either stage).
 RUN pip wheel --wheel-dir /wheels ".${RELAYD_EXTRAS}"
 
