@@ -23,6 +23,8 @@ from store.keys import parse_timer_member
 ENVELOPE_VERSION: Final = "relayd/1"
 #: Checks that bytes are one JSON document without building it (a third of a decode's time).
 _CHECK_JSON: Final = msgspec.json.Decoder(msgspec.Raw)
+#: Line breaks to spaces: in JSON text they can only be whitespace between tokens.
+_LINE_BREAKS_TO_SPACES: Final = bytes.maketrans(b"\r\n", b"  ")
 
 Kind = Literal["outbox", "spawn", "timer"]
 KINDS: Final[tuple[Kind, ...]] = ("spawn", "outbox", "timer")  # the order of one pass
@@ -199,6 +201,10 @@ def outbox_envelope(entry: RawEntry, *, prefix: str, attempt: int, relayed_at: f
         well_formed = False
     if not well_formed:
         raise _outbox_fault(entry)
+    if b"\n" in event_json or b"\r" in event_json:
+        # A string must escape its line breaks, so these lie between tokens; as spaces they keep
+        # an envelope one line (a JSONL record, a log line) and the event the same.
+        event_json = event_json.translate(_LINE_BREAKS_TO_SPACES)
     id_ = outbox_id(prefix, entry.field)
     body: dict[str, object] = {
         "v": ENVELOPE_VERSION,

@@ -152,6 +152,19 @@ def test_an_outbox_event_is_passed_through_as_stored_and_decoded_only_when_read(
     assert orjson.loads(env.to_json()) == env.body
 
 
+def test_a_passed_through_event_written_over_several_lines_stays_on_one():
+    """Line breaks between tokens become spaces: a JSONL record is one line, the event the same."""
+    event = {"id": "e3", "kind": "Go", "data": {"text": "two\nlines", "n": [1, 2]}}
+    text = json.dumps(event, indent=2).replace("\n", "\r\n", 1)
+    entry = RawEntry("6", 6, orjson.dumps({"t": "exe", "e": text}))
+
+    env = outbox_envelope(entry, prefix="p", attempt=1, relayed_at=0.0)
+
+    assert b"\n" not in env.to_json()
+    assert b"\r" not in env.to_json()
+    assert orjson.loads(env.to_json())["event"] == env.body["event"] == event
+
+
 def test_a_retry_of_a_passed_through_event_keeps_its_text():
     text = '{"kind": "Go", "id": "e2"}'
     env = outbox_envelope(
