@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import NamedTuple
 
 from store.codec import parse_seq
@@ -82,6 +83,9 @@ class WindowRead:
     def __post_init__(self) -> None:
         seqs = [*self.gap_seqs, *range(self.window_start, self.window_start + self.window_size)]
         object.__setattr__(self, "fields", [str(s) for s in seqs])
+
+
+_field_of, _seq_of = itemgetter(0), itemgetter(1)  # RawEntry.field and .seq, read in C
 
 
 def _sort_key(entry: RawEntry) -> tuple[int, int, str]:
@@ -179,11 +183,11 @@ class SeqWindow:
         end = max(end, last)
         # The hot loop of a drain: one tuple per present entry, named by the field HMGET asked
         # for (tuple.__new__ builds the NamedTuple without its Python-level __new__).
-        fields, new = read.fields, tuple.__new__
+        new, names = tuple.__new__, read.fields[n_gaps : n_gaps + end]
         found = [
-            new(RawEntry, (fields[n_gaps + i], start + i, value))
-            for i, value in enumerate(window_values[:end])
-            if value is not None
+            new(RawEntry, row)
+            for row in zip(names, range(start, start + end), window_values[:end], strict=True)
+            if row[2] is not None
         ]
         room = read.budget - len(out)
         if len(found) > room:
@@ -200,7 +204,7 @@ class SeqWindow:
         self._cap_gaps(read.budget)
         self._grow_window(read, taken, counter)
         self._track_catch_up(counter)
-        self.open.update([(e.field, e.seq) for e in out])
+        self.open.update(zip(map(_field_of, out), map(_seq_of, out), strict=True))
         self._found_nothing = not out
         return out
 

@@ -219,6 +219,12 @@ class RedisStreamSink:
         uniform = all(envelope.kind == kind for envelope in call)
         routed = self._routed
         args: list[bytes | str | int] = [self._maxlen or "", kind if uniform else "", "1" if routed else ""]
+        if uniform and not routed:  # the common case: pairs of envelope and id, laid out in C
+            pairs: list[bytes | str] = [""] * (2 * len(call))
+            pairs[0::2] = [envelope.to_json() for envelope in call]
+            pairs[1::2] = [envelope.id for envelope in call]
+            args += pairs
+            return [self._stream], args
         streams: dict[str, int] = {} if routed else {self._stream: 1}
         for envelope in call:
             if routed:
