@@ -72,7 +72,7 @@ class Envelope:
     @property
     def body(self) -> dict[str, object]:
         if self._event is not None:
-            self._body["event"] = decode_event(self._event)
+            self._body["event"] = _decode_event(self._event)
             self._event = None
         return self._body
 
@@ -111,7 +111,7 @@ class Envelope:
         )
 
 
-def decode_event(event_json: bytes) -> dict[str, object]:
+def _decode_event(event_json: bytes) -> dict[str, object]:
     """A pass-through event as an object (checked to be a JSON object when it was read)."""
     try:
         event = orjson.loads(event_json)

@@ -214,25 +214,22 @@ class RedisStreamSink:
     def _call_args(self, call: Sequence[Envelope]) -> tuple[list[str], list[bytes | str | int]]:
         """KEYS and ARGV of one ``XADD_BATCH`` call."""
         # Only what varies per entry goes per entry: a batch is one kind (a sweeper lane) and,
-        # without {target}, one stream. Each argument costs client CPU to pack.
+        # without {target}, one stream. Each argument costs client CPU to pack. The per-entry
+        # arguments are built a column at a time and interleaved by slice assignment, in C.
         kind = call[0].kind
         uniform = all(envelope.kind == kind for envelope in call)
         routed = self._routed
-        args: list[bytes | str | int] = [self._maxlen or "", kind if uniform else "", "1" if routed else ""]
-        if uniform and not routed:  # the common case: pairs of envelope and id, laid out in C
-            pairs: list[bytes | str] = [""] * (2 * len(call))
-            pairs[0::2] = [envelope.to_json() for envelope in call]
-            pairs[1::2] = [envelope.id for envelope in call]
-            args += pairs
-            return [self._stream], args
         streams: dict[str, int] = {} if routed else {self._stream: 1}
-        for envelope in call:
-            if routed:
-                args.append(streams.setdefault(stream_name(self._stream, envelope), len(streams) + 1))
-            args += (envelope.to_json(), envelope.id)
-            if not uniform:
-                args.append(envelope.kind)
-        return list(streams), args
+        columns: list[list[bytes | str | int]] = []
+        if routed:
+            columns.append([streams.setdefault(stream_name(self._stream, e), len(streams) + 1) for e in call])
+        columns += ([e.to_json() for e in call], [e.id for e in call])
+        if not uniform:
+            columns.append([e.kind for e in call])
+        per_entry: list[bytes | str | int] = [""] * (len(columns) * len(call))
+        for offset, column in enumerate(columns):
+            per_entry[offset :: len(columns)] = column
+        return list(streams), [self._maxlen or "", kind if uniform else "", "1" if routed else "", *per_entry]
 
     async def _deliver_piped(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
         assert self._client is not None
