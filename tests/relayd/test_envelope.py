@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import orjson
 import pytest
@@ -187,6 +188,70 @@ def test_an_event_number_beyond_a_double_is_valid_json_and_still_decodes():
 
     assert env.to_json().endswith(b'"event":{"n": 1e999}}')
     assert env.body["event"] == {"n": float("inf")}
+
+
+def _rendered_by_dict(prefix, field, *, attempt, relayed_at, target, event_text):
+    """What serialising the body dict gives, with the event's stored text spliced in."""
+    body = {
+        "v": "relayd/1",
+        "kind": "outbox",
+        "id": f"{prefix}:outbox:{field}",
+        "prefix": prefix,
+        "attempt": attempt,
+        "relayed_at": relayed_at,
+        "seq": int(field),
+        "target_id": target,
+    }
+    return orjson.dumps(body)[:-1] + b',"event":' + event_text.encode() + b"}"
+
+
+@pytest.mark.parametrize(
+    ("prefix", "target", "relayed_at"),
+    [
+        ("stm", "exe-1", 1_796_026_849.2047246),
+        ('we"ird\\pre\tfix', 'ta"rget\n\u2028é', 0.0),
+        ("{stm}", None, 1e-7),
+        ("ünï", "", 1e22),
+    ],
+)
+def test_an_outbox_envelope_renders_the_bytes_its_body_serialises_to(prefix, target, relayed_at):
+    """Rendered from its parts, not from a dict: the same bytes, escapes and float forms included."""
+    text = '{"id": "e", "kind": "K", "data": {"s": "\\u00e9\\"q"}}'
+    entry = RawEntry("1234", 1234, orjson.dumps({"t": target, "e": text}))
+
+    env = outbox_envelope(entry, prefix=prefix, attempt=1, relayed_at=0.5)
+    env.stamp(relayed_at)
+    again = restamp(env, attempt=12, relayed_at=relayed_at + 1)
+
+    assert env.to_json() == _rendered_by_dict(
+        prefix, "1234", attempt=1, relayed_at=relayed_at, target=target, event_text=text
+    )
+    assert again.to_json() == _rendered_by_dict(
+        prefix, "1234", attempt=12, relayed_at=relayed_at + 1, target=target, event_text=text
+    )
+    assert orjson.loads(env.to_json()) == env.body
+
+
+def test_envelopes_of_different_deliveries_rendered_in_turn_keep_their_own_stamp():
+    """What a delivery's envelopes share is rendered once: another prefix, attempt or stamp is
+    rendered afresh, and a stamp equal to the last but not the same object gives the same bytes."""
+    rng = random.Random(7)
+    cases = []
+    for n in range(1, 200):
+        prefix = rng.choice(["a", "b", "{c}"])
+        attempt = rng.choice([1, 2])
+        relayed_at = rng.choice([1.5, 2.25, float("1.5"), 1e16 + rng.random()])
+        target = rng.choice([None, "t1", "t2"])
+        event = f'{{"n":{n}}}'
+        entry = RawEntry(str(n), n, orjson.dumps({"t": target, "e": event}))
+        env = outbox_envelope(entry, prefix=prefix, attempt=attempt, relayed_at=0.0)
+        env.stamp(relayed_at)
+        expected = _rendered_by_dict(
+            prefix, str(n), attempt=attempt, relayed_at=relayed_at, target=target, event_text=event
+        )
+        cases.append((env, expected))
+
+    assert [env.to_json() for env, _ in cases] == [expected for _, expected in cases]
 
 
 @pytest.mark.parametrize(
