@@ -10,12 +10,13 @@ dead-letter it with a bounded ``reason_code``.
 from __future__ import annotations
 
 import json
-from typing import Final, Literal
+from typing import ClassVar, Final, Literal
 
 import msgspec
 import orjson
 
 from store.backlog import RawEntry, RawTimer
+from store.codec import dumps
 from store.errors import MalformedEntry
 from store.keys import parse_timer_member
 
@@ -84,7 +85,7 @@ class Envelope:
     def to_json(self) -> bytes:
         """The body as compact JSON bytes (cached)."""
         if self._json is None:
-            self._json = orjson.dumps(self.body)
+            self._json = dumps(self.body)  # right-sized: orjson's own buffer is 4 KiB and up
         return self._json
 
     def __eq__(self, other: object) -> bool:
@@ -173,39 +174,63 @@ class OutboxEnvelope(Envelope):
 
     def to_json(self) -> bytes:
         if self._json is None:
-            head, middle = _OutboxFrame.of(self.prefix, self.attempt, self._relayed_at)
+            # The frame check inline, not in a call: a call per entry cost 40 % of the rendering.
+            frame = _OutboxFrame.last
+            if (
+                frame.relayed_at is not self._relayed_at
+                or frame.attempt != self.attempt
+                or frame.prefix != self.prefix
+            ):
+                frame = _OutboxFrame.render(self.prefix, self.attempt, self._relayed_at)
             field = self._field.encode()
             target = orjson.dumps(self.ordering_key)
             self._json = b"".join(
-                (head, field, middle, field, b',"target_id":', target, b',"event":', self._event, b"}")
+                (
+                    frame.head,
+                    field,
+                    frame.middle,
+                    field,
+                    b',"target_id":',
+                    target,
+                    b',"event":',
+                    self._event,
+                    b"}",
+                )
             )
         return self._json
 
 
 class _OutboxFrame:
-    """What the outbox envelopes of one delivery share, rendered once (the last one is kept).
+    """What the outbox envelopes of one delivery share, rendered once; the last one is kept.
 
     ``head`` runs up to the seq in the id (``{"v":...,"id":"P:outbox:``), ``middle`` from the
     id's closing quote to the seq's value (``","prefix":...,"relayed_at":T,"seq":``). A delivery
-    stamps every envelope with one float object, so a check of identity finds the frame.
+    stamps every envelope with one float object, so a check of identity finds the frame; any
+    other stamp (an equal float included) renders a new one.
     """
 
-    last: tuple[str, int, float, bytes, bytes] = ("", -1, 0.0, b"", b"")
+    __slots__ = ("attempt", "head", "middle", "prefix", "relayed_at")
+    last: ClassVar[_OutboxFrame]
 
-    @classmethod
-    def of(cls, prefix: str, attempt: int, relayed_at: float) -> tuple[bytes, bytes]:
-        last_prefix, last_attempt, last_relayed_at, head, middle = cls.last
-        if last_relayed_at is relayed_at and last_prefix == prefix and last_attempt == attempt:
-            return head, middle
+    def __init__(self, prefix: str, attempt: int, relayed_at: float) -> None:
+        self.prefix = prefix
+        self.attempt = attempt
+        self.relayed_at = relayed_at
         id_head = orjson.dumps(f"{prefix}:outbox:")[:-1]  # the opening quote, the prefix escaped
-        head = b'{"v":"' + ENVELOPE_VERSION.encode() + b'","kind":"outbox","id":' + id_head
-        middle = b'","prefix":%b,"attempt":%b,"relayed_at":%b,"seq":' % (
+        self.head = b'{"v":"' + ENVELOPE_VERSION.encode() + b'","kind":"outbox","id":' + id_head
+        self.middle = b'","prefix":%b,"attempt":%b,"relayed_at":%b,"seq":' % (
             orjson.dumps(prefix),
             orjson.dumps(attempt),
             orjson.dumps(relayed_at),
         )
-        cls.last = (prefix, attempt, relayed_at, head, middle)
-        return head, middle
+
+    @classmethod
+    def render(cls, prefix: str, attempt: int, relayed_at: float) -> _OutboxFrame:
+        cls.last = frame = cls(prefix, attempt, relayed_at)
+        return frame
+
+
+_OutboxFrame.last = _OutboxFrame("", 0, 0.0)
 
 
 def _decode_event(event_json: bytes) -> dict[str, object]:
