@@ -9,12 +9,13 @@ relay's own Redis or any other.
   ``stream=events:{target}`` gives every target its own stream.
 - ``maxlen=N`` trims approximately (``MAXLEN ~ N``), which Redis does cheaply per node.
 - A batch goes out as calls of a small Lua script (``XADD_BATCH``, ``CALL_SIZE`` entries each)
-  that add every entry in batch order and answer one flag per entry: one reply per call instead
-  of one per entry (8x less client CPU, profiled). The calls are pipelined on one connection,
-  each packed just before it is sent, so Redis runs one while the next is prepared. It is not a
-  transaction: an entry that fails (wrong key type, out of memory) is Retry, the others are
-  delivered. Where scripts are refused (``EVAL`` disabled or not permitted by an ACL) the sink
-  falls back to a non-transactional pipeline of XADDs, which keeps the batch order as well.
+  that add every entry in batch order and answer the positions of the entries refused (none, as
+  a rule): one short reply per call instead of one per entry (8x less client CPU, profiled). The
+  calls are pipelined on one connection, each packed just before it is sent, so Redis runs one
+  while the next is prepared. It is not a transaction: an entry that fails (wrong key type, out
+  of memory) is Retry, the others are delivered. Where scripts are refused (``EVAL`` disabled or
+  not permitted by an ACL) the sink falls back to a non-transactional pipeline of XADDs, which
+  keeps the batch order as well.
 - ``rediss://`` verifies the server certificate (``options.redis_ca_file`` replaces the system
   store); plaintext to a non-loopback host needs ``options.allow_plaintext``.
 - A connection error or timeout makes the whole batch Retry (some entries may already be in
@@ -54,11 +55,14 @@ XADD_BATCH: Final = """
 -- ARGV[2]  the kind of every entry, or '' when each entry carries its own
 -- ARGV[3]  '1' when each entry carries its stream's index into KEYS, '' when all go to KEYS[1]
 -- ARGV     then per entry, in batch order: [index], envelope JSON, id, [kind]
--- Returns one integer per entry: 1 added, 0 refused (wrong key type, out of memory, ...).
+-- Returns the positions in the call (from 1) of the entries refused (wrong key type, out of
+-- memory, ...): empty when every entry was added.
 local maxlen, kind, routed = ARGV[1], ARGV[2], ARGV[3] == '1'
-local out = {}
+local refused = {}
+local position = 0
 local i = 4
 while i <= #ARGV do
+  position = position + 1
   local key = KEYS[1]
   if routed then
     key = KEYS[tonumber(ARGV[i])]
@@ -77,9 +81,11 @@ while i <= #ARGV do
     reply = redis.pcall('XADD', key, 'MAXLEN', '~', maxlen, '*',
       'envelope', envelope, 'id', id, 'kind', entry_kind)
   end
-  out[#out + 1] = (type(reply) == 'table' and reply.err) and 0 or 1
+  if type(reply) == 'table' and reply.err then
+    refused[#refused + 1] = position
+  end
 end
-return out
+return refused
 """
 _FAILED: Final = Retry(error="redis-stream XADD failed (ResponseError)")
 
@@ -166,10 +172,11 @@ class RedisStreamSink:
         for call, reply in zip(calls, replies, strict=True):
             if isinstance(reply, ResponseError):
                 outcomes += [Retry(error=f"redis-stream script failed ({type(reply).__name__})")] * len(call)
-            elif 0 not in reply:
+            elif not reply:
                 outcomes += [DELIVERED] * len(call)
             else:
-                outcomes += [DELIVERED if flag == 1 else _FAILED for flag in reply]
+                refused = set(reply)
+                outcomes += [_FAILED if at in refused else DELIVERED for at in range(1, len(call) + 1)]
         return outcomes
 
     async def _load_script(self) -> ResponseError | None:

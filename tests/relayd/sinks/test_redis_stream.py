@@ -202,11 +202,13 @@ async def test_wrong_type_key_is_retry_per_entry(
     await async_client.set(f"{prefix}:ev:a", "not a stream")
     sink = await make_sink(f"stream={prefix}:ev:{{target}}")
 
-    outcomes = await sink.deliver([outbox(prefix, 1, "a"), outbox(prefix, 2, "b")])
+    outcomes = await sink.deliver([outbox(prefix, 1, "a"), outbox(prefix, 2, "b"), outbox(prefix, 3, "a")])
 
     assert isinstance(outcomes[0], Retry)
     assert outcomes[0].error == "redis-stream XADD failed (ResponseError)"
     assert outcomes[1] == DELIVERED
+    assert outcomes[2] == outcomes[0]
+    assert await async_client.xlen(f"{prefix}:ev:b") == 1
 
 
 @pytest.mark.parametrize(
