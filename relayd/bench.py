@@ -266,7 +266,7 @@ class Bench:
             while True:
                 started = time.monotonic()
                 result = await sweeper.run_pass()
-                if sum(result.delivered.values()) >= self.config.batch:
+                if result.attempted >= self.config.batch:
                     full.append(time.monotonic() - started)
                 if result.drained:
                     break

@@ -40,6 +40,9 @@ class Lane:
     # The next window, read while the sink delivered the last one (a timer prefetch skips the
     # timers in flight: ``engine.timer_reads``). Consumed by the next read.
     prefetched: Fetched | None = None
+    # The ack (HDEL) of the last fully delivered window, still in flight, and how many it acks:
+    # it runs while the next window is delivered (``Sweeper._defer_ack``).
+    acking: tuple[asyncio.Task[None], int] | None = None
 
 
 def timer_ref(timer: RawTimer) -> str:

@@ -166,6 +166,7 @@ class PrefixRelay:
         async with self.lease_lock:
             if self.sweeper is not None:
                 with contextlib.suppress(*REDIS_ERRORS):
+                    await self.sweeper.settle_pending()
                     await self.sweeper.checkpoint()
                 self._drop_sweeper()
             self.may_acquire = self.release_wanted = False
@@ -299,6 +300,8 @@ class PrefixRelay:
 
     def _drop_sweeper(self) -> None:
         # Whatever it held is read again from Redis by the next sweeper (or another replica).
+        if self.sweeper is not None:
+            self.sweeper.abandon()
         self.sweeper = None
 
     def _tally(self, result: PassResult) -> None:
@@ -321,6 +324,7 @@ class PrefixRelay:
         if self.sweeper is not None:
             self.left_for_retry = self.sweeper.held_count()
             with contextlib.suppress(*REDIS_ERRORS):
+                await self.sweeper.settle_pending()  # an ack in flight when the grace ran out
                 await self.sweeper.checkpoint()
         await self._release(report=False)
 

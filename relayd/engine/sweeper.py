@@ -7,7 +7,9 @@ picked by ``plan.choose``. Fresh entries of a target with nothing held and no at
 take the fast path (``ordering.split_fresh``): raw entry → envelope → the same sink call →
 one batched ack, with no ``Held``, sorting or restamping; only an entry the sink did not
 confirm becomes a ``Held`` and is judged by ``plan.judge`` (``lane.judge_delivery``).
-``settle.Settlement`` acts on the verdicts in batched round-trips. While more than
+``settle.Settlement`` acts on the verdicts in batched round-trips; the ack of a hash lane's
+window that went through whole on the fast path is left in flight while the next window is
+delivered (``_defer_ack``), and a pass that is not full waits for it. While more than
 ``max_held`` entries of a kind wait in memory, no new ones are read. Any Redis error
 propagates: the loop counts it and starts a fresh ``Sweeper`` (everything unacked is read
 again; attempt counts live in Redis).
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
@@ -170,6 +173,8 @@ class Sweeper:
             if lane.kind == "spawn":
                 # Events to a child whose spawn is still pending wait for it (DESIGN §4).
                 blocked_children = {k for h in lane.held.values() if (k := h.envelope.ordering_key)}
+        if not result.full or (stop is not None and stop.is_set()):
+            await self.settle_pending(result)  # the loop waits, stops or hands back after this pass
         await self.checkpoint(busy=result.full)
         empty = len(idle_kinds) == len(self.lanes)
         worked = bool(result.read or result.attempted)
@@ -254,11 +259,12 @@ class Sweeper:
             await self._deliver_and_settle(lane, tally, picked, fast, malformed=malformed, now=now)
             return
         # A full window: the next one is read and its envelopes built while the sink works on
-        # this one. The delivery starts as a task, so the read goes out first and the relay packs
+        # this one, and this one's ack may run while the next one is delivered (``_defer_ack``).
+        # The delivery starts as a task, so the read goes out first and the relay packs
         # and sends the sink's calls while Redis answers it: 9-17 % more entries/s than reading
         # first and delivering after (16 pairs of drains alternating in one process, 15 won).
         delivery = asyncio.create_task(
-            self._deliver_and_settle(lane, tally, picked, fast, malformed=malformed, now=now)
+            self._deliver_and_settle(lane, tally, picked, fast, malformed=malformed, now=now, defer_ack=True)
         )
         try:
             raws, read_at = await self._read_raw(lane, batch, in_flight=fast)
@@ -268,6 +274,7 @@ class Sweeper:
             # redeliveries from the next sweeper); then the read's error goes to the loop.
             with contextlib.suppress(Exception):
                 await delivery
+                await self._settled(lane, tally)  # the ack it left in flight, too
             raise
         except BaseException:  # cancelled (the shutdown grace ran out): so is the delivery
             delivery.cancel()
@@ -285,6 +292,7 @@ class Sweeper:
         *,
         malformed: list[Dead],
         now: float,
+        defer_ack: bool = False,
     ) -> None:
         batch = self.options.batch
         tally.full |= len(picked) + len(fast) >= batch
@@ -308,10 +316,58 @@ class Sweeper:
             )
             for held in failed:  # fast entries the sink did not confirm join the waiting line
                 lane.held[held.ref] = held
+            if defer_ack and not (picked or failed or malformed) and lane.reader is not None:
+                await self._defer_ack(lane, tally, acked_fast, stamp)
+                return
         verdicts.dead.extend(malformed)
+        await self._settled(lane, tally)  # one settlement of a lane at a time
         await self.settle.apply(lane, verdicts, acked_fast, stamp)
         tally.count(lane.kind, verdicts, len(acked_fast))
         self.settle.count(lane.kind, verdicts, len(acked_fast))
+
+    async def _defer_ack(self, lane: Lane, tally: Tally, acked: list[Fresh], stamp: float) -> None:
+        """Start the ack of a window delivered whole; it runs while the next one is delivered.
+
+        Measured: 2-17 % more entries/s (three rounds of drains alternating in one process): the
+        pass no longer waits out the HDEL's round-trip. Only a hash lane, and only a window of
+        fresh entries all confirmed: its settlement is the HDEL and the reader's ``resolve``, which
+        nothing before the next ack depends on. Its entries stay open in the reader until then,
+        so no read returns them again and a checkpoint stays below them; a crash meanwhile
+        redelivers them (at-least-once). A timer lane never defers: its next read would return
+        timers delivered but not yet deleted. At most one ack per lane is in flight: the one
+        before is awaited (and counted) first; its error fails this pass like any Redis error.
+        """
+        await self._settled(lane, tally)
+        task = asyncio.create_task(self.settle.apply(lane, Verdicts(), acked, stamp))
+        lane.acking = (task, len(acked))
+
+    async def _settled(self, lane: Lane, tally: Tally) -> None:
+        """Wait for the lane's ack in flight, if any, and count what it acked."""
+        pending, lane.acking = lane.acking, None
+        if pending is not None:
+            task, count = pending
+            await task
+            tally.count(lane.kind, Verdicts(), count)
+            self.settle.count(lane.kind, Verdicts(), count)
+
+    async def settle_pending(self, tally: Tally | None = None) -> None:
+        """Wait for every ack still in flight (a pass that is not full; stop; hand-back)."""
+        for lane in self.lanes:
+            await self._settled(lane, tally or Tally())
+
+    def abandon(self) -> None:
+        """Let the acks in flight of a sweeper given up (a Redis error, a lost lease) finish on
+        their own: each deletes only entries the sink confirmed, so a new lease holder delivers
+        them again only if it read them first. One that fails is dropped: the next sweeper reads
+        its entries again, as anything else unacked."""
+        for lane in self.lanes:
+            if lane.acking is not None:
+                (task, count), lane.acking = lane.acking, None
+                task.add_done_callback(functools.partial(self._count_abandoned, lane.kind, count))
+
+    def _count_abandoned(self, kind: Kind, count: int, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is None:
+            self.settle.count(kind, Verdicts(), count)
 
     def _hold(self, lane: Lane, fresh: list[Fresh], now: float) -> None:
         for ref, raw, envelope in fresh:

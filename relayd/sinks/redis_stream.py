@@ -175,8 +175,8 @@ class RedisStreamSink:
             elif not reply:
                 outcomes += [DELIVERED] * len(call)
             else:
-                refused = set(reply)
-                outcomes += [_FAILED if at in refused else DELIVERED for at in range(1, len(call) + 1)]
+                not_added = set(reply)
+                outcomes += [_FAILED if at in not_added else DELIVERED for at in range(1, len(call) + 1)]
         return outcomes
 
     async def _load_script(self) -> ResponseError | None:

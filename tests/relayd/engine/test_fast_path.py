@@ -6,6 +6,7 @@ everything else queues behind its target's head. These tests pin what must not c
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import pytest
@@ -222,5 +223,109 @@ async def test_a_read_that_fails_during_a_delivery_lets_the_delivery_finish_and_
     with pytest.raises(RedisConnectionError):
         await sweeper.run_pass()
 
+    assert outbox.acking is None  # the delivery's ack was not left in flight
     assert _ids(sink.delivered) == ["e0", "e1"]
     assert sorted(await async_client.hkeys(sweeper.store.keyspace.outbox)) == [b"3", b"4"]
+
+
+async def test_a_full_windows_ack_runs_into_the_next_pass_and_a_pass_that_is_not_full_waits_for_it(
+    async_client, prefix, seeder, clock
+):
+    """The ack of a window delivered whole is left in flight while the next one is delivered;
+    it is counted by the pass that sees it done, and none is in flight after the last pass."""
+    for n in range(5):
+        await seeder.outbox(f"T{n}", f"e{n}")
+    sink = MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, sink, batch=2)
+    await sweeper.start()
+    [outbox] = [lane for lane in sweeper.lanes if lane.kind == "outbox"]
+
+    first = await sweeper.run_pass()
+    assert first.full
+    assert outbox.acking is not None
+    assert outbox.acking[1] == 2
+
+    delivered = first.delivered.get("outbox", 0)
+    while not (result := await sweeper.run_pass()).drained:
+        delivered += result.delivered.get("outbox", 0)
+    delivered += result.delivered.get("outbox", 0)
+
+    assert outbox.acking is None
+    assert delivered == 5
+    assert _ids(sink.delivered) == ["e0", "e1", "e2", "e3", "e4"]
+    assert await async_client.hlen(sweeper.store.keyspace.outbox) == 0
+
+
+async def test_settle_pending_finishes_the_ack_in_flight(async_client, prefix, seeder, clock):
+    """What a stop or a hand-back runs before the last checkpoint: the window's entries are gone."""
+    for n in range(3):
+        await seeder.outbox(f"T{n}", f"e{n}")
+    sweeper = _sweeper(async_client, prefix, clock, MemorySink(), batch=2)
+    await sweeper.start()
+    [outbox] = [lane for lane in sweeper.lanes if lane.kind == "outbox"]
+    await sweeper.run_pass()
+    assert outbox.acking is not None
+
+    await sweeper.settle_pending()
+
+    assert outbox.acking is None
+    assert sorted(await async_client.hkeys(sweeper.store.keyspace.outbox)) == [b"3"]
+
+
+async def test_an_abandoned_sweepers_ack_in_flight_still_deletes_and_counts_what_was_delivered(
+    async_client, prefix, seeder, clock
+):
+    """A sweeper given up (a Redis error, a lost lease) does not cancel its ack in flight: it
+    deletes only entries the sink confirmed, and a new lease holder then need not redeliver them."""
+    for n in range(3):
+        await seeder.outbox(f"T{n}", f"e{n}")
+    sweeper = _sweeper(async_client, prefix, clock, MemorySink(), batch=2)
+    await sweeper.start()
+    [outbox] = [lane for lane in sweeper.lanes if lane.kind == "outbox"]
+    await sweeper.run_pass()
+    assert outbox.acking is not None
+    task = outbox.acking[0]
+
+    sweeper.abandon()
+    await task
+    await asyncio.sleep(0)  # the count runs in the task's done callback
+
+    assert outbox.acking is None
+    assert sorted(await async_client.hkeys(sweeper.store.keyspace.outbox)) == [b"3"]
+    delivered = sweeper.metrics.delivered.labels(prefix, "outbox")._value.get()
+    assert delivered == 2
+
+
+async def test_an_ack_failing_in_flight_fails_the_next_pass_and_its_entries_are_delivered_again(
+    async_client, prefix, seeder, clock, monkeypatch
+):
+    for n in range(4):
+        await seeder.outbox(f"T{n}", f"e{n}")
+    sink = MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, sink, batch=2)
+    await sweeper.start()
+    ack_outbox_many = sweeper.store.ack_outbox_many
+    acks = 0
+
+    async def failing_first_ack(fields):
+        nonlocal acks
+        acks += 1
+        if acks == 1:
+            raise RedisConnectionError("ack lost")
+        return await ack_outbox_many(fields)
+
+    monkeypatch.setattr(sweeper.store, "ack_outbox_many", failing_first_ack)
+
+    await sweeper.run_pass()  # e0, e1 delivered; their ack fails in flight
+    with pytest.raises(RedisConnectionError):
+        await sweeper.run_pass()  # e2, e3 delivered; the failed ack surfaces here
+    sweeper.abandon()
+
+    fresh = _sweeper(async_client, prefix, clock, sink, batch=2)  # what the loop does next
+    await fresh.start()
+    while not (await fresh.run_pass()).drained:
+        pass
+
+    assert _ids(sink.delivered)[:4] == ["e0", "e1", "e2", "e3"]
+    assert {"e0", "e1"} <= set(_ids(sink.delivered)[4:])  # at-least-once: the unacked go again
+    assert await async_client.hlen(sweeper.store.keyspace.outbox) == 0
