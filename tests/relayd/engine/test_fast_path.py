@@ -197,17 +197,24 @@ async def test_back_to_back_full_passes_persist_the_cursor_at_most_once_a_second
     assert await persisted() == sweeper.lanes[1].reader.low_water_mark  # type: ignore[union-attr]
 
 
-async def test_a_read_that_fails_during_a_delivery_lets_the_delivery_finish_and_ack(
-    async_client, prefix, seeder, clock, monkeypatch
-):
-    """The next window is read while the sink delivers this one; when that read fails, the
-    window in flight is still delivered and acked before the error reaches the loop."""
-    for n in range(4):
+async def _batches_of_two(async_client, prefix, seeder, clock, entries):
+    """A started sweeper (batch 2) over ``entries`` outbox entries e0, e1, ... to targets T0, T1, ...;
+    its sink and its outbox lane."""
+    for n in range(entries):
         await seeder.outbox(f"T{n}", f"e{n}")
     sink = MemorySink()
     sweeper = _sweeper(async_client, prefix, clock, sink, batch=2)
     await sweeper.start()
     [outbox] = [lane for lane in sweeper.lanes if lane.kind == "outbox"]
+    return sweeper, sink, outbox
+
+
+async def test_a_read_that_fails_during_a_delivery_lets_the_delivery_finish_and_ack(
+    async_client, prefix, seeder, clock, monkeypatch
+):
+    """The next window is read while the sink delivers this one; when that read fails, the
+    window in flight is still delivered and acked before the error reaches the loop."""
+    sweeper, sink, outbox = await _batches_of_two(async_client, prefix, seeder, clock, 4)
     read_new = outbox.reader.read_new
     reads = 0
 
@@ -233,12 +240,7 @@ async def test_a_full_windows_ack_runs_into_the_next_pass_and_a_pass_that_is_not
 ):
     """The ack of a window delivered whole is left in flight while the next one is delivered;
     it is counted by the pass that sees it done, and none is in flight after the last pass."""
-    for n in range(5):
-        await seeder.outbox(f"T{n}", f"e{n}")
-    sink = MemorySink()
-    sweeper = _sweeper(async_client, prefix, clock, sink, batch=2)
-    await sweeper.start()
-    [outbox] = [lane for lane in sweeper.lanes if lane.kind == "outbox"]
+    sweeper, sink, outbox = await _batches_of_two(async_client, prefix, seeder, clock, 5)
 
     first = await sweeper.run_pass()
     assert first.full
@@ -256,15 +258,17 @@ async def test_a_full_windows_ack_runs_into_the_next_pass_and_a_pass_that_is_not
     assert await async_client.hlen(sweeper.store.keyspace.outbox) == 0
 
 
-async def test_settle_pending_finishes_the_ack_in_flight(async_client, prefix, seeder, clock):
-    """What a stop or a hand-back runs before the last checkpoint: the window's entries are gone."""
-    for n in range(3):
-        await seeder.outbox(f"T{n}", f"e{n}")
-    sweeper = _sweeper(async_client, prefix, clock, MemorySink(), batch=2)
-    await sweeper.start()
-    [outbox] = [lane for lane in sweeper.lanes if lane.kind == "outbox"]
+async def _one_full_pass_of_three(async_client, prefix, seeder, clock):
+    """A sweeper (batch 2) after one pass over three entries: the first window's ack in flight."""
+    sweeper, _, outbox = await _batches_of_two(async_client, prefix, seeder, clock, 3)
     await sweeper.run_pass()
     assert outbox.acking is not None
+    return sweeper, outbox
+
+
+async def test_settle_pending_finishes_the_ack_in_flight(async_client, prefix, seeder, clock):
+    """What a stop or a hand-back runs before the last checkpoint: the window's entries are gone."""
+    sweeper, outbox = await _one_full_pass_of_three(async_client, prefix, seeder, clock)
 
     await sweeper.settle_pending()
 
@@ -277,13 +281,7 @@ async def test_an_abandoned_sweepers_ack_in_flight_still_deletes_and_counts_what
 ):
     """A sweeper given up (a Redis error, a lost lease) does not cancel its ack in flight: it
     deletes only entries the sink confirmed, and a new lease holder then need not redeliver them."""
-    for n in range(3):
-        await seeder.outbox(f"T{n}", f"e{n}")
-    sweeper = _sweeper(async_client, prefix, clock, MemorySink(), batch=2)
-    await sweeper.start()
-    [outbox] = [lane for lane in sweeper.lanes if lane.kind == "outbox"]
-    await sweeper.run_pass()
-    assert outbox.acking is not None
+    sweeper, outbox = await _one_full_pass_of_three(async_client, prefix, seeder, clock)
     task = outbox.acking[0]
 
     sweeper.abandon()
@@ -299,11 +297,7 @@ async def test_an_abandoned_sweepers_ack_in_flight_still_deletes_and_counts_what
 async def test_an_ack_failing_in_flight_fails_the_next_pass_and_its_entries_are_delivered_again(
     async_client, prefix, seeder, clock, monkeypatch
 ):
-    for n in range(4):
-        await seeder.outbox(f"T{n}", f"e{n}")
-    sink = MemorySink()
-    sweeper = _sweeper(async_client, prefix, clock, sink, batch=2)
-    await sweeper.start()
+    sweeper, sink, _ = await _batches_of_two(async_client, prefix, seeder, clock, 4)
     ack_outbox_many = sweeper.store.ack_outbox_many
     acks = 0
 
