@@ -115,9 +115,11 @@ class OutboxEnvelope(Envelope):
     The event is a pass-through payload: ``outbox_envelope`` checks that it is a JSON object and
     keeps its text, which ``to_json`` writes as it is. ``to_json`` renders the rest from the
     parts, and what the envelopes of one delivery share (prefix, attempt, stamp) once per
-    delivery (``_OutboxFrame``), instead of building a dict and serialising it: the same bytes
-    as ``orjson.dumps(body)``, at half the CPU. ``body`` is built, and the event decoded, only
-    when read (the harel and log sinks; the stream, JSONL and webhook sinks never do).
+    delivery (``_OutboxFrame``), instead of building a dict and serialising it: the bytes orjson
+    gives for the body, with the event's stored text where its serialisation would be, at less
+    than half the CPU (1.68 -> 0.73 us an entry, micro-benchmark). ``body`` is built, and the
+    event decoded, only when read (the harel and log sinks; the stream, JSONL and webhook sinks
+    never do).
     """
 
     __slots__ = ("_event", "_field", "_relayed_at", "_seq")
@@ -132,7 +134,7 @@ class OutboxEnvelope(Envelope):
         target_id: str | None,
         event_json: bytes,
     ) -> None:
-        self.id = f"{prefix}:outbox:{field}"  # outbox_id, inlined: once per entry
+        self.id = f"{prefix}:outbox:{field}"  # the stable delivery id, ``P:outbox:{seq}``
         self.kind = "outbox"
         self.prefix = prefix
         self.attempt = attempt
@@ -241,11 +243,6 @@ def _decode_event(event_json: bytes) -> dict[str, object]:
         # JSON orjson refuses although the check passed: a number beyond a double's range.
         event = json.loads(event_json)
     return event  # type: ignore[no-any-return]
-
-
-def outbox_id(prefix: str, field_: str) -> str:
-    """The stable delivery id of an outbox entry: ``P:outbox:{seq}``."""
-    return f"{prefix}:outbox:{field_}"
 
 
 def spawn_id(prefix: str, field_: str) -> str:

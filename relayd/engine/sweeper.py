@@ -328,8 +328,9 @@ class Sweeper:
     async def _defer_ack(self, lane: Lane, tally: Tally, acked: list[Fresh], stamp: float) -> None:
         """Start the ack of a window delivered whole; it runs while the next one is delivered.
 
-        Measured: 2-17 % more entries/s (three rounds of drains alternating in one process): the
-        pass no longer waits out the HDEL's round-trip. Only a hash lane, and only a window of
+        Measured: 71.2k -> 80.5k and 97.0k -> 105.9k entries/s (medians of ten drains alternating
+        in one process): the pass no longer waits out the HDEL's round-trip, which was a seventh
+        of a drain's wall time. Only a hash lane, and only a window of
         fresh entries all confirmed: its settlement is the HDEL and the reader's ``resolve``, which
         nothing before the next ack depends on. Its entries stay open in the reader until then,
         so no read returns them again and a checkpoint stays below them; a crash meanwhile
