@@ -10,6 +10,7 @@ dead-letter it with a bounded ``reason_code``.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import ClassVar, Final, Literal
 
 import msgspec
@@ -296,35 +297,59 @@ def _seq(entry: RawEntry) -> int:
     return entry.seq
 
 
-def outbox_envelope(entry: RawEntry, *, prefix: str, attempt: int, relayed_at: float) -> OutboxEnvelope:
-    """Build the envelope of one outbox entry ``{"t": target_id|null, "e": event_json_string}``.
+def outbox_envelopes(
+    entries: Iterable[RawEntry], *, prefix: str, attempt: int, relayed_at: float
+) -> tuple[list[tuple[str, RawEntry, OutboxEnvelope]], list[tuple[RawEntry, MalformedEntry]]]:
+    """The envelopes of outbox entries ``{"t": target_id|null, "e": event_json_string}``.
 
-    Raises:
-        MalformedEntry: ``bad_seq``, ``bad_json``, ``missing_field`` or ``wrong_type``.
+    Returns ``(field, entry, envelope)`` for each well-formed entry, in order, and each malformed
+    entry with why (``bad_seq``, ``bad_json``, ``missing_field`` or ``wrong_type``). One loop
+    for a window rather than a call per entry: 3.10 -> 2.82 us an entry to build a window
+    (micro-benchmark), 3-6 % more entries/s in three of four rounds of drains alternating in
+    one process (-3 % in the fourth).
     """
     # The hot path of a drain: one try around the parse and the checks; only an entry that
     # fails them goes through ``_outbox_fault`` to learn which reason to dead-letter with. The
     # event is checked here, so a malformed one is caught at read, not by the sink.
-    seq = entry.seq
-    try:
-        value = orjson.loads(entry.value)
-        target_id, event_text = value["t"], value["e"]
-        event_json = event_text.encode()
-        _CHECK_JSON.decode(event_json)
-        well_formed = event_json.lstrip()[:1] == b"{" and (target_id is None or type(target_id) is str)
-    except (orjson.JSONDecodeError, msgspec.DecodeError, KeyError, TypeError, AttributeError):
-        well_formed = False
-    if not well_formed or seq is None:
-        raise _outbox_fault(entry)
-    if _LF in event_json or _CR in event_json:
-        # A string must escape its line breaks, so these lie between tokens; as spaces they keep
-        # an envelope one line (a JSONL record, a log line) and the event the same.
-        event_json = event_json.translate(_LINE_BREAKS_TO_SPACES)
-    return OutboxEnvelope(prefix, entry.field, seq, attempt, relayed_at, target_id, event_json)
+    built: list[tuple[str, RawEntry, OutboxEnvelope]] = []
+    malformed: list[tuple[RawEntry, MalformedEntry]] = []
+    loads, check = orjson.loads, _CHECK_JSON.decode
+    for entry in entries:
+        field, seq, stored = entry
+        try:
+            value = loads(stored)
+            target_id, event_text = value["t"], value["e"]
+            event_json = event_text.encode()
+            check(event_json)
+            well_formed = event_json.lstrip()[:1] == b"{" and (target_id is None or type(target_id) is str)
+        except (orjson.JSONDecodeError, msgspec.DecodeError, KeyError, TypeError, AttributeError):
+            well_formed = False
+        if not well_formed or seq is None:
+            malformed.append((entry, _outbox_fault(entry)))
+            continue
+        if _LF in event_json or _CR in event_json:
+            # A string must escape its line breaks, so these lie between tokens; as spaces they
+            # keep an envelope one line (a JSONL record, a log line) and the event the same.
+            event_json = event_json.translate(_LINE_BREAKS_TO_SPACES)
+        envelope = OutboxEnvelope(prefix, field, seq, attempt, relayed_at, target_id, event_json)
+        built.append((field, entry, envelope))
+    return built, malformed
+
+
+def outbox_envelope(entry: RawEntry, *, prefix: str, attempt: int, relayed_at: float) -> OutboxEnvelope:
+    """Build the envelope of one outbox entry (``outbox_envelopes`` of one).
+
+    Raises:
+        MalformedEntry: ``bad_seq``, ``bad_json``, ``missing_field`` or ``wrong_type``.
+    """
+    built, malformed = outbox_envelopes([entry], prefix=prefix, attempt=attempt, relayed_at=relayed_at)
+    if malformed:
+        raise malformed[0][1]
+    return built[0][2]
 
 
 def _outbox_fault(entry: RawEntry) -> MalformedEntry:
-    """Why an outbox entry that failed ``outbox_envelope``'s checks is malformed."""
+    """Why an outbox entry that failed ``outbox_envelopes``'s checks is malformed."""
     try:
         _seq(entry)
         value = _object(entry.value, "outbox value")

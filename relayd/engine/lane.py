@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from relayd.engine.plan import Dead, Held, Verdicts, judge
-from relayd.envelope import Envelope, Kind, outbox_envelope, spawn_envelope, timer_envelope
+from relayd.envelope import Envelope, Kind, outbox_envelopes, spawn_envelope, timer_envelope
 from relayd.sinks.base import Delivered, Outcome, Retry, Sink, all_delivered
 from store.backlog import RawEntry, RawTimer
 from store.errors import MalformedEntry
@@ -54,28 +55,38 @@ def timer_ref(timer: RawTimer) -> str:
         return f"timeout:{member}:{float(timer.fire_at)}"
 
 
-_BUILDERS = {"outbox": outbox_envelope, "spawn": spawn_envelope}
-
-
 def build_fresh(
     kind: Kind, prefix: str, raws: Sequence[RawEntry | RawTimer], now: float
 ) -> tuple[list[Fresh], list[Dead]]:
     """Envelopes (attempt 1, stamped ``now``) for ``raws``; malformed ones become dead letters."""
     fresh: list[Fresh] = []
-    malformed: list[Dead] = []
-    build = _BUILDERS.get(kind)
-    for raw in raws:
-        try:
-            if build is not None and isinstance(raw, RawEntry):
-                fresh.append((raw.field, raw, build(raw, prefix=prefix, attempt=1, relayed_at=now)))
-            elif isinstance(raw, RawTimer):
-                envelope = timer_envelope(raw, prefix=prefix, attempt=1, relayed_at=now)
-                fresh.append((envelope.id, raw, envelope))
-        except MalformedEntry as exc:
-            ref = timer_ref(raw) if isinstance(raw, RawTimer) else raw.field
-            placeholder = Envelope(id=ref, kind=kind, prefix=prefix, attempt=0, body={})
-            malformed.append(Dead(Held(ref, raw, placeholder, now), exc.reason, str(exc)))
-    return fresh, malformed
+    failures: list[tuple[RawEntry | RawTimer, MalformedEntry]] = []
+    if kind == "outbox":
+        # The hot path of a drain: a window in one loop (``outbox_envelopes``). A hash lane's
+        # reader returns entries only.
+        entries = cast("Sequence[RawEntry]", raws)
+        built, bad = outbox_envelopes(entries, prefix=prefix, attempt=1, relayed_at=now)
+        fresh += built
+        failures += bad
+    else:
+        for raw in raws:
+            try:
+                if isinstance(raw, RawTimer):
+                    envelope = timer_envelope(raw, prefix=prefix, attempt=1, relayed_at=now)
+                    fresh.append((envelope.id, raw, envelope))
+                else:
+                    fresh.append(
+                        (raw.field, raw, spawn_envelope(raw, prefix=prefix, attempt=1, relayed_at=now))
+                    )
+            except MalformedEntry as exc:
+                failures.append((raw, exc))
+    return fresh, [_dead_letter(kind, prefix, raw, why, now) for raw, why in failures]
+
+
+def _dead_letter(kind: Kind, prefix: str, raw: RawEntry | RawTimer, why: MalformedEntry, now: float) -> Dead:
+    ref = timer_ref(raw) if isinstance(raw, RawTimer) else raw.field
+    placeholder = Envelope(id=ref, kind=kind, prefix=prefix, attempt=0, body={})
+    return Dead(Held(ref, raw, placeholder, now), why.reason, str(why))
 
 
 def judge_delivery(

@@ -11,6 +11,7 @@ from harel.engine.core import timeout_event as harel_timeout_event
 
 from relayd.envelope import (
     outbox_envelope,
+    outbox_envelopes,
     restamp,
     spawn_envelope,
     timer_envelope,
@@ -252,6 +253,30 @@ def test_envelopes_of_different_deliveries_rendered_in_turn_keep_their_own_stamp
         cases.append((env, expected))
 
     assert [env.to_json() for env, _ in cases] == [expected for _, expected in cases]
+
+
+def test_a_window_of_outbox_entries_keeps_its_order_and_sets_the_malformed_aside():
+    """``outbox_envelopes`` builds a whole window in one loop: a malformed entry anywhere in it
+    comes back with its reason, and every other entry in order, exactly as one by one."""
+    entries = [
+        RawEntry("1", 1, _outbox_value("a", {"id": "e1"})),
+        RawEntry("2", 2, b"{not json"),
+        RawEntry("3", 3, _outbox_value(None, {"id": "e3"})),
+        RawEntry("x", None, _outbox_value("a", {"id": "ex"})),
+        RawEntry("5", 5, _outbox_value("b", {"id": "e5"})),
+    ]
+
+    built, malformed = outbox_envelopes(entries, prefix="p", attempt=2, relayed_at=3.5)
+
+    assert [(field, entry) for field, entry, _ in built] == [
+        ("1", entries[0]),
+        ("3", entries[2]),
+        ("5", entries[4]),
+    ]
+    assert [env for _, _, env in built] == [
+        outbox_envelope(entries[n], prefix="p", attempt=2, relayed_at=3.5) for n in (0, 2, 4)
+    ]
+    assert [(entry.field, why.reason) for entry, why in malformed] == [("2", "bad_json"), ("x", "bad_seq")]
 
 
 @pytest.mark.parametrize(
