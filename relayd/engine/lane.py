@@ -84,6 +84,7 @@ def build_fresh(
 
 
 def _dead_letter(kind: Kind, prefix: str, raw: RawEntry | RawTimer, why: MalformedEntry, now: float) -> Dead:
+    """A malformed entry on its way to the dead letters: no envelope could be built, so an empty one."""
     ref = timer_ref(raw) if isinstance(raw, RawTimer) else raw.field
     placeholder = Envelope(id=ref, kind=kind, prefix=prefix, attempt=0, body={})
     return Dead(Held(ref, raw, placeholder, now), why.reason, str(why))
