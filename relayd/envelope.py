@@ -41,7 +41,7 @@ class Envelope:
     ``body`` is the whole ``relayd/1`` JSON object (``v``, ``kind``, ``id``, ``prefix``,
     ``attempt``, ``relayed_at`` and the kind's fields); ``ordering_key`` is the per-target
     order key (``target_id`` for outbox, ``child_id`` for spawns, ``execution_id`` for timers).
-    A new attempt gets a new envelope (``restamp``); the JSON is cached by the first ``to_json``.
+    A new attempt gets a new envelope (``restamped``); the JSON is cached by the first ``to_json``.
     ``outbox_envelope`` builds an ``OutboxEnvelope``, which keeps parts instead of a body.
     """
 
@@ -76,8 +76,12 @@ class Envelope:
         self.body["relayed_at"] = relayed_at
         self._json = None
 
-    def restamped(self, attempt: int, relayed_at: float) -> Envelope:
-        """This envelope for another attempt: a shallow copy of the body, with the new stamp."""
+    def restamped(self, *, attempt: int, relayed_at: float) -> Envelope:
+        """This envelope for another attempt: same id and fields, new stamp.
+
+        The stored value is decoded once, when the entry is first read; each attempt copies what
+        the envelope carries (here a shallow copy of the body) instead of parsing it again.
+        """
         body = dict(self.body)
         body["attempt"] = attempt
         body["relayed_at"] = relayed_at
@@ -169,7 +173,7 @@ class OutboxEnvelope(Envelope):
         if self._body is not None:
             self._body["relayed_at"] = relayed_at
 
-    def restamped(self, attempt: int, relayed_at: float) -> Envelope:
+    def restamped(self, *, attempt: int, relayed_at: float) -> Envelope:
         """This envelope for another attempt: the same parts, the event still undecoded."""
         return OutboxEnvelope(
             self.prefix, self._field, self._seq, attempt, relayed_at, self.ordering_key, self._event
@@ -437,12 +441,3 @@ def timer_envelope(timer: RawTimer, *, prefix: str, attempt: int, relayed_at: fl
         "event": event,
     }
     return Envelope(id_, "timer", prefix, attempt, body, execution_id)
-
-
-def restamp(envelope: Envelope, *, attempt: int, relayed_at: float) -> Envelope:
-    """Return ``envelope`` for another delivery attempt: same id and fields, new stamp.
-
-    The stored value is decoded once when the entry is first read; each attempt copies what it
-    carries (a pass-through event still undecoded) instead of parsing the JSON again.
-    """
-    return envelope.restamped(attempt, relayed_at)

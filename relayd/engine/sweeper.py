@@ -43,7 +43,7 @@ from relayd.engine.plan import Dead, Held, Verdicts, choose
 from relayd.engine.probe import probe_quiet
 from relayd.engine.settle import Settlement
 from relayd.engine.timer_reads import read_due_timers
-from relayd.envelope import Envelope, Kind, restamp
+from relayd.envelope import Envelope, Kind
 from relayd.metrics import RelayMetrics
 from relayd.packing import use_hiredis_packing
 from relayd.sinks.base import Outcome, Retry, Sink
@@ -300,7 +300,7 @@ class Sweeper:
         if picked or fast:
             tally.attempted += len(picked) + len(fast)
             stamp = self.clock.now()
-            envelopes = [restamp(h.envelope, attempt=h.attempts + 1, relayed_at=stamp) for h in picked]
+            envelopes = [h.envelope.restamped(attempt=h.attempts + 1, relayed_at=stamp) for h in picked]
             for _, _, envelope in fast:
                 # Built at read, never serialised yet: the stamp says when it was handed over.
                 envelope.stamp(stamp)
@@ -342,19 +342,23 @@ class Sweeper:
         task = asyncio.create_task(self.settle.apply(lane, Verdicts(), acked, stamp))
         lane.acking = (task, len(acked))
 
-    async def _settled(self, lane: Lane, tally: Tally) -> None:
+    async def _settled(self, lane: Lane, tally: Tally | None) -> None:
         """Wait for the lane's ack in flight, if any, and count what it acked."""
         pending, lane.acking = lane.acking, None
         if pending is not None:
             task, count = pending
             await task
-            tally.count(lane.kind, Verdicts(), count)
-            self.settle.count(lane.kind, Verdicts(), count)
+            self._count_acks(lane.kind, count, tally)
+
+    def _count_acks(self, kind: Kind, count: int, tally: Tally | None) -> None:
+        if tally is not None:
+            tally.count(kind, Verdicts(), count)
+        self.settle.count(kind, Verdicts(), count)
 
     async def settle_pending(self, tally: Tally | None = None) -> None:
         """Wait for every ack still in flight (a pass that is not full; stop; hand-back)."""
         for lane in self.lanes:
-            await self._settled(lane, tally or Tally())
+            await self._settled(lane, tally)
 
     def abandon(self) -> None:
         """Let the acks in flight of a sweeper given up (a Redis error, a lost lease) finish on
@@ -368,7 +372,7 @@ class Sweeper:
 
     def _count_abandoned(self, kind: Kind, count: int, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is None:
-            self.settle.count(kind, Verdicts(), count)
+            self._count_acks(kind, count, None)
 
     def _hold(self, lane: Lane, fresh: list[Fresh], now: float) -> None:
         for ref, raw, envelope in fresh:

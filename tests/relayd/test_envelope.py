@@ -12,7 +12,6 @@ from harel.engine.core import timeout_event as harel_timeout_event
 from relayd.envelope import (
     outbox_envelope,
     outbox_envelopes,
-    restamp,
     spawn_envelope,
     timer_envelope,
     timer_event_id,
@@ -131,7 +130,7 @@ def test_restamp_changes_only_attempt_and_relayed_at():
         RawEntry("1", 1, _outbox_value("t", {"id": "a"})), prefix="p", attempt=1, relayed_at=1.0
     )
 
-    again = restamp(env, attempt=2, relayed_at=7.0)
+    again = env.restamped(attempt=2, relayed_at=7.0)
 
     assert (again.attempt, again.body["attempt"], again.body["relayed_at"]) == (2, 2, 7.0)
     assert {k: v for k, v in again.body.items() if k not in ("attempt", "relayed_at")} == {
@@ -173,12 +172,12 @@ def test_a_retry_of_a_passed_through_event_keeps_its_text():
         RawEntry("4", 4, orjson.dumps({"t": None, "e": text})), prefix="p", attempt=1, relayed_at=1.0
     )
 
-    again = restamp(env, attempt=2, relayed_at=3.0)
+    again = env.restamped(attempt=2, relayed_at=3.0)
 
     assert again.to_json().endswith(b',"event":' + text.encode() + b"}")
     assert orjson.loads(again.to_json())["attempt"] == 2
     assert again.body["event"] == env.body["event"] == {"kind": "Go", "id": "e2"}
-    assert again == restamp(env, attempt=2, relayed_at=3.0)
+    assert again == env.restamped(attempt=2, relayed_at=3.0)
 
 
 def test_an_event_number_beyond_a_double_is_valid_json_and_still_decodes():
@@ -222,7 +221,7 @@ def test_an_outbox_envelope_renders_the_bytes_its_body_serialises_to(prefix, tar
 
     env = outbox_envelope(entry, prefix=prefix, attempt=1, relayed_at=0.5)
     env.stamp(relayed_at)
-    again = restamp(env, attempt=12, relayed_at=relayed_at + 1)
+    again = env.restamped(attempt=12, relayed_at=relayed_at + 1)
 
     assert env.to_json() == _rendered_by_dict(
         prefix, "1234", attempt=1, relayed_at=relayed_at, target=target, event_text=text

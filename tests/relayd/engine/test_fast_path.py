@@ -269,9 +269,11 @@ async def _one_full_pass_of_three(async_client, prefix, seeder, clock):
 async def test_settle_pending_finishes_the_ack_in_flight(async_client, prefix, seeder, clock):
     """What a stop or a hand-back runs before the last checkpoint: the window's entries are gone."""
     sweeper, outbox = await _one_full_pass_of_three(async_client, prefix, seeder, clock)
+    task = outbox.acking[0]
 
     await sweeper.settle_pending()
 
+    assert task.done()  # waited for, not only forgotten
     assert outbox.acking is None
     assert sorted(await async_client.hkeys(sweeper.store.keyspace.outbox)) == [b"3"]
 
