@@ -322,8 +322,7 @@ class Sweeper:
         verdicts.dead.extend(malformed)
         await self._settled(lane, tally)  # one settlement of a lane at a time
         await self.settle.apply(lane, verdicts, acked_fast, stamp)
-        tally.count(lane.kind, verdicts, len(acked_fast))
-        self.settle.count(lane.kind, verdicts, len(acked_fast))
+        self._count(lane.kind, verdicts, len(acked_fast), tally)
 
     async def _defer_ack(self, lane: Lane, tally: Tally, acked: list[Fresh], stamp: float) -> None:
         """Start the ack of a window delivered whole; it runs while the next one is delivered.
@@ -348,12 +347,13 @@ class Sweeper:
         if pending is not None:
             task, count = pending
             await task
-            self._count_acks(lane.kind, count, tally)
+            self._count(lane.kind, Verdicts(), count, tally)
 
-    def _count_acks(self, kind: Kind, count: int, tally: Tally | None) -> None:
+    def _count(self, kind: Kind, verdicts: Verdicts, acked_fast: int, tally: Tally | None) -> None:
+        """Count a settlement in the metrics and, unless it outlived its pass, in the pass's tally."""
         if tally is not None:
-            tally.count(kind, Verdicts(), count)
-        self.settle.count(kind, Verdicts(), count)
+            tally.count(kind, verdicts, acked_fast)
+        self.settle.count(kind, verdicts, acked_fast)
 
     async def settle_pending(self, tally: Tally | None = None) -> None:
         """Wait for every ack still in flight (a pass that is not full; stop; hand-back)."""
@@ -372,7 +372,7 @@ class Sweeper:
 
     def _count_abandoned(self, kind: Kind, count: int, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is None:
-            self._count_acks(kind, count, None)
+            self._count(kind, Verdicts(), count, None)
 
     def _hold(self, lane: Lane, fresh: list[Fresh], now: float) -> None:
         for ref, raw, envelope in fresh:

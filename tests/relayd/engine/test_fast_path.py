@@ -292,7 +292,9 @@ async def test_an_abandoned_sweepers_ack_in_flight_still_deletes_and_counts_what
 
     assert outbox.acking is None
     assert sorted(await async_client.hkeys(sweeper.store.keyspace.outbox)) == [b"3"]
-    delivered = sweeper.metrics.delivered.labels(prefix, "outbox")._value.get()
+    delivered = sweeper.metrics.registry.get_sample_value(
+        "relayd_delivered_total", {"prefix": prefix, "kind": "outbox"}
+    )
     assert delivered == 2
 
 
