@@ -148,14 +148,30 @@ async def test_a_window_prefetched_during_delivery_keeps_per_target_order(
     assert await async_client.hlen(sweeper.store.keyspace.outbox) == 0
 
 
-async def test_a_prefetched_window_is_delivered_after_a_restart(async_client, prefix, seeder, clock):
-    """Prefetched entries are only in memory: a new sweeper reads and delivers them (never lost)."""
+async def test_a_prefetched_window_is_delivered_after_a_restart(
+    async_client, prefix, seeder, clock, monkeypatch
+):
+    """Prefetched entries are only in memory: a new sweeper reads and delivers them (never lost).
+
+    The first sweeper stops as a relay stops (``PrefixRelay``): the ack left in flight by its
+    full pass is finished, then the cursor written. Its ack is slowed down, so a stop that
+    skipped ``settle_pending`` would let the new sweeper read e0 and e1 again (it did, once in
+    a while, under a loaded CI run, before the stop here waited for it).
+    """
     for n in range(5):
         await seeder.outbox(f"T{n}", f"e{n}")
     first_sink, second_sink = MemorySink(), MemorySink()
     first = _sweeper(async_client, prefix, clock, first_sink, batch=2)
+    ack_outbox_many = first.store.ack_outbox_many
+
+    async def slow_ack(fields):
+        await asyncio.sleep(0.05)
+        return await ack_outbox_many(fields)
+
+    monkeypatch.setattr(first.store, "ack_outbox_many", slow_ack)
     await first.start()
     await first.run_pass()
+    await first.settle_pending()
     await first.checkpoint()
 
     second = _sweeper(async_client, prefix, clock, second_sink, batch=2)
