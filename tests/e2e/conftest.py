@@ -139,9 +139,13 @@ def commit_backlog(
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The envelopes of every complete line. A test polls the file while the daemon appends to
+    it, so the last line may still be half written (no newline yet): it is not read until it is
+    whole. Every complete line must parse."""
     if not path.exists():
         return []
-    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+    complete, _, _being_written = path.read_bytes().rpartition(b"\n")
+    return [orjson.loads(line) for line in complete.splitlines() if line.strip()]
 
 
 def snapshot_engine_keys(client: redis.Redis, prefix: str) -> dict[bytes, Any]:
