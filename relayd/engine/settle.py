@@ -10,7 +10,7 @@ from __future__ import annotations
 import structlog
 
 from relayd.engine.clock import Clock
-from relayd.engine.lane import Fresh, Lane
+from relayd.engine.lane import FreshBatch, Lane
 from relayd.engine.plan import MAX_ATTEMPTS, PERMANENT, Dead, Held, Verdicts
 from relayd.envelope import Kind
 from relayd.metrics import RelayMetrics, observe_many
@@ -41,10 +41,10 @@ class Settlement:
         # moment ago may be missed, which restarts that entry's count (dead-lettering later).
         lane.attempts_maybe = bool(await self.client.exists(self.keys.attempts(lane.kind)))
 
-    async def apply(self, lane: Lane, verdicts: Verdicts, acked_fast: list[Fresh], stamp: float) -> None:
+    async def apply(self, lane: Lane, verdicts: Verdicts, acked_fast: FreshBatch, stamp: float) -> None:
         kind, now = lane.kind, self.clock.now()
         acked = [h.ref for h in verdicts.ack]
-        acked += [fresh[0] for fresh in acked_fast]
+        acked += acked_fast.refs
         if acked:
             await self._ack(lane, acked, verdicts.ack, acked_fast)
             stale = [h.ref for h in verdicts.ack if h.attempts > 1]
@@ -79,13 +79,13 @@ class Settlement:
         if kind == "timer":
             self._observe_lag(verdicts.ack, acked_fast, stamp)
 
-    def _observe_lag(self, acked: list[Held], acked_fast: list[Fresh], stamp: float) -> None:
+    def _observe_lag(self, acked: list[Held], acked_fast: FreshBatch, stamp: float) -> None:
         lags_s = [
             max(0.0, (h.last_attempt_at or stamp) - h.raw.fire_at)
             for h in acked
             if isinstance(h.raw, RawTimer)
         ]
-        lags_s += [max(0.0, stamp - raw.fire_at) for _, raw, _ in acked_fast if isinstance(raw, RawTimer)]
+        lags_s += [max(0.0, stamp - raw.fire_at) for raw in acked_fast.raws if isinstance(raw, RawTimer)]
         observe_many(self.metrics.timer_lag.labels(self.prefix), lags_s)
 
     async def _bury(self, kind: Kind, dead: list[Dead], now: float) -> None:
@@ -102,12 +102,12 @@ class Settlement:
                 error=d.reason,
             )
 
-    async def _ack(self, lane: Lane, refs: list[str], held: list[Held], fast: list[Fresh]) -> None:
+    async def _ack(self, lane: Lane, refs: list[str], held: list[Held], fast: FreshBatch) -> None:
         """Ack ``refs`` (the refs of ``held`` then ``fast``): one HDEL, or one timer script call."""
         if lane.kind == "timer":
             # Score-guarded: a timer the engine re-armed since we read it stays (DESIGN §4).
             raws = [h.raw for h in held]
-            raws += [fresh[1] for fresh in fast]
+            raws += fast.raws
             pairs = [(r.member, r.fire_at) for r in raws if isinstance(r, RawTimer)]
             await self.store.delete_timers_many(pairs)
         elif lane.kind == "outbox":

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from relayd.envelope import Envelope
+from relayd.envelope import Envelope, render_all
 from relayd.errors import ConfigError, SinkError
 from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
 from relayd.sinks.spec import SinkSpec
@@ -51,7 +51,7 @@ class JsonlSink:
     async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
         if self._file is None:
             raise SinkError("sink 'jsonl' delivered to before start()")
-        data = b"".join(envelope.to_json() + b"\n" for envelope in batch)
+        data = b"".join(line + b"\n" for line in render_all(batch))
         try:
             await asyncio.to_thread(self._write, self._file, data)
         except OSError as exc:

@@ -35,7 +35,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from relayd.envelope import Envelope
+from relayd.envelope import Envelope, ids_of, keys_of, kind_of, render_all
 from relayd.errors import ConfigError, SinkError
 from relayd.packing import use_hiredis_packing
 from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
@@ -94,9 +94,9 @@ def _refused(error: ResponseError) -> bool:
     return any(text in str(error).lower() for text in _SCRIPTS_REFUSED)
 
 
-def stream_name(template: str, envelope: Envelope) -> str:
-    """The stream ``envelope`` goes to: ``template`` with ``{target}`` filled in."""
-    return template.replace("{target}", envelope.ordering_key or NO_TARGET)
+def stream_name(template: str, ordering_key: str | None) -> str:
+    """The stream an envelope with ``ordering_key`` goes to: ``template`` with ``{target}`` filled in."""
+    return template.replace("{target}", ordering_key or NO_TARGET)
 
 
 class RedisStreamSink:
@@ -222,28 +222,31 @@ class RedisStreamSink:
         """KEYS and ARGV of one ``XADD_BATCH`` call."""
         # Only what varies per entry goes per entry: a batch is one kind (a sweeper lane) and,
         # without {target}, one stream. Each argument costs client CPU to pack. The per-entry
-        # arguments are built a column at a time and interleaved by slice assignment, in C.
-        kind = call[0].kind
-        uniform = all(envelope.kind == kind for envelope in call)
+        # arguments are built a column at a time (an ``OutboxWindow`` renders from its own
+        # columns, making no envelope) and interleaved by slice assignment, in C.
+        kind = kind_of(call)
         routed = self._routed
         streams: dict[str, int] = {} if routed else {self._stream: 1}
         columns: list[list[bytes | str | int]] = []
         if routed:
-            columns.append([streams.setdefault(stream_name(self._stream, e), len(streams) + 1) for e in call])
-        columns += ([e.to_json() for e in call], [e.id for e in call])
-        if not uniform:
+            template = self._stream
+            columns.append(
+                [streams.setdefault(stream_name(template, key), len(streams) + 1) for key in keys_of(call)]
+            )
+        columns += (list[bytes | str | int](render_all(call)), list[bytes | str | int](ids_of(call)))
+        if kind is None:
             columns.append([e.kind for e in call])
         per_entry: list[bytes | str | int] = [""] * (len(columns) * len(call))
         for offset, column in enumerate(columns):
             per_entry[offset :: len(columns)] = column
-        return list(streams), [self._maxlen or "", kind if uniform else "", "1" if routed else "", *per_entry]
+        return list(streams), [self._maxlen or "", kind or "", "1" if routed else "", *per_entry]
 
     async def _deliver_piped(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
         assert self._client is not None
         pipe = self._client.pipeline(transaction=False)
         for envelope in batch:
             pipe.xadd(
-                stream_name(self._stream, envelope),
+                stream_name(self._stream, envelope.ordering_key),
                 {"envelope": envelope.to_json(), "id": envelope.id, "kind": envelope.kind},
                 maxlen=self._maxlen,
                 approximate=True,

@@ -10,8 +10,13 @@ import pytest
 from harel.engine.core import timeout_event as harel_timeout_event
 
 from relayd.envelope import (
+    OutboxWindow,
+    ids_of,
+    keys_of,
+    kind_of,
     outbox_envelope,
     outbox_envelopes,
+    render_all,
     spawn_envelope,
     timer_envelope,
     timer_event_id,
@@ -265,17 +270,70 @@ def test_a_window_of_outbox_entries_keeps_its_order_and_sets_the_malformed_aside
         RawEntry("5", 5, _outbox_value("b", {"id": "e5"})),
     ]
 
-    built, malformed = outbox_envelopes(entries, prefix="p", attempt=2, relayed_at=3.5)
+    window, good, malformed = outbox_envelopes(entries, prefix="p", attempt=2, relayed_at=3.5)
 
-    assert [(field, entry) for field, entry, _ in built] == [
-        ("1", entries[0]),
-        ("3", entries[2]),
-        ("5", entries[4]),
-    ]
-    assert [env for _, _, env in built] == [
-        outbox_envelope(entries[n], prefix="p", attempt=2, relayed_at=3.5) for n in (0, 2, 4)
-    ]
+    assert good == [entries[0], entries[2], entries[4]]
+    assert window.fields == ["1", "3", "5"]
+    expected = [outbox_envelope(entries[n], prefix="p", attempt=2, relayed_at=3.5) for n in (0, 2, 4)]
+    assert list(window) == expected
     assert [(entry.field, why.reason) for entry, why in malformed] == [("2", "bad_json"), ("x", "bad_seq")]
+
+
+def _window(prefix: str = "p", count: int = 5) -> tuple[OutboxWindow, list[RawEntry]]:
+    entries = [
+        RawEntry(str(n), n, _outbox_value(f"t{n % 2}" if n % 3 else None, {"id": f"e{n}", "x": n / 3}))
+        for n in range(1, count + 1)
+    ]
+    window, good, malformed = outbox_envelopes(entries, prefix=prefix, attempt=1, relayed_at=0.0)
+    assert good == entries
+    assert not malformed
+    return window, entries
+
+
+def test_a_window_renders_what_its_envelopes_render_one_by_one():
+    """The stream and JSONL sinks read a window's columns (``render_all``, ``ids_of``,
+    ``keys_of``, ``kind_of``); each must give what the envelopes it stands for give."""
+    window, entries = _window('pre"fix')
+    stamp = 1_700_000_000.25
+    window.stamp(stamp)
+    envelopes = [outbox_envelope(e, prefix='pre"fix', attempt=1, relayed_at=stamp) for e in entries]
+
+    assert render_all(window) == [env.to_json() for env in envelopes]
+    assert ids_of(window) == [env.id for env in envelopes]
+    assert keys_of(window) == [env.ordering_key for env in envelopes]
+    assert kind_of(window) == "outbox"
+    # the same helpers over a plain list of envelopes
+    assert render_all(envelopes) == render_all(window)
+    assert ids_of(envelopes) == ids_of(window)
+    assert keys_of(envelopes) == keys_of(window)
+    assert kind_of(envelopes) == "outbox"
+
+
+def test_a_window_is_a_sequence_of_envelopes_and_a_slice_is_a_window():
+    window, entries = _window(count=6)
+    window.stamp(2.5)
+
+    assert len(window) == 6
+    assert window[4] == outbox_envelope(entries[4], prefix="p", attempt=1, relayed_at=2.5)
+    part = window[2:5]
+    assert isinstance(part, OutboxWindow)
+    assert list(part) == list(window)[2:5]
+    assert render_all(part) == render_all(window)[2:5]
+    more, _ = _window(count=2)
+    window.extend(more)
+    assert [env.id for env in window] == [f"p:outbox:{n}" for n in (1, 2, 3, 4, 5, 6, 1, 2)]
+
+
+def test_kind_of_a_mixed_batch_is_none():
+    window, _ = _window(count=1)
+    spawn = spawn_envelope(
+        RawEntry("9", 9, orjson.dumps({"p": "a", "c": "b", "r": "root", "x": {}})),
+        prefix="p",
+        attempt=1,
+        relayed_at=0.0,
+    )
+    assert kind_of([window[0], spawn]) is None
+    assert kind_of([spawn]) == "spawn"
 
 
 @pytest.mark.parametrize(

@@ -47,9 +47,9 @@ def test_the_floor_renders_the_relays_envelope_bytes_and_ids() -> None:
     args = _floor()._envelopes("pre\\fix", fields, values, now)
 
     entries = [RawEntry(f, int(f), v) for f, v in zip(fields, values, strict=True)]
-    built, malformed = outbox_envelopes(entries, prefix="pre\\fix", attempt=1, relayed_at=now)
+    window, _, malformed = outbox_envelopes(entries, prefix="pre\\fix", attempt=1, relayed_at=now)
     assert not malformed
-    assert args == [part for _, _, env in built for part in (env.to_json(), env.id)]
+    assert args == [part for env in window for part in (env.to_json(), env.id)]
 
 
 def test_the_floor_drains_every_entry_into_the_stream(redis_server: RedisServer) -> None:

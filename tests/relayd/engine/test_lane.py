@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from relayd.engine.lane import Fresh, judge_delivery
+from relayd.engine.lane import Fresh, FreshBatch, judge_delivery
 from relayd.engine.plan import MAX_ATTEMPTS, Held
 from relayd.envelope import outbox_envelope
 from relayd.sinks.base import DELIVERED, Permanent, Retry
@@ -20,9 +20,10 @@ def _fresh(seq: int, target: str) -> Fresh:
 
 
 def _judge(picked: list[Held], fast: list[Fresh], outcomes: list, max_attempts: int = 5):  # type: ignore[no-untyped-def]
-    return judge_delivery(
-        picked, fast, outcomes, now=NOW, max_attempts=max_attempts, delay_s=lambda n: 2.0 * n
+    verdicts, acked, failed = judge_delivery(
+        picked, FreshBatch.of(fast), outcomes, now=NOW, max_attempts=max_attempts, delay_s=lambda n: 2.0 * n
     )
+    return verdicts, list(acked), failed
 
 
 def test_all_fresh_and_confirmed_acks_them_all_with_nothing_to_judge() -> None:
