@@ -7,7 +7,9 @@ relay's own Redis or any other.
 - ``{target}`` in NAME is replaced by the envelope's ``ordering_key`` (the outbox target, the
   spawned child, the timer's execution), or by ``_`` when it has none, so
   ``stream=events:{target}`` gives every target its own stream.
-- ``maxlen=N`` trims approximately (``MAXLEN ~ N``), which Redis does cheaply per node.
+- ``maxlen=N`` trims approximately (``MAXLEN ~ N``), which Redis does cheaply per node: once per
+  stream after each script call (so by at most a call's entries later than an XADD's own trim
+  would), per entry on the pipeline fallback.
 - A batch goes out as calls of a small Lua script (``XADD_BATCH``, ``CALL_SIZE`` entries each)
   that add every entry in batch order and answer the positions of the entries refused (none, as
   a rule): one short reply per call instead of one per entry (8x less client CPU, profiled). The
@@ -59,6 +61,7 @@ XADD_BATCH: Final = """
 -- memory, ...): empty when every entry was added.
 local maxlen, kind, routed = ARGV[1], ARGV[2], ARGV[3] == '1'
 local refused = {}
+local added = {}  -- the streams this call added to, to trim
 local position = 0
 local i = 4
 while i <= #ARGV do
@@ -74,16 +77,16 @@ while i <= #ARGV do
     entry_kind = ARGV[i]
     i = i + 1
   end
-  local reply
-  if maxlen == '' then
-    reply = redis.pcall('XADD', key, '*', 'envelope', envelope, 'id', id, 'kind', entry_kind)
-  else
-    reply = redis.pcall('XADD', key, 'MAXLEN', '~', maxlen, '*',
-      'envelope', envelope, 'id', id, 'kind', entry_kind)
-  end
+  local reply = redis.pcall('XADD', key, '*', 'envelope', envelope, 'id', id, 'kind', entry_kind)
   if type(reply) == 'table' and reply.err then
     refused[#refused + 1] = position
+  elseif maxlen ~= '' then
+    added[key] = true
   end
+end
+-- Trimmed once per stream per call rather than by each XADD (0.45 us of Redis CPU an entry).
+for key in pairs(added) do
+  redis.pcall('XTRIM', key, 'MAXLEN', '~', maxlen)
 end
 return refused
 """
