@@ -124,6 +124,25 @@ async def test_maxlen_trims_the_stream(
     assert last[0][1][b"id"] == f"{prefix}:outbox:1999".encode()
 
 
+@pytest.mark.parametrize("batch", [1, 500], ids=["one-entry-calls", "full-calls"])
+async def test_maxlen_trims_every_routed_stream(
+    make_sink: MakeSink, async_client: aioredis.Redis, prefix: str, batch: int
+) -> None:
+    """Each stream a call adds to is trimmed, whether a call carries one entry or many."""
+    sink = await make_sink(f"stream={prefix}:rt:{{target}}&maxlen=50")
+    envelopes = [outbox(prefix, seq, "ab"[seq % 2]) for seq in range(1200)]
+
+    for start in range(0, len(envelopes), batch):
+        await sink.deliver(envelopes[start : start + batch])
+
+    for target in "ab":
+        assert 50 <= await async_client.xlen(f"{prefix}:rt:{target}") < 300
+        last: list[tuple[bytes, dict[bytes, bytes]]] = await async_client.xrevrange(  # type: ignore[assignment]
+            f"{prefix}:rt:{target}", count=1
+        )
+        assert last[0][1][b"id"] == f"{prefix}:outbox:{1198 + (target == 'b')}".encode()
+
+
 async def test_second_redis_server_as_destination(own_redis_server: RedisServer, prefix: str) -> None:
     """A stream on another redis-server receives the batch; the relay's own Redis is not involved."""
     spec = parse_sink_spec(f"redis-stream:{own_redis_server.url}?stream=out")
