@@ -2,7 +2,9 @@
 
 ``Envelope`` is the value type shared by the engine and the sinks. The pure builders below turn
 raw stored entries (``store.backlog.RawEntry`` / ``RawTimer``) into envelopes; they import no
-Redis and read no clock (``relayed_at`` is a parameter). A stored value that cannot be decoded
+Redis and read no clock (``relayed_at`` is a parameter). A window of outbox entries stays
+columns (``OutboxWindow``, a sequence of envelopes made on access); ``render_all``, ``ids_of``,
+``keys_of`` and ``kind_of`` read any batch. A stored value that cannot be decoded
 raises ``store.errors.MalformedEntry`` with one of the fixed reasons, so the engine can
 dead-letter it with a bounded ``reason_code``.
 """

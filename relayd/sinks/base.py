@@ -60,6 +60,9 @@ class Sink(Protocol):
     async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
         """Deliver ``batch`` and return one outcome per envelope, in order.
 
+        ``batch`` is a ``Sequence[Envelope]``: a list, or a window of outbox entries
+        (``relayd.envelope.OutboxWindow``) that makes each envelope when indexed;
+        ``relayd.envelope.render_all`` and its siblings read either without making them.
         An exception raised here counts as ``Retry`` for every envelope of the batch.
         """
 
