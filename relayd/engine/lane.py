@@ -66,10 +66,11 @@ class FreshBatch:
         """Append ``other`` (a window built in slices)."""
         if not self.refs:
             self.envelopes = other.envelopes
-        elif isinstance(self.envelopes, OutboxWindow) and isinstance(other.envelopes, OutboxWindow):
+        elif isinstance(self.envelopes, OutboxWindow):
+            assert isinstance(other.envelopes, OutboxWindow)  # a lane builds one kind
             self.envelopes.extend(other.envelopes)
         else:
-            self.envelopes = [*self.envelopes, *other.envelopes]
+            self.envelopes += other.envelopes
         self.refs += other.refs
         self.raws += other.raws
 
@@ -127,7 +128,8 @@ def build_fresh(
         # A hash lane's reader returns entries only.
         entries = cast("Sequence[RawEntry]", raws)
         window, good, bad = outbox_envelopes(entries, prefix=prefix, attempt=1, relayed_at=now)
-        fresh = FreshBatch(window.fields[:], list[RawEntry | RawTimer](good), window)
+        # ``refs`` a copy of the window's fields: extending the batch extends both, once each.
+        fresh = FreshBatch(window.fields[:], cast("list[RawEntry | RawTimer]", good), window)
         failures += bad
     else:
         fresh = FreshBatch()

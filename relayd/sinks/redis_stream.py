@@ -243,13 +243,13 @@ class RedisStreamSink:
         kind = kind_of(call)
         routed = self._routed
         streams: dict[str, int] = {} if routed else {self._stream: 1}
-        columns: list[list[bytes | str | int]] = []
+        columns: list[Sequence[bytes | str | int]] = []
         if routed:
             template = self._stream
             columns.append(
                 [streams.setdefault(stream_name(template, key), len(streams) + 1) for key in keys_of(call)]
             )
-        columns += (list[bytes | str | int](render_all(call)), list[bytes | str | int](ids_of(call)))
+        columns += (render_all(call), ids_of(call))
         if kind is None:
             columns.append([e.kind for e in call])
         per_entry: list[bytes | str | int] = [""] * (len(columns) * len(call))
