@@ -72,7 +72,7 @@ def bench(  # noqa: PLR0917 - Typer builds one option per parameter
     as_json: Annotated[bool, _opt("--json", help_text="Print one JSON document instead of tables.")] = False,
 ) -> None:
     """Seed throwaway backlogs, drain them with the real engine and the baseline, print the figures."""
-    from relayd.bench import DEFAULT_SINK, SUITES, BenchConfig, run_bench
+    from relayd.bench.runner import DEFAULT_SINK, SUITES, BenchConfig, run_bench
     from relayd.logs import configure_logging
 
     chosen_kinds = tuple(k.strip() for k in kinds.split(",") if k.strip())

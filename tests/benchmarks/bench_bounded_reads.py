@@ -15,7 +15,7 @@ import time
 import orjson
 import redis
 
-from relayd.bench_server import throwaway_redis_server
+from relayd.bench.server import throwaway_redis_server
 from store import Event, RedisStore
 
 LIMIT = 1000

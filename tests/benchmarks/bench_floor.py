@@ -34,16 +34,16 @@ import orjson
 import redis
 import redis.asyncio as aioredis
 
-from relayd.bench import Bench, BenchConfig, new_prefix
-from relayd.bench_seed import seed
-from relayd.bench_server import delete_prefix, server_cpu_s, throwaway_redis_server
+from relayd.bench.runner import Bench, BenchConfig, new_prefix
+from relayd.bench.seed import seed
+from relayd.bench.server import delete_prefix, server_cpu_s, throwaway_redis_server
 from relayd.logs import configure_logging
 from relayd.packing import use_hiredis_packing
 from relayd.sinks.redis_stream import CALL_SIZE, XADD_BATCH
 from store import Keyspace
 
 WINDOW = 1000
-#: The trim of the bench's default stream sink (``relayd.bench.DEFAULT_SINK``), so Redis does the same work.
+#: The trim of the bench's default stream sink (``relayd.bench.runner.DEFAULT_SINK``): the same Redis work.
 MAXLEN = "10000"
 #: The check the relay makes of each passed-through event: one JSON document, not built.
 _CHECK_JSON = msgspec.json.Decoder(msgspec.Raw)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import orjson
 import redis
 
-from relayd.bench_server import throwaway_redis_server
+from relayd.bench.server import throwaway_redis_server
 
 SHARDS = [f"{{shard-{i}}}" for i in range(16)]
 #: Lease TTL of the relays (s): shares settle within about one of these after the last start.

@@ -12,9 +12,9 @@ import time
 
 from pyinstrument import Profiler
 
-from relayd.bench import Bench, BenchConfig
-from relayd.bench_seed import seed
-from relayd.bench_server import bench_redis
+from relayd.bench.runner import Bench, BenchConfig
+from relayd.bench.seed import seed
+from relayd.bench.server import bench_redis
 from relayd.logs import configure_logging
 
 
@@ -33,7 +33,7 @@ async def main(backlog: int, kind: str) -> None:
             real_seed(*args, **kwargs)
             profiler.start()
 
-        import relayd.bench as bench_module
+        import relayd.bench.runner as bench_module
 
         bench_module.seed = no_seed  # type: ignore[assignment]
         figures = await bench.relay_drain(kind, backlog)  # type: ignore[arg-type]

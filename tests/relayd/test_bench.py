@@ -12,8 +12,8 @@ import redis
 import structlog
 from typer.testing import CliRunner
 
-from relayd.bench import TimingSink
-from relayd.bench_stats import (
+from relayd.bench.runner import TimingSink
+from relayd.bench.stats import (
     COMMITTED_AT,
     RunFigures,
     commands_delta,

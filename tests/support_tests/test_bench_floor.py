@@ -17,7 +17,7 @@ from types import ModuleType
 import redis
 from support.redis_server import RedisServer
 
-from relayd.bench_seed import seed
+from relayd.bench.seed import seed
 from relayd.envelope import outbox_envelopes
 from store import Event, Keyspace
 from store.backlog import RawEntry

@@ -4,7 +4,7 @@ Suites (``--suite``, comma-separated or ``all``):
 
 - ``drain``: per kind, seed ``backlog`` entries through ``store``, drain them with ``run_relay``
   (``once=True``) into the sink, then drain an identical backlog the incumbent's way
-  (``relayd.bench_seed.drain_like_incumbent``) into a fresh sink of the same spec; entries/s,
+  (``relayd.bench.seed.drain_like_incumbent``) into a fresh sink of the same spec; entries/s,
   commit-to-delivery p50/p99, Redis commands per entry, peak RSS, CPU seconds (the relay's, and
   the server's from INFO cpu) and the ratio.
 - ``scale``: per-pass cost (median of full passes, ``Sweeper.run_pass``) at a small and a large
@@ -13,7 +13,7 @@ Suites (``--suite``, comma-separated or ``all``):
   by the long-running loop at the default poll interval; p50/p99 of delivery minus fire_at.
 - ``idle``: the long-running loop on an empty prefix: Redis commands per second and CPU share.
 - ``wake``: single commits to an idle relay, commit-to-delivery with ``--wake`` on and off
-  (``relayd.bench_wake``).
+  (``relayd.bench.wake``).
 
 Every prefix is ``bench<hex>`` and every key under it (the default stream sink included) is
 deleted when its scenario ends, even on failure; a redis-server started here is stopped.
@@ -37,9 +37,9 @@ import redis.asyncio as aioredis
 import redis.utils
 from prometheus_client import CollectorRegistry
 
-from relayd.bench_seed import drain_like_incumbent, live_count, seed
-from relayd.bench_server import bench_redis, command_calls, delete_prefix, server_cpu_s
-from relayd.bench_stats import (
+from relayd.bench.seed import drain_like_incumbent, live_count, seed
+from relayd.bench.server import bench_redis, command_calls, delete_prefix, server_cpu_s
+from relayd.bench.stats import (
     RunFigures,
     commands_delta,
     committed_at,
@@ -417,7 +417,7 @@ async def _run(
         if "idle" in config.suites:
             report["idle"] = await bench.idle()
         if "wake" in config.suites:
-            from relayd.bench_wake import wake_suite
+            from relayd.bench.wake import wake_suite
 
             report["wake"] = await wake_suite(bench, owned=owned)
     finally:

@@ -1,6 +1,6 @@
 """Pure figures of ``relayd bench``: latencies, percentiles, command deltas, ratios, report rows.
 
-Nothing here touches Redis, a clock or a terminal: the I/O shells in ``relayd.bench`` measure,
+Nothing here touches Redis, a clock or a terminal: the I/O shells in ``relayd.bench.runner`` measure,
 these functions turn measurements into the numbers the table and ``--json`` print.
 """
 

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import redis
 
-from relayd.bench_stats import parse_commandstats
+from relayd.bench.stats import parse_commandstats
 
 #: How long a started redis-server may take to answer PING.
 _START_TIMEOUT_S: Final = 10.0

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from relayd.bench_stats import COMMITTED_AT, latency_figures
+from relayd.bench.stats import COMMITTED_AT, latency_figures
 from relayd.engine.notify import NEEDED_FLAGS, configured_flags, notifications_ready
 from store import Event, Execution, RedisStore
 
 if TYPE_CHECKING:
-    from relayd.bench import Bench
+    from relayd.bench.runner import Bench
 
 #: Seconds between two commits: drawn uniformly from this band (never in step with the poll).
 _GAP_S = (0.4, 1.6)

@@ -17,7 +17,7 @@ from typing import Any, Final
 import redis
 import redis.asyncio as aioredis
 
-from relayd.bench_stats import COMMITTED_AT
+from relayd.bench.stats import COMMITTED_AT
 from relayd.envelope import Kind, outbox_envelope, spawn_envelope, timer_envelope
 from relayd.sinks.base import Delivered, Sink
 from store import Event, Execution, Keyspace, RedisStore, TimerOp
