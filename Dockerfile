@@ -3,7 +3,6 @@
 # /opt/relayd in stage two, so the final image carries no compiler, no source tree and no caches.
 #
 #   docker build -t relayd:0.1.0 .
-#   docker build --build-arg RELAYD_EXTRAS='[harel]' -t relayd:0.1.0-harel .   # with the harel sink
 #
 # Configuration is only through RELAYD_* environment variables and mounted secret files
 # (RELAYD_REDIS_PASSWORD_FILE=/run/secrets/...); see README.md#configuration.

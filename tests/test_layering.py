@@ -20,6 +20,7 @@ PURE_MODULES = [
     "relayd/health.py",
     "relayd/sinks/spec.py",
     "relayd/sinks/http_policy.py",
+    "relayd/sinks/harel_wire.py",
     "store/plans.py",
     "store/backlog.py",
     "store/codec.py",

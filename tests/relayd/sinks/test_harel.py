@@ -1,8 +1,11 @@
-"""The harel sink: what it publishes is read back with harel's own transport and store classes."""
+"""The harel sink: what it publishes is read back with harel's own transport and store classes.
+
+That its bytes equal harel's own relay's is ``test_harel_parity.py``; the event JSON itself is
+``test_harel_wire.py``.
+"""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,11 +16,12 @@ from harel.engine.aio_transport import AsyncRedisTransport
 from harel.engine.core import timeout_event
 from harel.engine.execution import Execution, Status
 from structlog.testing import capture_logs
+from support.proxy import TcpProxy
 from support.redis_server import RedisServer, free_port
 
-from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
 from relayd.sinks.harel import HarelSink
+from relayd.sinks.per_key import HELD_BACK
 
 from .conftest import outbox, spawn, timer
 
@@ -169,19 +173,122 @@ async def test_malformed_event_is_permanent(harel_sink: HarelSink, prefix: str) 
     assert outcomes[1] == DELIVERED
 
 
-async def test_many_concurrent_publishes_through_the_bounded_pool(
-    redis_server: RedisServer, prefix: str
+async def test_a_batch_of_many_targets_is_one_script_call(
+    harel_sink: HarelSink, async_client: aioredis.Redis, prefix: str
 ) -> None:
-    """300 targets published concurrently over an 8-connection blocking pool all land."""
-    sink = HarelSink(parse_sink_spec(f"harel:{redis_server.url}?max_connections=8"), SinkOptions())
+    """300 targets, 3 events each, interleaved: all land in per-target order."""
+    batch = [outbox(prefix, 300 * r + n, f"t{n}") for r in range(3) for n in range(300)]
+
+    outcomes = await harel_sink.deliver(batch)
+
+    got = await drain(async_client, prefix)
+    assert list(outcomes) == [DELIVERED] * 900
+    assert len(got) == 900
+    by_target: dict[str, list[int]] = {}
+    for group, event in got:
+        by_target.setdefault(group, []).append(event.data["n"])
+    assert by_target == {f"t{n}": [n, 300 + n, 600 + n] for n in range(300)}
+
+
+async def test_a_group_redis_refuses_is_retry_for_its_own_entries_only(
+    harel_sink: HarelSink, async_client: aioredis.Redis, prefix: str
+) -> None:
+    """A target whose queue key is not a list: its entries Retry (the first says why), the rest land."""
+    await async_client.set(f"{prefix}:q:broken", "not a list")
+    batch = [
+        outbox(prefix, 1, "a"),
+        outbox(prefix, 2, "broken"),
+        outbox(prefix, 3, "broken"),
+        outbox(prefix, 4, "b"),
+    ]
+
+    outcomes = await harel_sink.deliver(batch)
+
+    assert [outcomes[0], outcomes[3]] == [DELIVERED, DELIVERED]
+    assert isinstance(outcomes[1], Retry)
+    assert "WRONGTYPE" in outcomes[1].error
+    assert outcomes[2] == Retry(error=HELD_BACK)
+    assert sorted(group for group, _ in await drain(async_client, prefix)) == ["a", "b"]
+    assert await async_client.hget(f"{prefix}:prio", "broken") is None
+    assert harel_sink.ready()
+
+
+async def test_an_unreadable_execution_record_is_retry_for_its_group(
+    harel_sink: HarelSink, async_client: aioredis.Redis, prefix: str
+) -> None:
+    """The priority cannot be read from a record that is not JSON: Retry, nothing queued for it."""
+    await async_client.set(f"{prefix}:exe:garbled", "{not json")
+
+    outcomes = await harel_sink.deliver([outbox(prefix, 1, "garbled"), outbox(prefix, 2, "fine")])
+
+    assert isinstance(outcomes[0], Retry)
+    assert "not a JSON object" in outcomes[0].error
+    assert outcomes[1] == DELIVERED
+    assert [group for group, _ in await drain(async_client, prefix)] == ["fine"]
+
+
+async def test_a_refused_event_holds_back_only_the_later_entries_of_its_target(
+    harel_sink: HarelSink, async_client: aioredis.Redis, prefix: str
+) -> None:
+    """Before it: published; after it, same target: held back; other targets: published."""
+    bad = outbox(prefix, 2, "a", {"id": "x", "kind": 7})
+    batch = [outbox(prefix, 1, "a"), bad, outbox(prefix, 3, "a"), outbox(prefix, 4, "b")]
+
+    outcomes = await harel_sink.deliver(batch)
+
+    assert outcomes[0] == DELIVERED
+    assert isinstance(outcomes[1], Permanent)
+    assert outcomes[2] == Retry(error=HELD_BACK)
+    assert outcomes[3] == DELIVERED
+    got = await drain(async_client, prefix)
+    assert sorted((group, event.id) for group, event in got) == [("a", "ev-1"), ("b", "ev-4")]
+
+
+async def test_a_store_on_another_redis_gives_the_priorities(redis_server: RedisServer, prefix: str) -> None:
+    """With ``store=``, priorities come from the store's records, the events go to the transport."""
+    transport = aioredis.Redis(port=redis_server.port, db=2)
+    store = aioredis.Redis(port=redis_server.port, db=3)
+    await save(store, prefix, id="hi", priority=3)
+    await store.set(f"{prefix}:exe:garbled", "[]")
+    spec = f"harel:redis://127.0.0.1:{redis_server.port}/2?store=redis://127.0.0.1:{redis_server.port}/3"
+    sink = HarelSink(parse_sink_spec(spec), SinkOptions())
     await sink.start()
 
-    outcomes = await sink.deliver([outbox(prefix, n, f"t{n}") for n in range(300)])
+    outcomes = await sink.deliver(
+        [outbox(prefix, 1, "hi"), outbox(prefix, 2, "garbled"), outbox(prefix, 3, "new")]
+    )
     await sink.close()
 
+    assert outcomes[0] == outcomes[2] == DELIVERED
+    assert isinstance(outcomes[1], Retry)
+    assert await transport.hgetall(f"{prefix}:prio") == {b"hi": b"3", b"new": b"0"}
+    assert [group for group, _ in await drain(transport, prefix, min_priority=3)] == ["hi"]
+    assert await store.keys(f"{prefix}:q:*") == []
+    await transport.aclose()
+    await store.aclose()
+
+
+async def test_a_cut_connection_is_retry_and_not_ready_until_redis_answers_again(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """Redis gone: every entry Retry, not ready; back: the same batch lands and ready again."""
+    with TcpProxy(redis_server.port) as proxy:
+        sink = HarelSink(parse_sink_spec(f"harel:{proxy.url}"), SinkOptions())
+        await sink.start()
+        batch = [outbox(prefix, 1, "a"), outbox(prefix, 2, None), timer(prefix, "a", "p", 1.5)]
+        proxy.set_mode("cut")
+        during = await sink.deliver(batch)
+        ready_during = sink.ready()
+        proxy.set_mode("pass")
+        after = await sink.deliver(batch)
+        await sink.close()
+
     client = aioredis.Redis(port=redis_server.port)
-    assert list(outcomes) == [DELIVERED] * 300
-    assert len(await drain(client, prefix)) == 300
+    assert [type(o) for o in during] == [Retry, type(DELIVERED), Retry]
+    assert not ready_during
+    assert list(after) == [DELIVERED] * 3
+    assert sink.ready()
+    assert len(await drain(client, prefix)) == 2
     await client.aclose()
 
 
@@ -197,11 +304,3 @@ async def test_unreachable_redis_is_retry_and_not_ready(prefix: str) -> None:
     assert not sink.ready()
     assert isinstance(outcomes[0], Retry)
     assert str(port) not in outcomes[0].error
-
-
-def test_missing_harel_gives_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without the extra, resolving the sink is a ConfigError naming the pip command."""
-    monkeypatch.setitem(sys.modules, "harel.engine.aio_transport", None)
-
-    with pytest.raises(ConfigError, match=r"pip install 'relayd\[harel\]'"):
-        HarelSink(parse_sink_spec("harel:redis://127.0.0.1/0"), SinkOptions())
