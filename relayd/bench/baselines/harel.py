@@ -17,13 +17,15 @@ from typing import Final
 
 import redis.asyncio as aioredis
 
+from relayd.envelope import Kind
+
 #: Connections of the pool harel's store and transport share (the sink's default).
 MAX_CONNECTIONS: Final = 64
 #: How long a command waits for a free pooled connection.
 POOL_WAIT_S: Final = 30.0
 
 
-async def drain_backlog(redis_url: str, prefix: str, kind: str) -> int:
+async def drain_backlog(redis_url: str, prefix: str, kind: Kind) -> int:
     """Drain ``kind`` (``outbox`` or ``timer``) under ``prefix`` the way harel does; entries drained."""
     pool = aioredis.BlockingConnectionPool.from_url(
         redis_url, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT_S
@@ -36,7 +38,7 @@ async def drain_backlog(redis_url: str, prefix: str, kind: str) -> int:
         await pool.disconnect()
 
 
-async def drain_with(client: aioredis.Redis, prefix: str, kind: str) -> int:
+async def drain_with(client: aioredis.Redis, prefix: str, kind: Kind) -> int:
     """``drain_backlog`` over a client given (one harel store and transport share it)."""
     from harel.engine.aio.distributed import AsyncTransportDriver, AsyncWorker
     from harel.engine.aio_store import AsyncRedisStore

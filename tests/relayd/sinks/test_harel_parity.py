@@ -20,7 +20,8 @@ from harel.engine.store import TimerOp as HarelTimerOp
 from harel.spec.states import Event as HarelEvent
 from prometheus_client import CollectorRegistry
 
-from relayd.bench.baselines.harel import drain_with
+from relayd.bench.baselines import baseline_for
+from relayd.bench.baselines.harel import drain_backlog, drain_with
 from relayd.engine.loop import run_relay
 from relayd.engine.options import SweepOptions
 from relayd.envelope import KINDS
@@ -141,3 +142,11 @@ async def test_every_due_timer_is_published_before_harel_would_fire_it(
         for payload in await async_client.lrange(f"{prefix}:q:{group}", 0, -1)
     }
     assert {(eid, f"timeout:{eid}:{path}:{fire_at}") for eid, path, fire_at in due} <= queued
+
+
+def test_relayd_bench_measures_the_sink_against_harels_relay() -> None:
+    """``relayd bench --sink harel:...`` finds this baseline: a relay draining, not a client."""
+    found = baseline_for("harel:redis://127.0.0.1:6379/0")
+
+    assert found is not None
+    assert (found.publish, found.drain_backlog) == (None, drain_backlog)
