@@ -20,6 +20,8 @@ PURE_MODULES = [
     "relayd/health.py",
     "relayd/sinks/spec.py",
     "relayd/sinks/http_policy.py",
+    "relayd/redis_url.py",
+    "store/urls.py",
     "store/plans.py",
     "store/backlog.py",
     "store/codec.py",

@@ -7,14 +7,8 @@ from pathlib import Path
 import pytest
 
 from relayd.errors import ConfigError
-from relayd.settings import (
-    expand_prefixes,
-    is_loopback,
-    load_settings,
-    parse_host_port,
-    parse_redis_url,
-    redact_url,
-)
+from relayd.redis_url import parse_redis_url
+from relayd.settings import expand_prefixes, load_settings, parse_host_port
 
 
 def test_defaults_map_onto_sweep_and_sink_options():
@@ -74,22 +68,6 @@ def test_expand_prefixes_rejects(values):
 
 
 @pytest.mark.parametrize(
-    ("url", "expected"),
-    [
-        ("redis://127.0.0.1:6380/2", (False, False, "127.0.0.1", 6380, 2)),
-        ("rediss://cache.example.com", (True, False, "cache.example.com", 6379, 0)),
-        ("redis+cluster://10.0.0.1:7000", (False, True, "10.0.0.1", 7000, 0)),
-        ("rediss+cluster://node.example.com:7001/0", (True, True, "node.example.com", 7001, 0)),
-        ("redis://[::1]:6379", (False, False, "::1", 6379, 0)),
-    ],
-)
-def test_parse_redis_url(url, expected):
-    address = parse_redis_url(url)
-
-    assert (address.tls, address.cluster, address.host, address.port, address.db) == expected
-
-
-@pytest.mark.parametrize(
     "url",
     [
         "http://h",
@@ -118,22 +96,6 @@ def test_url_credentials_never_appear_in_errors_or_display():
     assert "s3cret-pw" not in address.display
     assert "s3cret-pw" not in repr(address)
     assert "s3cret-pw" not in str(excinfo.value)
-    assert redact_url("redis://u:p@h:1/0") == "redis://***@h:1/0"
-
-
-@pytest.mark.parametrize(
-    ("host", "loopback"),
-    [
-        ("localhost", True),
-        ("127.0.0.1", True),
-        ("127.9.9.9", True),
-        ("::1", True),
-        ("10.0.0.1", False),
-        ("redis", False),
-    ],
-)
-def test_is_loopback(host, loopback):
-    assert is_loopback(host) is loopback
 
 
 def test_credentials_come_from_files_and_win_over_the_url(tmp_path: Path):
