@@ -136,6 +136,9 @@ class Settings(BaseSettings):
     shutdown_grace: float = Field(10.0, ge=0, le=3600)
     redis_username_file: Path | None = None
     redis_password_file: Path | None = None
+    # The sentinels' own credentials (redis+sentinel://); the URL's and the files above are the master's.
+    sentinel_username_file: Path | None = None
+    sentinel_password_file: Path | None = None
     redis_ca_file: Path | None = None
     redis_cert_file: Path | None = None
     redis_key_file: Path | None = None
@@ -148,6 +151,8 @@ class Settings(BaseSettings):
     _redis_username: str | None = PrivateAttr(default=None)
     _redis_password: SecretStr | None = PrivateAttr(default=None)
     _webhook_secret: SecretStr | None = PrivateAttr(default=None)
+    _sentinel_username: str | None = PrivateAttr(default=None)
+    _sentinel_password: SecretStr | None = PrivateAttr(default=None)
 
     @field_validator("prefix", mode="before")
     @classmethod
@@ -192,10 +197,11 @@ class Settings(BaseSettings):
             username = read_secret_file("--redis-username-file", self.redis_username_file)
         if self.redis_password_file is not None:
             password = SecretStr(read_secret_file("--redis-password-file", self.redis_password_file))
+        sentinel_username, sentinel_password = self._read_sentinel_credentials(address)
         refusal = plaintext_refusal(
             (host for host, _ in address.nodes),
             tls=address.tls,
-            credentials=bool(username or password),
+            credentials=bool(username or password or sentinel_username or sentinel_password),
             allow_plaintext=self.allow_plaintext,
         )
         if refusal is not None:
@@ -209,7 +215,22 @@ class Settings(BaseSettings):
         self._address = address
         self._redis_username = username
         self._redis_password = password
+        self._sentinel_username = sentinel_username
+        self._sentinel_password = sentinel_password
         return self
+
+    def _read_sentinel_credentials(self, address: RedisAddress) -> tuple[str | None, SecretStr | None]:
+        files = {"--sentinel-username-file": self.sentinel_username_file}
+        files["--sentinel-password-file"] = self.sentinel_password_file
+        given = [option for option, path in files.items() if path is not None]
+        if given and not address.sentinel:
+            raise ValueError(f"{given[0]} is for a redis+sentinel:// URL, not {address.display!r}")
+        username = password = None
+        if self.sentinel_username_file is not None:
+            username = read_secret_file("--sentinel-username-file", self.sentinel_username_file)
+        if self.sentinel_password_file is not None:
+            password = SecretStr(read_secret_file("--sentinel-password-file", self.sentinel_password_file))
+        return username, password
 
     @property
     def redis(self) -> RedisAddress:
@@ -222,12 +243,17 @@ class Settings(BaseSettings):
         return self._redis_username, self._redis_password
 
     @property
+    def sentinel_credentials(self) -> tuple[str | None, SecretStr | None]:
+        """(username, password) for the sentinels themselves, from their own files."""
+        return self._sentinel_username, self._sentinel_password
+
+    @property
     def metrics_host_port(self) -> tuple[str, int]:
         return parse_host_port(self.metrics_addr)
 
     def secrets(self) -> tuple[str, ...]:
         """Every secret value configured, for the log redaction processor."""
-        values = [self._redis_password, self._webhook_secret, self._address.password]
+        values = [self._redis_password, self._webhook_secret, self._address.password, self._sentinel_password]
         return tuple(v.get_secret_value() for v in values if v is not None)
 
     def sink_specs(self) -> dict[str, str]:
@@ -260,6 +286,10 @@ class Settings(BaseSettings):
             webhook_concurrency=self.webhook_concurrency,
             redis_ca_file=str(self.redis_ca_file) if self.redis_ca_file is not None else None,
             allow_plaintext=self.allow_plaintext,
+            sentinel_username=self._sentinel_username,
+            sentinel_password=(
+                self._sentinel_password.get_secret_value() if self._sentinel_password is not None else None
+            ),
         )
 
 

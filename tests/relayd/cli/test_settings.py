@@ -227,3 +227,52 @@ def test_log_format_and_level_are_case_insensitive(monkeypatch: pytest.MonkeyPat
     settings = load_settings(log_format="JSON")
 
     assert (settings.log_format, settings.log_level) == ("json", "debug")
+
+
+def test_sentinel_credentials_come_from_their_own_files(tmp_path: Path):
+    """The URL's (or --redis-*-file) credentials are the master's; the sentinels' are their own."""
+    user, password = tmp_path / "user", tmp_path / "password"
+    user.write_text("sentinel-reader\n")
+    password.write_text("s-pw\n")
+
+    settings = load_settings(
+        redis_url="redis+sentinel://:m-pw@127.0.0.1:26379,127.0.0.1:26380/cache/2",
+        sentinel_username_file=user,
+        sentinel_password_file=password,
+    )
+
+    sentinel_user, sentinel_password = settings.sentinel_credentials
+    assert sentinel_user == "sentinel-reader"
+    assert sentinel_password is not None
+    assert sentinel_password.get_secret_value() == "s-pw"
+    assert settings.redis_credentials[1] is not None
+    assert settings.redis_credentials[1].get_secret_value() == "m-pw"
+    assert (settings.redis.service, settings.redis.db) == ("cache", 2)
+    assert set(settings.secrets()) == {"m-pw", "s-pw"}
+    assert settings.sink_options().sentinel_password == "s-pw"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"redis_url": "redis://127.0.0.1", "sentinel_password_file": "PASSWORD"}, "is for a redis"),
+        (
+            {
+                "redis_url": "redis+sentinel://127.0.0.1:26379,10.0.0.7:26379/m",
+                "sentinel_password_file": "PASSWORD",
+            },
+            "refusing to send Redis credentials",
+        ),
+        ({"redis_url": "redis+sentinel://10.0.0.7:26379/m"}, "needs --allow-plaintext"),
+        ({"redis_url": "redis+sentinel://127.0.0.1:26379"}, "SERVICE_NAME"),
+    ],
+)
+def test_sentinel_urls_follow_the_same_rules(kwargs, message, tmp_path: Path):
+    password = tmp_path / "password"
+    password.write_text("s-pw")
+    resolved = {k: (password if v == "PASSWORD" else v) for k, v in kwargs.items()}
+
+    with pytest.raises(ConfigError, match=message) as info:
+        load_settings(**resolved)
+
+    assert "s-pw" not in str(info.value)
