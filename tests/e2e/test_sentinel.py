@@ -9,6 +9,7 @@ store: ``sentinel_password=``). The failover itself is ``tests/faults/test_senti
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import random
 import subprocess
@@ -24,6 +25,7 @@ from support.ledger import assert_ledger, ledger_from_jsonl
 from support.ports import pick_ports
 from support.processes import end_process
 from support.sentinel import SentinelDeployment
+from support.tls import make_pki
 from support.workload import Workload, stored_ids
 
 from store import AsyncRedisStore, RedisStore
@@ -180,3 +182,29 @@ def _wait_for_readyz_mentioning(text: str, port: int, proc: subprocess.Popen[byt
             return status, body
         time.sleep(0.1)
     raise AssertionError(f"/readyz never mentioned {text!r}")
+
+
+def test_sweep_once_over_verified_tls_to_the_sentinels_and_the_master(tmp_path: Path) -> None:
+    """``rediss+sentinel://``: TLS to the sentinels and to the master they name, both verified."""
+    (tmp_path / "pki").mkdir()
+    pki = make_pki(tmp_path / "pki", now=datetime.datetime.now(datetime.UTC))
+    with SentinelDeployment(pki=pki) as tls_deployment:
+        direct = tls_deployment.master_client()
+        prefix = "sentls" + uuid.uuid4().hex[:8]
+        ledger_in = Workload(
+            RedisStore(direct, prefix=prefix), rate_per_s=1e9, timer_delay_s=(-5.0, 0.0)
+        ).run(30)
+        out = tmp_path / "out.jsonl"
+        connection = ["--redis-url", tls_deployment.url(), "--prefix", prefix]
+
+        trusted = relayd(
+            "sweep", "--once", "--sink", f"jsonl:{out}", "--redis-ca-file", str(pki.ca_cert), *connection
+        )
+        untrusted = relayd("status", "--redis-ca-file", str(pki.wrong_ca_cert), *connection)
+
+        assert tls_deployment.url().startswith("rediss+sentinel://")
+        assert trusted.returncode == 0, trusted.stderr
+        assert_ledger(ledger_from_jsonl("sentinel-tls", ledger_in.committed, out), max_duplicates=0)
+        assert stored_ids(direct, prefix) == set()
+        assert untrusted.returncode == 3
+        direct.close()

@@ -6,6 +6,9 @@ the master as ``SERVICE`` with a quorum of two. Timeouts are short (``DOWN_AFTER
 ``FAILOVER_TIMEOUT_MS``) so a SIGKILLed master is replaced within seconds. ``start`` returns once
 every sentinel sees the replica and the two other sentinels, which is what a failover needs.
 
+With ``pki`` (``support.tls.make_pki``) every process speaks TLS only (``tls-replication``
+between them too), for ``rediss+sentinel://``.
+
 Every data node gets the same ``extra_args`` (e.g. ``notify-keyspace-events``): a replica's
 configuration is not replicated, so the promoted one must have it from the start.
 """
@@ -30,6 +33,7 @@ from support.binaries import require_binaries
 from support.ports import pick_ports
 from support.processes import end_process
 from support.redis_server import RedisServer
+from support.tls import Pki
 
 #: The master's name the sentinels know.
 SERVICE = "relaymaster"
@@ -48,6 +52,7 @@ class Sentinel:
     port: int
     conf: Path
     password: str | None = None
+    pki: Pki | None = None
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def start(self) -> None:
@@ -58,11 +63,61 @@ class Sentinel:
         )
 
     def client(self, **kwargs: Any) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_timeout=1.0, password=self.password, **kwargs)
+        return redis.Redis(
+            port=self.port, socket_timeout=1.0, password=self.password, **tls_options(self.pki), **kwargs
+        )
 
     def stop(self) -> None:
         end_process(self.proc)
         self.proc = None
+
+
+def tls_options(pki: Pki | None) -> dict[str, Any]:
+    """redis-py options of a client verifying the test CA (none without ``pki``)."""
+    return {} if pki is None else {"ssl": True, "ssl_ca_certs": str(pki.ca_cert)}
+
+
+def tls_args(pki: Pki, port: int) -> tuple[str, ...]:
+    """redis-server options serving TLS only on ``port``, and replicating over TLS."""
+    return (
+        "--port", "0", "--tls-port", str(port),
+        "--tls-cert-file", str(pki.server_cert), "--tls-key-file", str(pki.server_key),
+        "--tls-ca-cert-file", str(pki.ca_cert), "--tls-auth-clients", "optional", "--tls-replication", "yes",
+        # outgoing links (replication, sentinel to server) present the client certificate:
+        # the server one is for serverAuth only
+        "--tls-client-cert-file", str(pki.client_cert), "--tls-client-key-file", str(pki.client_key),
+    )  # fmt: skip
+
+
+@dataclass
+class TlsRedisNode(RedisServer):
+    """A ``RedisServer`` that serves TLS only on ``port``."""
+
+    pki: Pki | None = None
+
+    def start(self) -> None:
+        assert self.pki is not None
+        argv = [
+            "redis-server", *tls_args(self.pki, self.port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", str(self.dir), "--loglevel", "warning", *self.args,
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            client = self.client(socket_timeout=0.5)
+            try:
+                client.ping()
+                return
+            except redis.AuthenticationError:
+                return
+            except (redis.ConnectionError, OSError):
+                time.sleep(0.02)
+            finally:
+                client.close()
+        raise RuntimeError(f"TLS redis-server did not start on port {self.port}")
+
+    def client(self, **kwargs: Any) -> redis.Redis:
+        return redis.Redis(port=self.port, **tls_options(self.pki), **kwargs)
 
 
 @dataclass
@@ -74,6 +129,8 @@ class SentinelDeployment:
     master_password: str | None = None
     #: ``requirepass`` of the sentinels (and their ``sentinel-pass`` to one another)
     sentinel_password: str | None = None
+    #: TLS everywhere (``rediss+sentinel://``) with this PKI
+    pki: Pki | None = None
     dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="relayd-sentinel-")))
     master: RedisServer | None = None
     replica: RedisServer | None = None
@@ -100,7 +157,8 @@ class SentinelDeployment:
     def url(self, db: int = 0, *, service: str = SERVICE, credentials: str = "") -> str:
         """``redis+sentinel://[credentials@]sentinels/service/db``."""
         userinfo = f"{credentials}@" if credentials else ""
-        return f"redis+sentinel://{userinfo}{self.sentinel_nodes}/{service}/{db}"
+        scheme = "rediss+sentinel" if self.pki is not None else "redis+sentinel"
+        return f"{scheme}://{userinfo}{self.sentinel_nodes}/{service}/{db}"
 
     def master_client(self, **kwargs: Any) -> redis.Redis:
         """A direct client of the current master (with its password)."""
@@ -114,17 +172,33 @@ class SentinelDeployment:
         if self.master_password is not None:
             args += ("--requirepass", self.master_password, "--masterauth", self.master_password)
         args += tuple(self.extra_args)
-        self.master = RedisServer(port=ports[0], dir=self.dir / "master", args=args)
-        self.replica = RedisServer(
-            port=ports[1], dir=self.dir / "replica", args=(*args, "--replicaof", "127.0.0.1", str(ports[0]))
-        )
+        if self.pki is not None:
+            self.master = TlsRedisNode(port=ports[0], dir=self.dir / "master", args=args, pki=self.pki)
+            replica_args = (*args, "--replicaof", "127.0.0.1", str(ports[0]))
+            self.replica = TlsRedisNode(
+                port=ports[1], dir=self.dir / "replica", args=replica_args, pki=self.pki
+            )
+        else:
+            self.master = RedisServer(port=ports[0], dir=self.dir / "master", args=args)
+            self.replica = RedisServer(
+                port=ports[1],
+                dir=self.dir / "replica",
+                args=(*args, "--replicaof", "127.0.0.1", str(ports[0])),
+            )
         for server in (self.master, self.replica):
             server.dir.mkdir(parents=True)
             server.start()
         for port in ports[2:]:
             conf = self.dir / f"sentinel-{port}.conf"
+            listen = f"port {port}\n"
+            if self.pki is not None:
+                options = iter(tls_args(self.pki, port))
+                listen = "".join(
+                    f"{name.removeprefix('--')} {value}\n"
+                    for name, value in zip(options, options, strict=False)
+                )
             conf.write_text(
-                f"port {port}\nbind 127.0.0.1\ndir {self.dir}\n"
+                f"{listen}bind 127.0.0.1\ndir {self.dir}\n"
                 f"sentinel monitor {SERVICE} 127.0.0.1 {ports[0]} {QUORUM}\n"
                 f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
                 f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
@@ -136,7 +210,7 @@ class SentinelDeployment:
                     else ""
                 )
             )
-            sentinel = Sentinel(port, conf, password=self.sentinel_password)
+            sentinel = Sentinel(port, conf, password=self.sentinel_password, pki=self.pki)
             sentinel.start()
             self.sentinels.append(sentinel)
         self._wait_formed(timeout_s=30)
