@@ -32,7 +32,7 @@ import structlog
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import ConnectionPool, SSLConnection
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
 from redis.backoff import ExponentialWithJitterBackoff
 
 from relayd.errors import RedisUnreachable
@@ -166,6 +166,10 @@ def _is_auth_failure(exc: BaseException) -> bool:
     if isinstance(exc, redis.exceptions.AuthenticationError | redis.exceptions.AuthorizationError):
         return True
     text = str(exc)
+    if isinstance(exc, MasterNotFoundError):
+        # redis-py folds each sentinel's error into this one's text; no sentinel named a master
+        # and at least one refused the credentials: a retry will not change that
+        return "AuthenticationError" in text
     return isinstance(exc, redis.exceptions.ResponseError) and text.startswith(
         ("WRONGPASS", "NOAUTH", "NOPERM")
     )

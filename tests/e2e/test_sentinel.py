@@ -117,6 +117,21 @@ def test_sweep_once_and_status_through_the_sentinels_with_password_files(
     direct.close()
 
 
+def test_a_wrong_sentinel_password_fails_at_once_with_exit_code_3(
+    deployment: SentinelDeployment, tmp_path: Path
+) -> None:
+    """Every sentinel refuses the credentials: no retries, one line, exit 3, no password shown."""
+    wrong = tmp_path / "wrong"
+    wrong.write_text("not-the-sentinel-pw")
+
+    result = relayd("status", "--redis-url", deployment.url(), "--sentinel-password-file", str(wrong))
+
+    assert result.returncode == 3
+    assert "rejected the credentials" in result.stderr
+    assert "not-the-sentinel-pw" not in result.stderr
+    assert "redis_unreachable" not in result.stderr  # no retry was logged
+
+
 def test_redis_stream_sink_on_a_sentinel_destination(
     deployment: SentinelDeployment, sentinel_prefix: str, secrets: dict[str, Path]
 ) -> None:
