@@ -9,7 +9,11 @@ The first PING is retried with exponential backoff: forever (until ``stop`` is s
 long-running ``sweep``, a few times for ``--once``, ``status`` and ``dlq``. An authentication
 failure or a server certificate that fails verification (wrong CA, wrong host) is not
 retried: it raises ``RedisUnreachable`` at once (exit 3). No log line or error
-carries the URL's password: only ``RedisAddress.display`` is ever shown.
+carries the URL's password: only ``RedisAddress.display`` (``relayd.redis_url``) is shown.
+
+``redis+sentinel://`` gives a client of the master the sentinels name (``store.clients``
+builds the options, ``--sentinel-*-file`` the sentinels' credentials); with a CA file the
+bundle is added to the system store, as on a cluster.
 """
 
 from __future__ import annotations
@@ -28,10 +32,13 @@ import structlog
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import ConnectionPool, SSLConnection
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
 from redis.backoff import ExponentialWithJitterBackoff
 
 from relayd.errors import RedisUnreachable
 from relayd.settings import Settings
+from store.clients import sentinel_options
+from store.urls import parse_url
 
 log = structlog.get_logger(__name__)
 
@@ -105,6 +112,8 @@ def build_client(settings: Settings) -> AsyncRedis:
         }
     if address.cluster:
         return RedisCluster(host=address.host, port=address.port, **common, **tls)
+    if address.sentinel:
+        return _sentinel_master(settings, common | tls)
     if address.tls and settings.redis_ca_file is not None:
         pool = ConnectionPool(
             connection_class=_PinnedTrustSSLConnection,
@@ -116,6 +125,29 @@ def build_client(settings: Settings) -> AsyncRedis:
         )
         return aioredis.Redis(connection_pool=pool)
     return aioredis.Redis(host=address.host, port=address.port, db=address.db, **common, **tls)
+
+
+def _sentinel_master(settings: Settings, connection: dict[str, Any]) -> aioredis.Redis:
+    """A client of the master the sentinels name; each new connection asks them again.
+
+    redis-py drops a connection whose server turned replica (``ReadOnlyError``) and one that
+    fails; the next command then reconnects to whatever master the sentinels name by then, so
+    relayd follows a failover with its ordinary Redis-error backoff and nothing else.
+    """
+    address = settings.redis
+    sentinel_username, sentinel_password = settings.sentinel_credentials
+    parsed = parse_url(settings.redis_url)
+    sentinels, master = sentinel_options(
+        parsed,
+        sentinel_username=sentinel_username,
+        sentinel_password=sentinel_password.get_secret_value() if sentinel_password is not None else None,
+        connection=connection,
+    )
+    # Files win over the URL for the master's credentials, as for redis://.
+    master |= {"username": connection["username"], "password": connection["password"]}
+    sentinel = Sentinel(list(address.nodes), sentinel_kwargs=sentinels)  # type: ignore[no-untyped-call]
+    client: aioredis.Redis = sentinel.master_for(str(address.service), **master)
+    return client
 
 
 def _tls_verify_failure(exc: BaseException) -> str | None:
@@ -134,6 +166,10 @@ def _is_auth_failure(exc: BaseException) -> bool:
     if isinstance(exc, redis.exceptions.AuthenticationError | redis.exceptions.AuthorizationError):
         return True
     text = str(exc)
+    if isinstance(exc, MasterNotFoundError):
+        # redis-py folds each sentinel's error into this one's text; no sentinel named a master
+        # and at least one refused the credentials: a retry will not change that
+        return "AuthenticationError" in text
     return isinstance(exc, redis.exceptions.ResponseError) and text.startswith(
         ("WRONGPASS", "NOAUTH", "NOPERM")
     )
@@ -146,8 +182,11 @@ async def connect(
     stop: asyncio.Event | None = None,
     sleep: Callable[[float], Any] = asyncio.sleep,
     client_factory: Callable[[Settings], AsyncRedis] = build_client,
+    on_failure: Callable[[str], None] | None = None,
 ) -> AsyncRedis:
     """Return a client whose PING answered, retrying with backoff per ``policy``.
+
+    ``on_failure`` hears the error class of every failed attempt (``/readyz`` shows it).
 
     Raises:
         RedisUnreachable: authentication failed, the attempts ran out, or ``stop`` was set.
@@ -173,6 +212,8 @@ async def connect(
                 ) from None
             error = f"{type(exc).__name__}: {exc}"
             log.warning("redis_unreachable", attempt=attempt, error=error)
+            if on_failure is not None:
+                on_failure(type(exc).__name__)
             if policy.attempts is not None and attempt >= policy.attempts:
                 await client.aclose()
                 raise RedisUnreachable(

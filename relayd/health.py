@@ -37,6 +37,8 @@ class HealthSnapshot:
     redis_error: str | None = "not connected yet"  # None once Redis answered
     sinks_ready: Mapping[str, bool] = field(default_factory=dict)
     stopping: bool = False
+    #: the master's name when Redis is reached through sentinels (``redis+sentinel://``)
+    sentinel_service: str | None = None
 
 
 def healthz(snapshot: HealthSnapshot, *, now_s: float, stale_after_s: float) -> Answer:
@@ -54,18 +56,35 @@ def readyz(snapshot: HealthSnapshot) -> Answer:
     if snapshot.stopping:
         return Answer(False, "shutting down")
     if snapshot.redis_error is not None:
-        return Answer(False, f"redis: {snapshot.redis_error}")
+        return Answer(False, f"redis: {redis_waiting_for(snapshot.redis_error, snapshot.sentinel_service)}")
     not_ready = sorted(name for name, ready in snapshot.sinks_ready.items() if not ready)
     if not_ready:
         return Answer(False, f"sink not ready: {', '.join(not_ready)}")
     return Answer(True, "ok")
 
 
+def redis_waiting_for(error: str, sentinel_service: str | None) -> str:
+    """What the relay waits for while Redis fails with ``error`` (a class name or short text).
+
+    Through sentinels the answer names the step of a failover: no master named yet
+    (``MasterNotFoundError``: the sentinels have not agreed on one), or the named master not
+    answering (it died and the sentinels have not noticed yet, or it was demoted).
+    """
+    if sentinel_service is None:
+        return error
+    if error == "MasterNotFoundError":
+        return f"waiting for the sentinels to name a master for {sentinel_service!r} ({error})"
+    return f"waiting for the master of {sentinel_service!r} named by the sentinels ({error})"
+
+
 class Health:
     """Shared state for the probes: the loop reports, the HTTP thread asks."""
 
-    def __init__(self, *, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> None:
+    def __init__(
+        self, *, stale_after_s: float = DEFAULT_STALE_AFTER_S, sentinel_service: str | None = None
+    ) -> None:
         self.stale_after_s = stale_after_s
+        self.sentinel_service = sentinel_service
         self._lock = threading.Lock()
         self._last_progress_s: float | None = None
         self._redis_error: str | None = "not connected yet"
@@ -98,14 +117,18 @@ class Health:
     def snapshot(self) -> HealthSnapshot:
         with self._lock:
             sinks = dict(self._sinks)
-            snap = HealthSnapshot(self._last_progress_s, self._redis_error, {}, self._stopping)
+            snap = HealthSnapshot(
+                self._last_progress_s, self._redis_error, {}, self._stopping, self.sentinel_service
+            )
         ready: dict[str, bool] = {}
         for name, is_ready in sinks.items():
             try:
                 ready[name] = bool(is_ready())
             except Exception:  # a broken ready() means not ready, never a failed probe
                 ready[name] = False
-        return HealthSnapshot(snap.last_progress_s, snap.redis_error, ready, snap.stopping)
+        return HealthSnapshot(
+            snap.last_progress_s, snap.redis_error, ready, snap.stopping, snap.sentinel_service
+        )
 
     def live(self, now_s: float) -> Answer:
         return healthz(self.snapshot(), now_s=now_s, stale_after_s=self.stale_after_s)

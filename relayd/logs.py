@@ -9,7 +9,6 @@ line itself, so a secret cannot leak through an exception text or a nested value
 from __future__ import annotations
 
 import logging
-import re
 import sys
 from collections.abc import Iterable, MutableMapping
 from typing import Any, Final, TextIO
@@ -17,6 +16,8 @@ from typing import Any, Final, TextIO
 import orjson
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
+
+from relayd.redis_url import redact_url
 
 #: What a redacted value is replaced with.
 REDACTED: Final = "***"
@@ -34,8 +35,6 @@ FIELDS: Final = (
     "count",
     "duration_s",
 )
-
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s\"']*@")
 
 _LEVELS: Final = {
     "debug": logging.DEBUG,
@@ -56,7 +55,7 @@ class Redactor:
         for secret in self.secrets:
             if secret in value:
                 value = value.replace(secret, REDACTED)
-        return _URL_USERINFO.sub(rf"\g<scheme>{REDACTED}@", value)
+        return redact_url(value)
 
     def value(self, value: object) -> object:
         if isinstance(value, str):

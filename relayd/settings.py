@@ -22,28 +22,18 @@ slot; an untagged prefix is a ``ConfigError``.
 
 from __future__ import annotations
 
-import ipaddress
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
-from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, PrivateAttr, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from relayd.engine.options import SweepOptions
 from relayd.errors import ConfigError
+from relayd.redis_url import RedisAddress, parse_redis_url, plaintext_refusal
 from relayd.sinks.base import SinkOptions
 from store.keys import Keyspace
-
-#: URL schemes relayd accepts for its own Redis, mapped to (tls, cluster).
-REDIS_SCHEMES: Final = {
-    "redis": (False, False),
-    "rediss": (True, False),
-    "redis+cluster": (False, True),
-    "rediss+cluster": (True, True),
-}
 
 #: Most prefixes one range form may expand to (a typo like ``0..99999`` is an error, not a hang).
 MAX_PREFIX_RANGE: Final = 1024
@@ -52,78 +42,6 @@ MAX_PREFIX_RANGE: Final = 1024
 _RANGE = re.compile(
     r"^(?P<head>[^{}]*)\{(?P<lead>[^{}]*?)(?P<lo>\d+)\.\.(?P<hi>\d+)(?P<tail>[^{}]*)\}(?P<rest>.*)$"
 )
-_URL_CREDENTIALS = re.compile(r"//[^/@\s]*@")
-
-
-@dataclass(frozen=True, slots=True)
-class RedisAddress:
-    """A parsed, validated Redis URL. ``password`` never appears in ``repr`` or ``display``."""
-
-    tls: bool
-    cluster: bool
-    host: str
-    port: int
-    db: int
-    username: str | None
-    password: SecretStr | None
-    display: str  # the URL with any credentials replaced by ``***``, safe for logs and errors
-
-    @property
-    def loopback(self) -> bool:
-        return is_loopback(self.host)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def redact_url(url: str) -> str:
-    """Replace the ``user:pass@`` part of a URL with ``***@``."""
-    return _URL_CREDENTIALS.sub("//***@", url)
-
-
-def parse_redis_url(url: str) -> RedisAddress:
-    """Parse ``redis[s][+cluster]://[user[:pass]@]host[:port][/db]``.
-
-    Raises:
-        ValueError: with a message that never contains the password.
-    """
-    shown = redact_url(url)
-    try:
-        parts = urlsplit(url)
-        port = parts.port or 6379
-    except ValueError:
-        raise ValueError(f"malformed Redis URL {shown!r}") from None
-    if parts.scheme not in REDIS_SCHEMES:
-        schemes = ", ".join(f"{s}://" for s in REDIS_SCHEMES)
-        raise ValueError(f"Redis URL {shown!r} must start with one of {schemes}")
-    if not parts.hostname:
-        raise ValueError(f"Redis URL {shown!r} has no host")
-    tls, cluster = REDIS_SCHEMES[parts.scheme]
-    path = parts.path.strip("/")
-    if path and not path.isdigit():
-        raise ValueError(f"Redis URL {shown!r}: database must be a number, got {path!r}")
-    db = int(path) if path else 0
-    if cluster and db != 0:
-        raise ValueError(f"Redis URL {shown!r}: a cluster has only database 0")
-    if parts.query or parts.fragment:
-        raise ValueError(f"Redis URL {shown!r}: query options are not supported; use the flags")
-    return RedisAddress(
-        tls=tls,
-        cluster=cluster,
-        host=parts.hostname,
-        port=port,
-        db=db,
-        username=unquote(parts.username) if parts.username else None,
-        password=SecretStr(unquote(parts.password)) if parts.password else None,
-        display=shown,
-    )
 
 
 def expand_prefixes(values: list[str]) -> tuple[str, ...]:
@@ -218,6 +136,9 @@ class Settings(BaseSettings):
     shutdown_grace: float = Field(10.0, ge=0, le=3600)
     redis_username_file: Path | None = None
     redis_password_file: Path | None = None
+    # The sentinels' own credentials (redis+sentinel://); the URL's and the files above are the master's.
+    sentinel_username_file: Path | None = None
+    sentinel_password_file: Path | None = None
     redis_ca_file: Path | None = None
     redis_cert_file: Path | None = None
     redis_key_file: Path | None = None
@@ -230,6 +151,8 @@ class Settings(BaseSettings):
     _redis_username: str | None = PrivateAttr(default=None)
     _redis_password: SecretStr | None = PrivateAttr(default=None)
     _webhook_secret: SecretStr | None = PrivateAttr(default=None)
+    _sentinel_username: str | None = PrivateAttr(default=None)
+    _sentinel_password: SecretStr | None = PrivateAttr(default=None)
 
     @field_validator("prefix", mode="before")
     @classmethod
@@ -274,16 +197,15 @@ class Settings(BaseSettings):
             username = read_secret_file("--redis-username-file", self.redis_username_file)
         if self.redis_password_file is not None:
             password = SecretStr(read_secret_file("--redis-password-file", self.redis_password_file))
-        if not address.tls and not address.loopback:
-            if username or password:
-                raise ValueError(
-                    f"refusing to send Redis credentials in plaintext to {address.host!r}; use rediss://"
-                )
-            if not self.allow_plaintext:
-                raise ValueError(
-                    f"plaintext Redis to non-loopback host {address.host!r} needs --allow-plaintext "
-                    "(or use rediss://)"
-                )
+        sentinel_username, sentinel_password = self._read_sentinel_credentials(address)
+        refusal = plaintext_refusal(
+            (host for host, _ in address.nodes),
+            tls=address.tls,
+            credentials=bool(username or password or sentinel_username or sentinel_password),
+            allow_plaintext=self.allow_plaintext,
+        )
+        if refusal is not None:
+            raise ValueError(refusal)
         if address.cluster:
             _require_hash_tags(self.prefix)
         if self.webhook_secret_file is not None:
@@ -293,7 +215,22 @@ class Settings(BaseSettings):
         self._address = address
         self._redis_username = username
         self._redis_password = password
+        self._sentinel_username = sentinel_username
+        self._sentinel_password = sentinel_password
         return self
+
+    def _read_sentinel_credentials(self, address: RedisAddress) -> tuple[str | None, SecretStr | None]:
+        files = {"--sentinel-username-file": self.sentinel_username_file}
+        files["--sentinel-password-file"] = self.sentinel_password_file
+        given = [option for option, path in files.items() if path is not None]
+        if given and not address.sentinel:
+            raise ValueError(f"{given[0]} is for a redis+sentinel:// URL, not {address.display!r}")
+        username = password = None
+        if self.sentinel_username_file is not None:
+            username = read_secret_file("--sentinel-username-file", self.sentinel_username_file)
+        if self.sentinel_password_file is not None:
+            password = SecretStr(read_secret_file("--sentinel-password-file", self.sentinel_password_file))
+        return username, password
 
     @property
     def redis(self) -> RedisAddress:
@@ -306,12 +243,17 @@ class Settings(BaseSettings):
         return self._redis_username, self._redis_password
 
     @property
+    def sentinel_credentials(self) -> tuple[str | None, SecretStr | None]:
+        """(username, password) for the sentinels themselves, from their own files."""
+        return self._sentinel_username, self._sentinel_password
+
+    @property
     def metrics_host_port(self) -> tuple[str, int]:
         return parse_host_port(self.metrics_addr)
 
     def secrets(self) -> tuple[str, ...]:
         """Every secret value configured, for the log redaction processor."""
-        values = [self._redis_password, self._webhook_secret, self._address.password]
+        values = [self._redis_password, self._webhook_secret, self._address.password, self._sentinel_password]
         return tuple(v.get_secret_value() for v in values if v is not None)
 
     def sink_specs(self) -> dict[str, str]:
@@ -344,6 +286,10 @@ class Settings(BaseSettings):
             webhook_concurrency=self.webhook_concurrency,
             redis_ca_file=str(self.redis_ca_file) if self.redis_ca_file is not None else None,
             allow_plaintext=self.allow_plaintext,
+            sentinel_username=self._sentinel_username,
+            sentinel_password=(
+                self._sentinel_password.get_secret_value() if self._sentinel_password is not None else None
+            ),
         )
 
 

@@ -30,11 +30,26 @@ class AsyncRedisStore(StoreCore[ExeT, EvtT]):
     _readers: dict[str, AsyncBacklogReader]
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> Self:
-        """Build the client with ``redis.asyncio.Redis.from_url`` (redis is imported only here)."""
-        import redis.asyncio as aioredis
+    def from_url(
+        cls,
+        url: str,
+        *,
+        sentinel_username: str | None = None,
+        sentinel_password: str | None = None,
+        **kwargs: Any,
+    ) -> Self:
+        """Build the store on a client for ``url``: ``redis[s]://`` or ``redis[s]+sentinel://``.
 
-        return cls(aioredis.Redis.from_url(url), **kwargs)
+        A Sentinel URL gives a client of the master the sentinels name, which follows a
+        failover (``store.clients``); ``sentinel_username``/``sentinel_password`` are the
+        sentinels' own credentials. Other keywords go to the store's constructor.
+        """
+        from store.clients import async_client_from_url
+
+        client = async_client_from_url(
+            url, sentinel_username=sentinel_username, sentinel_password=sentinel_password
+        )
+        return cls(client, **kwargs)
 
     # --- executions -------------------------------------------------------------------------
     async def load(self, execution_id: str) -> ExeT | None:

@@ -21,6 +21,8 @@ PURE_MODULES = [
     "relayd/sinks/spec.py",
     "relayd/sinks/http_policy.py",
     "relayd/sinks/harel_wire.py",
+    "relayd/redis_url.py",
+    "store/urls.py",
     "store/plans.py",
     "store/backlog.py",
     "store/codec.py",

@@ -49,7 +49,8 @@ RedisUrl = Annotated[
     str | None,
     _option(
         "redis_url",
-        "Redis URL: redis://, rediss:// (verified TLS), redis+cluster://, rediss+cluster:// (any seed node).",
+        "Redis URL: redis://, rediss:// (verified TLS), redis+cluster://, rediss+cluster:// (any seed "
+        "node), redis+sentinel://HOST:PORT,HOST:PORT/SERVICE/DB (sentinels), rediss+sentinel://.",
         REDIS,
     ),
 ]
@@ -121,6 +122,16 @@ RedisUsernameFile = Annotated[
 RedisPasswordFile = Annotated[
     Path | None, _option("redis_password_file", "File holding the Redis password.", SECURITY)
 ]
+SentinelUsernameFile = Annotated[
+    Path | None,
+    _option(
+        "sentinel_username_file", "File holding the Sentinel ACL username (redis+sentinel://).", SECURITY
+    ),
+]
+SentinelPasswordFile = Annotated[
+    Path | None,
+    _option("sentinel_password_file", "File holding the sentinels' password (redis+sentinel://).", SECURITY),
+]
 RedisCaFile = Annotated[
     Path | None,
     _option("redis_ca_file", "PEM CA bundle trusted for rediss:// instead of the system store.", SECURITY),
@@ -161,6 +172,8 @@ CONNECTION_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
     ("log_level", LogLevel, None),
     ("redis_username_file", RedisUsernameFile, None),
     ("redis_password_file", RedisPasswordFile, None),
+    ("sentinel_username_file", SentinelUsernameFile, None),
+    ("sentinel_password_file", SentinelPasswordFile, None),
     ("redis_ca_file", RedisCaFile, None),
     ("redis_cert_file", RedisCertFile, None),
     ("redis_key_file", RedisKeyFile, None),

@@ -66,14 +66,16 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
     install_signal_handlers(stop)
     registry = CollectorRegistry()
     metrics = RelayMetrics(registry)
-    health = Health()
+    health = Health(sentinel_service=settings.redis.service)
     server = None
     if not once:
         host, port = settings.metrics_host_port
         server = serve_http(host, port, registry, health)
         log.info("http_serving", url=f"http://{host}:{server.port}/metrics")
     try:
-        client = await connect(settings, BRIEF if once else FOREVER, stop=stop)
+        client = await connect(
+            settings, BRIEF if once else FOREVER, stop=stop, on_failure=health.redis_failed
+        )
         try:
             summary = await run_relay(
                 settings.sweep_options(once=once),

@@ -7,7 +7,7 @@ order. relayd acks an entry only after its outcome is ``Delivered``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from relayd.envelope import Envelope
@@ -85,3 +85,6 @@ class SinkOptions:
     redis_ca_file: str | None = None
     #: Permit plaintext Redis to non-loopback hosts (DESIGN §7).
     allow_plaintext: bool = False
+    #: The sentinels' own credentials for ``redis+sentinel://`` destinations (``--sentinel-*-file``).
+    sentinel_username: str | None = None
+    sentinel_password: str | None = field(default=None, repr=False)

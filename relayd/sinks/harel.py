@@ -62,6 +62,7 @@ from relayd.sinks.harel_wire import (
     timeout_event_json,
 )
 from relayd.sinks.per_key import HELD_BACK, deliver_per_key
+from relayd.sinks.redis_client import open_destination
 from relayd.sinks.spec import SinkSpec, check_redis_url
 from store import AsyncRedisStore, Event, Execution, StoreConflict, StoreUnavailable
 
@@ -96,7 +97,7 @@ class HarelSink:
         for url in {self._transport_url, self._store_url}:
             check_redis_url(url, "harel", allow_plaintext=options.allow_plaintext)
         self._max_connections = int(spec.params.get("max_connections", DEFAULT_MAX_CONNECTIONS))
-        self._ca_file = options.redis_ca_file
+        self._options = options
         self._clock = clock
         self._transport_client: aioredis.Redis | None = client
         self._store_client: aioredis.Redis | None = client
@@ -116,16 +117,14 @@ class HarelSink:
         self._publish = self._transport_client.register_script(PUBLISH_SCRIPT)
 
     def _connect(self, url: str) -> aioredis.Redis:
-        kwargs: dict[str, Any] = {
-            "socket_timeout": SOCKET_TIMEOUT_S,
-            "socket_connect_timeout": SOCKET_TIMEOUT_S,
-        }
-        if url.startswith("rediss://"):
-            kwargs |= {"ssl_cert_reqs": "required", "ssl_ca_certs": self._ca_file}
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url, max_connections=self._max_connections, timeout=POOL_WAIT_S, **kwargs
+        return open_destination(
+            url,
+            self._options,
+            sink="harel",
+            socket_timeout_s=SOCKET_TIMEOUT_S,
+            max_connections=self._max_connections,
+            pool_wait_s=POOL_WAIT_S,
         )
-        return aioredis.Redis(connection_pool=pool)
 
     async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
         if self._transport_client is None:

@@ -23,6 +23,8 @@ relay's own Redis or any other.
 - A connection error or timeout makes the whole batch Retry (some entries may already be in
   the stream: delivery is at-least-once; consumers dedupe on ``id``). ``ready()`` follows the
   last batch.
+- ``redis+sentinel://`` destinations follow their master through a failover
+  (``relayd.sinks.redis_client``); a batch in flight then is Retry.
 - Redis Cluster destinations (``redis+cluster://``) are not supported for streams yet.
 """
 
@@ -41,6 +43,7 @@ from relayd.envelope import Envelope, ids_of, keys_of, kind_of, render_all
 from relayd.errors import ConfigError, SinkError
 from relayd.packing import use_hiredis_packing
 from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
+from relayd.sinks.redis_client import open_destination
 from relayd.sinks.spec import SinkSpec, check_redis_url
 
 #: What ``{target}`` becomes for an envelope without an ordering key.
@@ -132,7 +135,7 @@ class RedisStreamSink:
         if client is None:
             check_redis_url(spec.target, "redis-stream", allow_plaintext=options.allow_plaintext)
         self._url = spec.target
-        self._ca_file = options.redis_ca_file
+        self._options = options
         self._client = client
         self._owns_client = client is None
         self._healthy = True
@@ -142,18 +145,9 @@ class RedisStreamSink:
 
     async def start(self) -> None:
         if self._client is None:
-            kwargs: dict[str, Any] = {
-                "socket_timeout": SOCKET_TIMEOUT_S,
-                "socket_connect_timeout": SOCKET_TIMEOUT_S,
-            }
-            if self._url.startswith("rediss://"):
-                kwargs |= {"ssl_cert_reqs": "required", "ssl_ca_certs": self._ca_file}
-            try:
-                self._client = aioredis.Redis.from_url(self._url, **kwargs)
-            except ValueError as exc:
-                raise ConfigError(
-                    f"sink 'redis-stream': malformed Redis URL ({type(exc).__name__})"
-                ) from None
+            self._client = open_destination(
+                self._url, self._options, sink="redis-stream", socket_timeout_s=SOCKET_TIMEOUT_S
+            )
         use_hiredis_packing(self._client)
 
     async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:

@@ -16,18 +16,23 @@ Error messages never echo a URL's password: URLs are shown through ``redact_url`
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from relayd.errors import ConfigError
+from relayd.redis_url import REDIS_SCHEMES as _OWN_REDIS_SCHEMES
+from relayd.redis_url import check_redis_url, redact_url
+from store.urls import parse_url
+
+__all__ = ["REDIS_SCHEMES", "SinkSpec", "check_redis_url", "parse_sink_spec", "redact_url"]
 
 _NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 _DOTTED: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
-REDIS_SCHEMES: Final = frozenset({"redis", "rediss", "unix", "redis+cluster", "rediss+cluster"})
+#: Destination Redis URL schemes: relayd's own (``relayd.redis_url``) and local sockets.
+REDIS_SCHEMES: Final = frozenset({*_OWN_REDIS_SCHEMES, "unix"})
 HTTP_SCHEMES: Final = frozenset({"http", "https"})
 #: Query parameters the redis-stream sink takes for itself; the rest stay in the Redis URL.
 _STREAM_PARAMS: Final = ("stream", "maxlen")
@@ -62,22 +67,6 @@ class SinkSpec:
 
 
 _Parser = Callable[[str, bool], SinkSpec]
-
-
-def redact_url(url: str) -> str:
-    """Return ``url`` with the password (if any) replaced by ``***``; other text unchanged."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable url>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    netloc = f"{user}:***@{host}"
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def parse_sink_spec(text: str) -> SinkSpec:
@@ -133,9 +122,9 @@ def _parse_redis_stream(rest: str, has_colon: bool) -> SinkSpec:
 def _parse_harel(rest: str, has_colon: bool) -> SinkSpec:
     url, params = _take_params(rest, "harel", _HAREL_PARAMS, "harel:redis://host:6379/0")
     if "store" in params:
-        _split_url(params["store"], "harel", "harel:redis://host?store=redis://other")
-        if urlsplit(params["store"]).scheme not in REDIS_SCHEMES:
+        if params["store"].partition("://")[0].lower() not in REDIS_SCHEMES:
             raise ConfigError("sink 'harel' needs a redis:// or rediss:// store URL")
+        _check_redis_form(params["store"], "harel")
     if "max_connections" in params:
         _positive_int(params["max_connections"], "harel", "max_connections")
     return SinkSpec("harel", url, params)
@@ -164,19 +153,32 @@ def _split_url(url: str, sink: str, example: str) -> _Url:
 
 def _take_params(rest: str, sink: str, names: tuple[str, ...], example: str) -> tuple[str, dict[str, str]]:
     """Split ``rest`` into a Redis URL (keeping its own query) and this sink's parameters."""
-    parts = _split_url(rest, sink, example)
-    if parts.scheme not in REDIS_SCHEMES:
-        raise ConfigError(f"sink {sink!r} needs a redis:// or rediss:// URL, got scheme {parts.scheme!r}")
+    if not rest:
+        raise ConfigError(f"sink {sink!r} needs a URL: {example!r}")
+    base, _, query = rest.partition("?")
+    scheme = base.partition("://")[0].lower()
+    if scheme not in REDIS_SCHEMES:
+        raise ConfigError(f"sink {sink!r} needs a redis:// or rediss:// URL, got scheme {scheme[:20]!r}")
+    _check_redis_form(base, sink)
     ours: dict[str, str] = {}
     theirs: list[tuple[str, str]] = []
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+    for key, value in parse_qsl(query, keep_blank_values=True):
         if key in names:
             ours[key] = value
         else:
             theirs.append((key, value))
-    split = urlsplit(rest)
-    url = urlunsplit((split.scheme, split.netloc, split.path, urlencode(theirs), split.fragment))
+    url = f"{base}?{urlencode(theirs)}" if theirs else base
     return url, ours
+
+
+def _check_redis_form(url: str, sink: str) -> None:
+    """Raise ConfigError unless ``url`` is a well-formed Redis URL (a unix socket passes)."""
+    if url.partition("://")[0].lower() == "unix":
+        return
+    try:
+        parse_url(url)
+    except ValueError as exc:
+        raise ConfigError(f"sink {sink!r}: {exc}") from None
 
 
 def _positive_int(value: str, sink: str, name: str) -> int:
@@ -201,40 +203,3 @@ _PARSERS: Final[dict[str, _Parser]] = {
     "harel": _parse_harel,
     "python": _parse_python,
 }
-
-
-def check_redis_url(url: str, sink: str, *, allow_plaintext: bool) -> None:
-    """Enforce DESIGN §7 on a destination Redis URL.
-
-    ``rediss://`` is always fine (it verifies the server). Plaintext (``redis://``) to a host
-    that is not loopback needs ``allow_plaintext``, and is refused outright when the URL
-    carries credentials. Unix sockets are local. Cluster URLs are rejected by the caller.
-
-    Raises:
-        ConfigError: the URL breaks the policy (its password is never shown).
-    """
-    parts = urlsplit(url)
-    if any(key.lower().startswith("ssl") for key, _ in parse_qsl(parts.query)):
-        # verification is not negotiable (DESIGN §7); the CA comes from --redis-ca-file
-        raise ConfigError(f"sink {sink!r}: TLS options in the URL are not accepted; use --redis-ca-file")
-    if parts.scheme.startswith("rediss") or parts.scheme == "unix":
-        return
-    host = (parts.hostname or "").lower()
-    if _is_loopback(host):
-        return
-    if parts.password is not None or parts.username:
-        raise ConfigError(f"sink {sink!r}: credentials over plaintext to {host!r} are refused; use rediss://")
-    if not allow_plaintext:
-        raise ConfigError(
-            f"sink {sink!r}: plaintext Redis to non-loopback host {host!r} needs --allow-plaintext "
-            "(or use rediss://)"
-        )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

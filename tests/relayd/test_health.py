@@ -51,3 +51,17 @@ def test_not_ready_before_redis_answered_and_while_stopping():
     health.stopping()
 
     assert (starting.ok, health.ready().reason) == (False, "shutting down")
+
+
+def test_readyz_through_sentinels_names_the_failover_step_it_waits_for():
+    """No master named yet, or the named master silent: /readyz says which, and for what service."""
+    no_master = readyz(HealthSnapshot(redis_error="MasterNotFoundError", sentinel_service="cache"))
+    silent = readyz(HealthSnapshot(redis_error="ConnectionError", sentinel_service="cache"))
+
+    assert no_master.status == 503
+    assert no_master.reason == (
+        "redis: waiting for the sentinels to name a master for 'cache' (MasterNotFoundError)"
+    )
+    assert (
+        silent.reason == "redis: waiting for the master of 'cache' named by the sentinels (ConnectionError)"
+    )

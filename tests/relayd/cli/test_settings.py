@@ -7,14 +7,8 @@ from pathlib import Path
 import pytest
 
 from relayd.errors import ConfigError
-from relayd.settings import (
-    expand_prefixes,
-    is_loopback,
-    load_settings,
-    parse_host_port,
-    parse_redis_url,
-    redact_url,
-)
+from relayd.redis_url import parse_redis_url
+from relayd.settings import expand_prefixes, load_settings, parse_host_port
 
 
 def test_defaults_map_onto_sweep_and_sink_options():
@@ -74,22 +68,6 @@ def test_expand_prefixes_rejects(values):
 
 
 @pytest.mark.parametrize(
-    ("url", "expected"),
-    [
-        ("redis://127.0.0.1:6380/2", (False, False, "127.0.0.1", 6380, 2)),
-        ("rediss://cache.example.com", (True, False, "cache.example.com", 6379, 0)),
-        ("redis+cluster://10.0.0.1:7000", (False, True, "10.0.0.1", 7000, 0)),
-        ("rediss+cluster://node.example.com:7001/0", (True, True, "node.example.com", 7001, 0)),
-        ("redis://[::1]:6379", (False, False, "::1", 6379, 0)),
-    ],
-)
-def test_parse_redis_url(url, expected):
-    address = parse_redis_url(url)
-
-    assert (address.tls, address.cluster, address.host, address.port, address.db) == expected
-
-
-@pytest.mark.parametrize(
     "url",
     [
         "http://h",
@@ -118,22 +96,6 @@ def test_url_credentials_never_appear_in_errors_or_display():
     assert "s3cret-pw" not in address.display
     assert "s3cret-pw" not in repr(address)
     assert "s3cret-pw" not in str(excinfo.value)
-    assert redact_url("redis://u:p@h:1/0") == "redis://***@h:1/0"
-
-
-@pytest.mark.parametrize(
-    ("host", "loopback"),
-    [
-        ("localhost", True),
-        ("127.0.0.1", True),
-        ("127.9.9.9", True),
-        ("::1", True),
-        ("10.0.0.1", False),
-        ("redis", False),
-    ],
-)
-def test_is_loopback(host, loopback):
-    assert is_loopback(host) is loopback
 
 
 def test_credentials_come_from_files_and_win_over_the_url(tmp_path: Path):
@@ -265,3 +227,52 @@ def test_log_format_and_level_are_case_insensitive(monkeypatch: pytest.MonkeyPat
     settings = load_settings(log_format="JSON")
 
     assert (settings.log_format, settings.log_level) == ("json", "debug")
+
+
+def test_sentinel_credentials_come_from_their_own_files(tmp_path: Path):
+    """The URL's (or --redis-*-file) credentials are the master's; the sentinels' are their own."""
+    user, password = tmp_path / "user", tmp_path / "password"
+    user.write_text("sentinel-reader\n")
+    password.write_text("s-pw\n")
+
+    settings = load_settings(
+        redis_url="redis+sentinel://:m-pw@127.0.0.1:26379,127.0.0.1:26380/cache/2",
+        sentinel_username_file=user,
+        sentinel_password_file=password,
+    )
+
+    sentinel_user, sentinel_password = settings.sentinel_credentials
+    assert sentinel_user == "sentinel-reader"
+    assert sentinel_password is not None
+    assert sentinel_password.get_secret_value() == "s-pw"
+    assert settings.redis_credentials[1] is not None
+    assert settings.redis_credentials[1].get_secret_value() == "m-pw"
+    assert (settings.redis.service, settings.redis.db) == ("cache", 2)
+    assert set(settings.secrets()) == {"m-pw", "s-pw"}
+    assert settings.sink_options().sentinel_password == "s-pw"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"redis_url": "redis://127.0.0.1", "sentinel_password_file": "PASSWORD"}, "is for a redis"),
+        (
+            {
+                "redis_url": "redis+sentinel://127.0.0.1:26379,10.0.0.7:26379/m",
+                "sentinel_password_file": "PASSWORD",
+            },
+            "refusing to send Redis credentials",
+        ),
+        ({"redis_url": "redis+sentinel://10.0.0.7:26379/m"}, "needs --allow-plaintext"),
+        ({"redis_url": "redis+sentinel://127.0.0.1:26379"}, "SERVICE_NAME"),
+    ],
+)
+def test_sentinel_urls_follow_the_same_rules(kwargs, message, tmp_path: Path):
+    password = tmp_path / "password"
+    password.write_text("s-pw")
+    resolved = {k: (password if v == "PASSWORD" else v) for k, v in kwargs.items()}
+
+    with pytest.raises(ConfigError, match=message) as info:
+        load_settings(**resolved)
+
+    assert "s-pw" not in str(info.value)

@@ -91,13 +91,13 @@ def test_no_password_in_errors_or_reprs() -> None:
     assert "s3cret" not in str(info.value)
     assert "s3cret" not in str(spec)
     assert "s3cret" not in repr(spec)
-    assert str(spec) == "redis-stream:redis://user:***@h:6379/0?stream=s"
+    assert str(spec) == "redis-stream:redis://***@h:6379/0?stream=s"
 
 
-def test_redact_url_keeps_urls_without_password() -> None:
-    """Only the password is replaced."""
+def test_redact_url_keeps_urls_without_credentials() -> None:
+    """The user information goes whole (relayd.redis_url); a URL without one is unchanged."""
     assert redact_url("redis://h:1/0") == "redis://h:1/0"
-    assert redact_url("https://u:pw@h/p?q=1") == "https://u:***@h/p?q=1"
+    assert redact_url("https://u:pw@h/p?q=1") == "https://***@h/p?q=1"
 
 
 POLICY = [

@@ -1,0 +1,92 @@
+"""The Redis ACL rule relayd needs for its prefixes, and nothing more (DESIGN §9).
+
+Pure: prefixes in, rule text out. ``acl_rule`` gives the selectors of an ``ACL SETUSER``:
+``resetkeys resetchannels -@all`` and then every command in ``COMMANDS`` (each with the part
+of relayd that sends it), the key pattern ``~P:*`` of each prefix (relayd reads and writes
+nothing else: DESIGN §2 keys and its own ``P:relay:``), the three keyspace channels wake-up
+subscribes to per prefix, and ``~STREAM`` and ``+xadd`` for redis-stream destinations on the
+same server.
+
+Left out on purpose:
+
+- ``CONFIG``: wake-up only reads ``notify-keyspace-events`` with ``CONFIG GET`` and goes on
+  without knowing when it is refused; ``CONFIG GET`` would also reveal every server setting.
+- ``SELECT``: given only with ``db`` other than 0 (redis-py selects the URL's database).
+- ``CLIENT SETINFO``: redis-py names its library with it on connect (Redis 7.2 and later) and
+  goes on when refused; the server then notes one denial per connection in ``ACL LOG``.
+  (``HELLO`` and ``AUTH`` are always permitted.)
+
+``tests/e2e/test_acl.py`` runs every command of relayd as a user made from this rule and fails
+on any denial the server logs (``ACL LOG``), so a command added to the code without being added
+here fails that test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from relayd.engine.notify import channel
+from store.keys import Keyspace
+
+#: Every command relayd sends (including those its Lua scripts call), with who sends it.
+COMMANDS: Final[Mapping[str, str]] = {
+    "ping": "connect: the first PING",
+    "time": "lease and members registry: the server's clock (scripts)",
+    "get": "lease holder; reader cursors; status",
+    "set": "lease: SET NX PX; reader cursors",
+    "del": "lease release (script); dlq purge (script)",
+    "pexpire": "lease renewal; members registry (scripts)",
+    "pttl": "the lease's time left",
+    "exists": "attempt counts present; the idle probe",
+    "hlen": "backlog and dead-letter counts",
+    "hmget": "the backlog reader",
+    "hscan": "the backlog reader's gap scan; dlq list",
+    "hget": "dead letters (script)",
+    "hset": "attempt counts; dead letters (script)",
+    "hsetnx": "dlq replay (script)",
+    "hdel": "acks; attempts; dlq replay and purge",
+    "zadd": "members registry; dlq replay of a timer (script)",
+    "zrem": "timer acks (script); members",
+    "zscore": "dead-lettering a timer (script); timer acks before Redis 6.2 (script)",
+    "zmscore": "timer acks (script)",
+    "zrange": "members registry (script); the oldest timer",
+    "zrangebyscore": "due timers; members",
+    "zcount": "status: due timers",
+    "zcard": "status: timers",
+    "eval": "scripts, first run",
+    "evalsha": "scripts the store registers; the redis-stream sink's script",
+    "script|load": "the same, when the server answers NOSCRIPT",
+    "subscribe": "wake-up",
+    "unsubscribe": "wake-up: a busy prefix leaves its channels",
+}
+#: Added with a redis-stream destination on the same server (``streams``).
+STREAM_COMMANDS: Final = ("xadd",)
+#: Added when the database is not 0: redis-py selects it on every new connection.
+SELECT: Final = "select"
+#: The keys wake-up subscribes to, per prefix (``engine.notify``): outbox, spawns, timers.
+_WAKE_KEYS: Final = ("outbox", "spawns", "timers")
+
+
+def _escape(text: str) -> str:
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
+
+
+def acl_rule(prefixes: Iterable[str], *, db: int = 0, streams: Iterable[str] = ()) -> str:
+    """The ACL selectors for relayd on ``prefixes`` (``ACL SETUSER name reset on >pw <rule>``).
+
+    ``streams`` are redis-stream sink destinations on the same server: a literal key, or a
+    template whose ``{target}`` becomes ``*``; they add the key patterns and ``XADD``.
+    """
+    parts = ["resetkeys", "resetchannels", "-@all"]
+    streams = list(streams)
+    commands = [*COMMANDS, *(STREAM_COMMANDS if streams else ()), *([SELECT] if db else [])]
+    parts += [f"+{command}" for command in commands]
+    keyspaces = [Keyspace(prefix) for prefix in prefixes]
+    parts += [f"~{_escape(keyspace.prefix)}:*" for keyspace in keyspaces]
+    for stream in streams:
+        parts.append("~" + "*".join(_escape(piece) for piece in stream.split("{target}")))
+    for keyspace in keyspaces:
+        keys = {"outbox": keyspace.outbox, "spawns": keyspace.spawns, "timers": keyspace.timers}
+        parts += [f"&{_escape(channel(db, keys[name]))}" for name in _WAKE_KEYS]
+    return " ".join(dict.fromkeys(parts))
