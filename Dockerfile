@@ -1,8 +1,11 @@
-# syntax=docker/dockerfile:1
 # relayd container image: the wheel is built in stage one and installed into a venv at
 # /opt/relayd in stage two, so the final image carries no compiler, no source tree and no caches.
 #
 #   docker build -t relayd:0.1.0 .
+#
+# No "# syntax=" line: BuildKit's built-in frontend already runs RUN --mount, and naming a
+# frontend image makes an offline or air-gapped build fail fetching it (tests/deploy/test_image.py
+# builds and runs this file over a base made with debootstrap; see docs/image.md).
 #
 # Configuration is only through RELAYD_* environment variables and mounted secret files
 # (RELAYD_REDIS_PASSWORD_FILE=/run/secrets/...); see README.md#configuration.

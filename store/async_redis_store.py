@@ -7,10 +7,10 @@ from ``store.plans``; this module only executes them.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal, Self
 
-from store import codec, plans
+from store import codec, plans, purging
 from store._base import EvtT, ExeT, StoreCore
 from store.backlog import RawEntry, RawTimer
 from store.keys import timer_member
@@ -290,6 +290,72 @@ class AsyncRedisStore(StoreCore[ExeT, EvtT]):
             return 0
         with self._io():
             return int(await self._timer_delete_script(keys=[self.keyspace.timers], args=args))
+
+    # --- purging (harel's control plane) --------------------------------------------------------
+    async def ids_with_prefix(self, prefix: str) -> list[str]:
+        """Ids of every stored execution whose id starts with ``prefix``, in no order (SCAN)."""
+        match = purging.ids_match(self.keyspace, prefix)
+        with self._io():
+            keys = [k async for k in self.client.scan_iter(match=match, count=purging.PAGE)]
+        return purging.ids_from_keys(self.keyspace, keys)
+
+    async def purge(self, execution_id: str, expected_version: int) -> bool:
+        """Delete the execution and everything keyed by it iff it is at ``expected_version``.
+
+        Returns True when an execution was deleted. Returns False, touching nothing, when it
+        moved on or a concurrent writer changed it before the deletion (the caller re-checks).
+        With no execution stored, its leftover rows are still removed and False is returned.
+        The shared hashes and the timer zset are paged (``store.purging``), all under WATCH of
+        ``exe:{id}``, so no command walks a whole backlog; the deletion is one MULTI/EXEC.
+        """
+        exe_key = self.keyspace.exe(execution_id)
+        owner = purging.Owner(execution_id)
+        with self._io():
+            async with self.client.pipeline(transaction=True) as tx:
+                try:
+                    await tx.watch(exe_key)
+                    current = await tx.get(exe_key)
+                    if purging.moved_on(current, expected_version):
+                        await tx.unwatch()
+                        return False
+                    doomed = purging.Doomed(
+                        outbox=await self._scan_hash(tx, self.keyspace.outbox, owner.outbox_fields),
+                        spawns=await self._scan_hash(tx, self.keyspace.spawns, owner.spawn_fields),
+                        timers=await self._scan_timers(tx, owner),
+                    )
+                    tx.multi()
+                    for name, args in doomed.commands(self.keyspace, execution_id):
+                        getattr(tx, name)(*args)
+                    await tx.execute()
+                except self._WatchError:
+                    return False  # a concurrent writer changed the execution: nothing was deleted
+        for kind, rows in (("outbox", doomed.outbox), ("spawns", doomed.spawns)):
+            if kind in self._readers:
+                self._readers[kind].resolve(purging.field_names(rows))
+        return current is not None
+
+    @staticmethod
+    async def _scan_hash(
+        tx: Any, key: str, keep: Callable[[dict[purging.Raw, purging.Raw]], list[purging.Raw]]
+    ) -> list[purging.Raw]:
+        kept: list[purging.Raw] = []
+        cursor = 0
+        while True:
+            cursor, page = await tx.hscan(key, cursor, count=purging.PAGE)
+            kept += keep(page)
+            if not int(cursor):
+                return kept
+
+    async def _scan_timers(self, tx: Any, owner: purging.Owner) -> list[purging.Raw]:
+        kept: list[purging.Raw] = []
+        cursor = 0
+        while True:
+            cursor, page = await tx.zscan(
+                self.keyspace.timers, cursor, match=owner.timer_match, count=purging.PAGE
+            )
+            kept += owner.timer_members(page)
+            if not int(cursor):
+                return kept
 
     async def aclose(self) -> None:
         await self.client.aclose()

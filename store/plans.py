@@ -185,10 +185,11 @@ def scan_request(ks: Keyspace, limit: int, cursor: str | None) -> tuple[int, str
         start = int(cursor) if cursor else 0
     except ValueError:
         start = 0
-    return start, f"{_glob_escape(ks.prefix)}:exe:*", max(limit, 20)
+    return start, f"{glob_escape(ks.prefix)}:exe:*", max(limit, 20)
 
 
-def _glob_escape(text: str) -> str:
+def glob_escape(text: str) -> str:
+    """``text`` as a literal inside a SCAN / HSCAN / ZSCAN MATCH glob."""
     # a hash-tag prefix such as "{stm}" must match literally inside a SCAN MATCH glob
     return "".join("\\" + c if c in "\\*?[]" else c for c in text)
 

@@ -118,6 +118,47 @@ async def test_async_commit_fast_and_complex_paths(
         await store.commit(exe.model_copy(update={"version": 1}), [(None, Event(kind="Late"))])
 
 
+def test_sync_purge_and_ids_with_prefix(cluster_client: ClusterClient, cluster_prefix: str) -> None:
+    """WATCH, HSCAN / ZSCAN under it and the MULTI all go to the prefix's slot; SCAN finds ids."""
+    store = RedisStore(cluster_client, prefix=cluster_prefix)
+    parent, child = _exe("p1"), _exe("p1:fork:1")
+    store.commit(
+        parent,
+        [("p1", Event(kind="Self")), ("p1:fork:1", Event(kind="Go"))],
+        "evt-1",
+        timers=(TimerOp(action="schedule", path="root.wait", fire_at=NOW),),
+        spawns=(("p1:fork:1", "root.fork", {}),),
+        trace={"step": 1},
+    )
+    store.save(child)
+
+    assert sorted(store.ids_with_prefix("p1")) == ["p1", "p1:fork:1"]
+    assert store.purge("p1", parent.version - 1) is False
+    assert store.purge("p1", parent.version) is True
+
+    assert store.ids_with_prefix("p1") == ["p1:fork:1"]
+    assert [e.target_id for e in store.pending_outbox()] == ["p1:fork:1"]
+    assert (store.pending_spawns(), store.due_timers(NOW), store.read_trace("p1")) == ([], [], [])
+    assert not store.is_processed("p1", "evt-1")
+
+
+async def test_async_purge_and_ids_with_prefix(
+    async_cluster_client: aiocluster.RedisCluster, cluster_prefix: str
+) -> None:
+    store = AsyncRedisStore(async_cluster_client, prefix=cluster_prefix)
+    exe = _exe("q1")
+    await store.commit(exe, [("q1", Event(kind="Self"))], timers=(TimerOp("schedule", "w", NOW),))
+
+    assert await store.ids_with_prefix("q") == ["q1"]
+    assert await store.purge("q1", exe.version) is True
+
+    assert (await store.ids_with_prefix("q"), await store.pending_outbox(), await store.due_timers(NOW)) == (
+        [],
+        [],
+        [],
+    )
+
+
 def test_bounded_reads_and_batched_acks(cluster_client: ClusterClient, cluster_prefix: str) -> None:
     """Reads with ``limit`` come in seq order; many acks go in one call and resolve the reader."""
     store = RedisStore(cluster_client, prefix=cluster_prefix)

@@ -20,7 +20,7 @@ _IO = {
     "load", "load_for_event", "list_executions", "save", "commit", "is_processed", "read_trace",
     "append_trace", "pending_outbox", "pending_spawns", "ack_outbox", "ack_spawn", "ack_outbox_many",
     "ack_spawns_many", "due_timers", "due_timer_entries", "delete_timer", "delete_timers_many",
-    "start", "read_new", "checkpoint",
+    "start", "read_new", "checkpoint", "purge", "ids_with_prefix",
 }  # fmt: skip
 
 
