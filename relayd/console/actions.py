@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -83,8 +83,10 @@ class ActionRunner:
         rate_per_s: float,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._client = client
+        self._sleep = sleep
         self.rate_per_s = rate_per_s
         self._clock = clock
         self._monotonic = monotonic
@@ -153,7 +155,7 @@ class ActionRunner:
         replayed_ids += chunk
         if pace:
             # One chunk per second at most: the rate limit that keeps a sink from being flooded.
-            await asyncio.sleep(max(0.0, 1.0 - (self._monotonic() - started)))
+            await self._sleep(max(0.0, 1.0 - (self._monotonic() - started)))
 
     async def purge(self, prefix: str, wanted: DeadLetterFilter, *, source: str) -> int:
         """Delete the dead letters of ``wanted.kind`` (every kind when None) and record it."""
