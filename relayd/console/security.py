@@ -8,8 +8,8 @@
 - A state-changing request (any method but GET/HEAD) must come from the console's own origin:
   ``Sec-Fetch-Site`` when the browser sends it must be ``same-origin``, ``Origin`` when sent must
   be the console's own; else 403. A browser session must also echo its CSRF value in the form.
-- Every response carries a Content-Security-Policy, ``nosniff``, ``no-store``, no referrer and no
-  framing. Cookies are ``HttpOnly; SameSite=Strict`` (and ``Secure`` behind https).
+- Every response carries a Content-Security-Policy, ``nosniff``, ``no-store``, no framing, and
+  referrers only to itself. Cookies are ``HttpOnly; SameSite=Strict`` (and ``Secure`` behind https).
 
 The token is compared with ``hmac.compare_digest`` and never rendered, logged or put in a URL.
 """
@@ -37,7 +37,8 @@ SECURITY_HEADERS: Final = {
     ),
     "x-content-type-options": "nosniff",
     "cache-control": "no-store",
-    "referrer-policy": "no-referrer",
+    # same-origin, not no-referrer: with no-referrer Chromium sends "Origin: null" on our own forms.
+    "referrer-policy": "same-origin",
     "x-frame-options": "DENY",
 }
 
