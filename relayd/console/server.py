@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import socket
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -45,6 +49,31 @@ class ConsoleOptions:
         )
 
 
+def _quiet_server_class() -> type[Any]:
+    import uvicorn
+
+    class QuietServer(uvicorn.Server):
+        """uvicorn's server, minus re-raising SIGINT/SIGTERM once it has shut down gracefully.
+
+        uvicorn re-raises the signal so a wrapping program stops too; here the console is the
+        program, and a console stopped on purpose exits 0, as ``relayd sweep`` does.
+        """
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
+
+    return QuietServer
+
+
 def bind(host: str, port: int) -> socket.socket:
     """Bind the listening socket first, so port 0 works and the address printed is the real one."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -81,7 +110,7 @@ async def serve_console(
         # Printed on the terminal once (never logged): the operator signs in with it.
         announce(f"relayd console: this run's access token: {token}")
     config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", server_header=False)
-    server = uvicorn.Server(config)
+    server = _quiet_server_class()(config)
     try:
         await server.serve(sockets=[sock])
     finally:

@@ -35,11 +35,16 @@ class ConsoleProcess:
 
 
 def start_console(redis_url: str, prefixes: list[str], *args: str, timeout_s: float = 60.0) -> ConsoleProcess:
-    """Start the console and return once it printed its address (fail the test after ``timeout_s``)."""
-    argv = [sys.executable, "-m", "relayd", "console", "--redis-url", redis_url]
+    """Start ``relayd console`` and return once it printed its address (fail after ``timeout_s``)."""
+    argv = ["console", "--redis-url", redis_url]
     for prefix in prefixes:
         argv += ["--prefix", prefix]
-    argv += ["--console-addr", "127.0.0.1:0", *args]
+    return launch_console([*argv, "--console-addr", "127.0.0.1:0", *args], timeout_s=timeout_s)
+
+
+def launch_console(args: list[str], *, token_line: bool = False, timeout_s: float = 60.0) -> ConsoleProcess:
+    """Run ``relayd ARGS`` until it printed the console's address (and, if asked, its token line)."""
+    argv = [sys.executable, "-m", "relayd", *args]
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=console_env()
     )
@@ -53,6 +58,7 @@ def start_console(redis_url: str, prefixes: list[str], *args: str, timeout_s: fl
 
     threading.Thread(target=pump, daemon=True).start()
     seen: list[str] = []
+    url: str | None = None
     while True:
         try:
             line = lines.get(timeout=timeout_s)
@@ -65,4 +71,5 @@ def start_console(redis_url: str, prefixes: list[str], *args: str, timeout_s: fl
         seen.append(line)
         if line.startswith("relayd console: http://"):
             url = line.split()[2].rstrip("/")
+        if url is not None and (not token_line or "access token" in seen[-1]):
             return ConsoleProcess(proc, url, seen)

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -89,6 +90,12 @@ def field_text(driver: WebDriver, prefix: str, name: str) -> str:
 
 def shoot(driver: WebDriver, directory: Path, name: str) -> None:
     driver.save_screenshot(str(directory / f"{name}.png"))
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A readable prefix (the screenshots go into the docs), unique per run."""
+    return "shop" + uuid.uuid4().hex[:6]
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,7 +42,13 @@ PAGES = [
 ]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+def prefix() -> str:
+    """One prefix for the module: its tests share one console (each start costs a process)."""
+    return "console" + uuid.uuid4().hex[:10]
+
+
+@pytest.fixture(scope="module")
 def seeded(redis_server: RedisServer, prefix: str) -> Iterator[redis.Redis]:
     client = redis_server.client()
     park_outbox(client, prefix, range(10))
@@ -52,14 +59,14 @@ def seeded(redis_server: RedisServer, prefix: str) -> Iterator[redis.Redis]:
     client.close()
 
 
-@pytest.fixture
-def token_file(tmp_path: Path) -> Path:
-    path = tmp_path / "console-token"
+@pytest.fixture(scope="module")
+def token_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("console") / "console-token"
     path.write_text(TOKEN + "\n")
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def console(
     redis_server: RedisServer, seeded: redis.Redis, prefix: str, token_file: Path
 ) -> Iterator[ConsoleProcess]:
