@@ -7,8 +7,9 @@ previews are GETs that count. The overview streams from the one shared ``Overvie
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -19,6 +20,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -140,12 +142,14 @@ async def events(request: Request) -> Response:
     template = _templates.get_template("_overview.html")
 
     async def stream() -> AsyncIterator[ServerSentEvent]:
-        async for snapshot in poller.subscribe():
-            if await request.is_disconnected():
-                return
-            yield ServerSentEvent(
-                data=template.render(snapshot=snapshot).replace("\n", " "), event="overview"
-            )
+        # aclosing: a page that goes away unsubscribes at once, not when its generator is collected.
+        async with contextlib.aclosing(poller.subscribe()) as snapshots:
+            async for snapshot in snapshots:
+                if await request.is_disconnected():
+                    return
+                yield ServerSentEvent(
+                    data=template.render(snapshot=snapshot).replace("\n", " "), event="overview"
+                )
 
     return EventSourceResponse(stream(), ping=15)
 
@@ -381,7 +385,7 @@ def _handle_bad_input(
     return guarded
 
 
-def build_app(state: ConsoleState, *, static_dir: str) -> Starlette:
+def build_app(state: ConsoleState, *, static_dir: str, allowed_hosts: Sequence[str] = ("*",)) -> Starlette:
     routes = [
         Route("/", _handle_bad_input(overview)),
         Route("/events", events),
@@ -402,4 +406,7 @@ def build_app(state: ConsoleState, *, static_dir: str) -> Starlette:
     app = Starlette(routes=routes)
     app.state.console = state
     app.add_middleware(ConsoleGuard)
+    # Added last, so it runs first: a page on another site whose name was re-pointed at 127.0.0.1
+    # (DNS rebinding) sends its own Host, and is answered 400 before anything is read.
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     return app

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -137,7 +137,7 @@ class OverviewPoller:
             await self.current()
             await asyncio.sleep(max(0.0, self.interval_s - (self._monotonic() - self._read_at)))
 
-    async def subscribe(self) -> AsyncIterator[Snapshot]:
+    async def subscribe(self) -> AsyncGenerator[Snapshot, None]:
         """Yield every new snapshot while the caller listens; the loop runs while anyone does."""
         self.subscribers += 1
         if self._task is None or self._task.done():

@@ -18,7 +18,7 @@ from relayd.console.actions import ActionRunner
 from relayd.console.app import ConsoleState, build_app
 from relayd.console.poller import OverviewPoller
 from relayd.console.security import Access, check_listen_address, load_token
-from relayd.settings import Settings
+from relayd.settings import Settings, is_loopback
 from relayd.state import RedisClient
 
 log = structlog.get_logger(__name__)
@@ -74,6 +74,14 @@ def _quiet_server_class() -> type[Any]:
     return QuietServer
 
 
+def allowed_hosts(listen_host: str) -> list[str]:
+    """The Host names a loopback console answers to (all names when it listens beyond loopback,
+    where the token guards every page)."""
+    if not is_loopback(listen_host):
+        return ["*"]
+    return sorted({"127.0.0.1", "localhost", "::1", "[::1]", listen_host})
+
+
 def bind(host: str, port: int) -> socket.socket:
     """Bind the listening socket first, so port 0 works and the address printed is the real one."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -100,7 +108,9 @@ async def serve_console(
     poller = OverviewPoller(client, options.prefixes)
     runner = ActionRunner(client, rate_per_s=options.replay_rate_per_s)
     state = ConsoleState(options.prefixes, client, access, poller, runner, redis_display)
-    app = build_app(state, static_dir=str(files("relayd.console") / "static"))
+    app = build_app(
+        state, static_dir=str(files("relayd.console") / "static"), allowed_hosts=allowed_hosts(options.host)
+    )
     sock = bind(options.host, options.port)
     host, port = sock.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host

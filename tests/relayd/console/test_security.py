@@ -132,6 +132,14 @@ def test_a_cross_site_post_is_403_even_with_a_session(
     assert _dump(seeded, prefix) == before
 
 
+def test_a_rebound_host_name_is_refused_before_anything_is_read(console: ConsoleProcess) -> None:
+    with httpx.Client(base_url=console.url, timeout=30) as client:
+        rebound = client.get("/login", headers={"Host": "attacker.example"})
+        own = client.get("/login", headers={"Host": "localhost"})
+
+    assert (rebound.status_code, own.status_code) == (400, 200)
+
+
 def test_the_session_cookie_is_httponly_and_samesite_strict(console: ConsoleProcess) -> None:
     with httpx.Client(base_url=console.url, timeout=30) as client:
         answer = client.post("/login", data={"token": TOKEN}, headers={"Origin": console.url})
