@@ -158,6 +158,9 @@ def test_the_console_shows_the_poison_and_a_clicked_replay_is_delivered(
         driver.get(f"{console.url}/timers?prefix={prefix}")
         assert len(driver.find_elements(By.CSS_SELECTOR, "tr.timer")) == 4
         shoot(driver, screenshots, "timers")
+
+        end_process(relay)  # from here on only the console reads Redis
+        a_hidden_page_stops_listening(driver, console.url, prefix, client)
     finally:
         if browser is not None:
             browser.quit()
@@ -236,6 +239,30 @@ def a_replay_clicked_in_the_page_is_delivered(
     assert record.find_element(By.CSS_SELECTOR, ".action").text == "replay"
     assert record.find_element(By.CSS_SELECTOR, ".count").text == "1"
     shoot(driver, screenshots, "audit")
+
+
+def _overview_reads(client: redis.Redis) -> int:
+    """How many overview reads Redis has served (each reads the lease's PTTL once)."""
+    return int(client.info("commandstats").get("cmdstat_pttl", {}).get("calls", 0))
+
+
+def a_hidden_page_stops_listening(driver: WebDriver, url: str, prefix: str, client: redis.Redis) -> None:
+    driver.get(f"{url}/?prefix={prefix}")
+    overview = driver.current_window_handle
+    start = _overview_reads(client)
+    wait_for(lambda: _overview_reads(client) > start + 1, "the open page's stream to poll")
+
+    driver.switch_to.new_window("tab")  # the overview's tab is hidden now
+
+    def settled() -> bool:
+        before = _overview_reads(client)
+        time.sleep(2.5)  # more than two poll intervals: a live stream would read in between
+        return _overview_reads(client) == before
+
+    wait_for(settled, "the hidden page to stop listening")
+    stopped_at = _overview_reads(client)
+    driver.switch_to.window(overview)  # shown again: the page listens again
+    wait_for(lambda: _overview_reads(client) > stopped_at, "the shown page to listen again")
 
 
 def the_overview_follows_live(driver: WebDriver, url: str, prefix: str, client: redis.Redis) -> None:
