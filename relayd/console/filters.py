@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Final
 from urllib.parse import urlencode
 
+import orjson
+
 from relayd.console.signatures import error_signature
 from relayd.envelope import KINDS, Kind
 from relayd.state.deadletters import DeadLetter
@@ -38,12 +40,14 @@ class DeadLetterFilter:
     event_kind: str | None = None
     id: str | None = None
     exact_id: bool = False
+    #: Found anywhere in the stored record: the value as stored, the envelope, the error text.
+    text: str | None = None
 
     @classmethod
     def from_query(cls, query: Mapping[str, str]) -> DeadLetterFilter:
         """Read the filter from query or form parameters; blank values mean "any"."""
         values: dict[str, str | None] = {}
-        for name in ("kind", "reason_code", "signature", "target", "event_kind", "id"):
+        for name in ("kind", "reason_code", "signature", "target", "event_kind", "id", "text"):
             value = (query.get(name) or "").strip()
             if len(value) > MAX_VALUE_CHARS:
                 raise FilterInvalid(f"{name} is longer than {MAX_VALUE_CHARS} characters")
@@ -61,7 +65,7 @@ class DeadLetterFilter:
     @property
     def narrows_within_kind(self) -> bool:
         """Whether anything besides the kind must be checked entry by entry."""
-        return any((self.reason_code, self.signature, self.target, self.event_kind, self.id))
+        return any((self.reason_code, self.signature, self.target, self.event_kind, self.id, self.text))
 
     def kinds(self) -> tuple[Kind, ...]:
         return KINDS if self.kind is None else (self.kind,)
@@ -77,6 +81,8 @@ class DeadLetterFilter:
         if self.id is not None and not (
             letter.id == self.id if self.exact_id else self.id.lower() in letter.id.lower()
         ):
+            return False
+        if self.text is not None and self.text.lower() not in orjson.dumps(letter.document).decode().lower():
             return False
         envelope = letter.envelope or {}
         if self.target is not None and str(envelope.get("target_id") or "") != self.target:

@@ -92,6 +92,8 @@ def test_a_filter_refuses_an_unknown_kind_and_overlong_values() -> None:
         (DeadLetterFilter(id="OUTBOX"), True),
         (DeadLetterFilter(id="p:outbox:", exact_id=True), False),
         (DeadLetterFilter(signature="webhook answered <n>"), True),
+        (DeadLetterFilter(text="PING"), True),
+        (DeadLetterFilter(text="refund"), False),
     ],
     ids=[
         "empty",
@@ -104,6 +106,8 @@ def test_a_filter_refuses_an_unknown_kind_and_overlong_values() -> None:
         "id-part",
         "exact",
         "sig",
+        "payload-text",
+        "other-text",
     ],
 )
 def test_a_filter_matches_on_every_field_it_sets(wanted: DeadLetterFilter, expected: bool) -> None:
