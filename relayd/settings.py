@@ -146,6 +146,13 @@ class Settings(BaseSettings):
     webhook_secret_file: Path | None = None
     webhook_timeout: float = Field(10.0, gt=0, le=600)
     webhook_concurrency: int = Field(16, ge=1, le=10_000)
+    # The operator console (relayd console): its own listener, loopback by default; the
+    # loopback-or-token rule is checked by the console itself, so other commands never trip on it.
+    console_addr: str = "127.0.0.1:9465"
+    console_token_file: Path | None = None
+    allow_actions: bool = False
+    # Most dead letters the console replays per second, so a replay never floods a sink.
+    console_replay_rate: float = Field(100.0, gt=0, le=100_000)
 
     _address: RedisAddress = PrivateAttr()
     _redis_username: str | None = PrivateAttr(default=None)
@@ -168,7 +175,7 @@ class Settings(BaseSettings):
     def _lower(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
 
-    @field_validator("metrics_addr")
+    @field_validator("metrics_addr", "console_addr")
     @classmethod
     def _host_port(cls, value: str) -> str:
         parse_host_port(value)
@@ -250,6 +257,10 @@ class Settings(BaseSettings):
     @property
     def metrics_host_port(self) -> tuple[str, int]:
         return parse_host_port(self.metrics_addr)
+
+    @property
+    def console_host_port(self) -> tuple[str, int]:
+        return parse_host_port(self.console_addr)
 
     def secrets(self) -> tuple[str, ...]:
         """Every secret value configured, for the log redaction processor."""

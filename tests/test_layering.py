@@ -27,6 +27,12 @@ PURE_MODULES = [
     "store/backlog.py",
     "store/codec.py",
     "store/keys.py",
+    "relayd/console/signatures.py",
+    "relayd/console/filters.py",
+    "relayd/console/paging.py",
+    "relayd/console/groups.py",
+    "relayd/console/rates.py",
+    "relayd/console/commands.py",
 ]
 IMPURE_IMPORTS = ("redis", "structlog", "time", "asyncio", "httpx")
 

@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 #: ``relayd bench`` has its own flags, documented with the Performance section, not as configuration.
 BENCHMARK_COMMANDS = {"bench"}
+#: The console's own options are documented in its page's Options table (docs/console.md).
+CONSOLE_OPTIONS_DOC = ROOT / "docs" / "console.md"
 
 
 def _section(title: str) -> str:
@@ -48,7 +50,22 @@ def _cli_options() -> dict[tuple[str, str], Any]:
     for name, command in root.commands.items():  # type: ignore[attr-defined]
         if name not in BENCHMARK_COMMANDS:
             walk(command)
-    return found
+    console_doc = CONSOLE_OPTIONS_DOC.read_text()
+    return {key: option for key, option in found.items() if f"`{key[1]}`" not in console_doc}
+
+
+def test_the_console_page_documents_the_console_options() -> None:
+    documented = CONSOLE_OPTIONS_DOC.read_text()
+
+    for flag, envvar in [
+        ("--console-addr", "RELAYD_CONSOLE_ADDR"),
+        ("--allow-actions", "RELAYD_ALLOW_ACTIONS"),
+        ("--console-token-file", "RELAYD_CONSOLE_TOKEN_FILE"),
+        ("--console", "RELAYD_DEMO_CONSOLE"),
+        ("--console-replay-rate", "RELAYD_CONSOLE_REPLAY_RATE"),
+    ]:
+        assert f"`{flag}" in documented
+        assert f"`{envvar}`" in documented
 
 
 def test_every_cli_option_with_an_env_var_is_in_the_readme_table_and_nothing_else_is() -> None:

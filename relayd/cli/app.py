@@ -21,7 +21,7 @@ from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
 from relayd import __version__
-from relayd.cli import acl, bench, demo, dlq, status, sweep
+from relayd.cli import acl, bench, console, demo, dlq, status, sweep
 from relayd.errors import RedisUnreachable, RelaydError
 from store.errors import StoreUnavailable
 
@@ -62,7 +62,7 @@ app = typer.Typer(
 )
 
 #: Each module registers its own command group; a new command is one line here.
-COMMANDS = (sweep, status, dlq, acl, demo, bench)
+COMMANDS = (sweep, status, dlq, acl, demo, bench, console)
 for command in COMMANDS:
     command.register(app)
 

@@ -7,10 +7,12 @@ from typing import Annotated
 import typer
 
 from relayd.cli import options as o
+from relayd.settings import Settings
 
 
 def demo(
     ctx: typer.Context,
+    *,
     duration: Annotated[
         float,
         typer.Option(
@@ -33,6 +35,17 @@ def demo(
         ),
     ] = "127.0.0.1:0",
     log_level: o.LogLevel = None,
+    console: Annotated[
+        bool,
+        typer.Option(
+            "--console",
+            envvar="RELAYD_DEMO_CONSOLE",
+            show_envvar=True,
+            help="Open the web console on the demo (with malformed entries and a failing target); "
+            "runs until Ctrl-C. Needs the console extra.",
+        ),
+    ] = False,
+    console_addr: o.ConsoleAddr = None,
 ) -> None:
     """Run relayd against an embedded Redis while a generated workload commits; print a summary."""
     from relayd.demo import run_demo
@@ -46,9 +59,25 @@ def demo(
 
         raise ConfigError(f"invalid --metrics-addr: {exc}") from None
     settings = o.settings_from(ctx)
+    if console:
+        # The console shows every dead letter; the terminal keeps to errors.
+        configure_logging(log_format=settings.log_format, log_level=log_level or "error")
+        raise typer.Exit(_run_with_console(settings, duration))
     # The live display owns the terminal; only warnings go to the log.
     configure_logging(log_format=settings.log_format, log_level=log_level or "warning")
     raise typer.Exit(run_demo(duration_s=duration, host=host, port=port))
+
+
+def _run_with_console(settings: Settings, duration: float) -> int:
+    from relayd.errors import ConfigError
+
+    try:
+        from relayd.console.server import ConsoleOptions
+        from relayd.demo_console import run_demo_console
+    except ImportError as exc:
+        missing = exc.name
+        raise ConfigError(f"--console needs the extra: pip install 'relayd[console]' ({missing})") from None
+    return run_demo_console(ConsoleOptions.from_settings(settings), duration_s=duration, announce=typer.echo)
 
 
 def register(app: typer.Typer) -> None:

@@ -119,12 +119,16 @@ def replay(
         list[str] | None, typer.Argument(help="Dead-letter ids to replay.", show_default=False)
     ] = None,
     replay_all: Annotated[bool, typer.Option("--all", help="Replay every dead letter.")] = False,
+    kind: KindOption = None,
 ) -> None:
     """Put dead letters back where they came from (original seq or score), attempts reset."""
     from relayd.state.deadletters import replay_dead_letters
 
+    only = _check_kind(kind)
+    if only is not None and not ids:
+        replay_all = True  # every dead letter of that kind
     if not ids and not replay_all:
-        raise ConfigError("name the dead-letter ids to replay, or pass --all")
+        raise ConfigError("name the dead-letter ids to replay, or pass --all or --kind")
     if ids and replay_all:
         raise ConfigError("pass either dead-letter ids or --all, not both")
     settings = o.settings_from(ctx)
@@ -132,7 +136,7 @@ def replay(
     wanted = None if replay_all else list(ids or ())
 
     async def action(client: AsyncRedis, keyspace: Keyspace) -> int:
-        return int(await replay_dead_letters(client, keyspace, ids=wanted))
+        return int(await replay_dead_letters(client, keyspace, ids=wanted, kind=only))
 
     count = sum(_per_prefix(settings, action))
     typer.echo(f"replayed {count} dead letter(s)")

@@ -162,6 +162,30 @@ WebhookConcurrency = Annotated[
     int | None, _option("webhook_concurrency", "Most webhook requests in flight at once.", SINKS)
 ]
 
+CONSOLE = "Console"
+ConsoleAddr = Annotated[
+    str | None,
+    _option(
+        "console_addr",
+        "HOST:PORT the console listens on (loopback by default; any other host needs a token file).",
+        CONSOLE,
+    ),
+]
+ConsoleTokenFile = Annotated[
+    Path | None,
+    _option(
+        "console_token_file", "File holding the console's access token (compared in constant time).", CONSOLE
+    ),
+]
+AllowActions = Annotated[
+    bool,
+    _option("allow_actions", "Let the console replay and purge dead letters (read-only otherwise).", CONSOLE),
+]
+ConsoleReplayRate = Annotated[
+    float | None,
+    _option("console_replay_rate", "Most dead letters the console replays per second.", CONSOLE),
+]
+
 
 #: What every command that connects to Redis takes: where (declared first, so the Redis panel
 #: leads the help), then how to log and which credentials and TLS (declared last).

@@ -188,36 +188,75 @@ async def list_dead_letters(
     return sorted(letters, key=lambda d: (d.dead_at, d.id))
 
 
+async def scan_dead_letters(
+    client: RedisClient, keyspace: Keyspace, kind: Kind, cursor: int, count: int
+) -> tuple[int, list[DeadLetter]]:
+    """One HSCAN step over ``kind``'s dead letters: (next cursor, the letters it returned).
+
+    Costs about ``count`` entries however many are parked; cursor 0 starts, 0 back means done.
+    """
+    next_cursor, found = await client.hscan(RelayKeys(keyspace).dead(kind), cursor=cursor, count=count)
+    values = found.values() if isinstance(found, dict) else found[1::2]
+    return int(next_cursor), [decode_dead_letter(raw) for raw in values]
+
+
+async def get_dead_letters(
+    client: RedisClient, keyspace: Keyspace, ids: Sequence[str], kind: Kind | None = None
+) -> list[DeadLetter]:
+    """The parked entries with these ``ids`` (HMGET per kind; ids not parked are left out)."""
+    if not ids:
+        return []
+    keys = RelayKeys(keyspace)
+    found: list[DeadLetter] = []
+    for k in _kinds(kind):
+        found += [decode_dead_letter(raw) for raw in await client.hmget(keys.dead(k), list(ids)) if raw]
+    return found
+
+
+async def _read_some(client: RedisClient, key: str, ids: set[bytes]) -> dict[bytes, bytes]:
+    wanted = sorted(ids)
+    values = await client.hmget(key, wanted)
+    return {field: _as_bytes(raw) for field, raw in zip(wanted, values, strict=True) if raw is not None}
+
+
 async def replay_dead_letters(
-    client: RedisClient, keyspace: Keyspace, ids: Iterable[str] | None = None
+    client: RedisClient,
+    keyspace: Keyspace,
+    ids: Iterable[str] | None = None,
+    kind: Kind | None = None,
 ) -> int:
-    """Put dead letters (all, or those with ``ids``) back where they were, attempts reset.
+    """Put dead letters (all, or those with ``ids``; of ``kind`` when given) back where they were.
 
     Outbox and spawn entries return under their original seq field, timers with their original
-    score; a live entry that exists meanwhile is never overwritten. Returns how many went back.
+    score, attempts reset; a live entry that exists meanwhile is never overwritten. Named ids
+    are read with HMGET, so replaying a few costs the same however many are parked. Returns how
+    many went back.
     """
     keys = RelayKeys(keyspace)
     wanted = None if ids is None else {i.encode() for i in ids}
     replayed = 0
-    for kind in KINDS:
-        parked = await _read_all(client, keys.dead(kind))
+    for k in _kinds(kind):
+        if wanted is None:
+            parked = await _read_all(client, keys.dead(k))
+        elif wanted:
+            parked = await _read_some(client, keys.dead(k), wanted)
+        else:
+            parked = {}
         groups: list[list[bytes | str]] = []
         for dead_id, raw in parked.items():
-            if wanted is not None and dead_id not in wanted:
-                continue
             doc = orjson.loads(raw)
             payload: bytes | str
-            if kind == "timer":
+            if k == "timer":
                 ref, payload = _bytes_from(doc, "member"), repr(float(doc["fire_at"]))
             else:
                 ref, payload = str(doc["field"]).encode(), _bytes_from(doc, "value")
-            attempts_field = doc["id"] if kind == "timer" else doc["field"]
+            attempts_field = doc["id"] if k == "timer" else doc["field"]
             groups.append([dead_id, raw, ref, payload, attempts_field])
         for start in range(0, len(groups), _CHUNK):
-            args: list[bytes | str] = ["zset" if kind == "timer" else "hash"]
+            args: list[bytes | str] = ["zset" if k == "timer" else "hash"]
             for group in groups[start : start + _CHUNK]:
                 args += group
-            keys_ = (keys.dead(kind), keys.live(kind), keys.attempts(kind))
+            keys_ = (keys.dead(k), keys.live(k), keys.attempts(k))
             replayed += int(await client.eval(scripts.REPLAY, 3, *keys_, *args))
     return replayed
 

@@ -6,6 +6,7 @@
     P:relay:dead:{kind}       hash    {id -> dead-letter JSON}: entries parked for an operator
     P:relay:cursor:outbox     string  low-water seq of the outbox reader (written by ``store``)
     P:relay:cursor:spawns     string  the same for spawn intents
+    P:relay:audit             list    console actions, newest first, JSON {at, action, filter, count, ...}
 
 ``kind`` is the envelope kind: ``outbox``, ``spawn`` or ``timer``. The cursors are the
 store's and use its own kind names (``outbox``, ``spawns``).
@@ -37,6 +38,11 @@ class RelayKeys:
     def cursor(self, store_kind: str) -> str:
         """The store reader's persisted low-water mark (``outbox`` or ``spawns``); read-only here."""
         return self.keyspace.relay(f"cursor:{store_kind}")
+
+    @property
+    def audit(self) -> str:
+        """What operators did through the console (replay, purge), newest first, trimmed."""
+        return self.keyspace.relay("audit")
 
     def live(self, kind: str) -> str:
         """The engine-owned structure an entry of ``kind`` lives in."""

@@ -42,11 +42,23 @@ def test_help_lists_every_options_env_var(path):
         assert f"RELAYD_{envvar.removeprefix('RELAYD_')}" in result.output
 
 
+#: Settings only ``relayd console`` reads (its own listener, token and actions).
+CONSOLE_SETTINGS = {"console_addr", "console_token_file", "allow_actions", "console_replay_rate"}
+
+
 def test_sweep_help_covers_every_setting():
-    """``sweep`` exposes every Settings field as --name with RELAYD_NAME."""
+    """``sweep`` exposes every Settings field (but the console's own) as --name with RELAYD_NAME."""
     result = invoke(["sweep", "--help"])
 
-    for name in Settings.model_fields:
+    for name in set(Settings.model_fields) - CONSOLE_SETTINGS:
+        assert f"--{name.replace('_', '-')}" in result.output
+        assert f"RELAYD_{name.upper()}" in result.output
+
+
+def test_console_help_covers_its_own_settings():
+    result = invoke(["console", "--help"])
+
+    for name in CONSOLE_SETTINGS | {"redis_url", "prefix", "redis_password_file", "redis_ca_file"}:
         assert f"--{name.replace('_', '-')}" in result.output
         assert f"RELAYD_{name.upper()}" in result.output
 

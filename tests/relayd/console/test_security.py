@@ -1,0 +1,239 @@
+"""The console's security defaults (DESIGN §10), checked with a plain HTTP client on a real console."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+from support.console import ConsoleProcess, console_env, start_console
+from support.redis_server import RedisServer
+
+from relayd.state.keys import RelayKeys
+from store.keys import Keyspace, timer_member
+from tests.relayd.console.parked import park_outbox, park_timers
+
+TOKEN = "s3cret-console-token"
+#: Every page the console serves to a GET, with query strings that exercise filters and previews.
+PAGES = [
+    "/",
+    "/dead-letters?prefix={p}",
+    "/dead-letters?prefix={p}&kind=outbox&reason_code=permanent&target=order-3",
+    "/dead-letters?prefix={p}&id={p}:outbox:3&exact_id=1",
+    "/dead-letters?prefix={p}&page=outbox:0",
+    "/dead-letter?prefix={p}&kind=outbox&id={p}:outbox:3",
+    "/groups?prefix={p}",
+    "/timers?prefix={p}",
+    "/timers?prefix={p}&execution=exe-1",
+    "/audit?prefix={p}",
+    "/replay?prefix={p}&kind=outbox",
+    "/replay?prefix={p}&ids={p}:outbox:1",
+    "/purge?prefix={p}&kind=timer",
+    "/login",
+    "/static/htmx.min.js",
+    "/static/console.js",
+    "/static/console.css",
+]
+
+
+@pytest.fixture(scope="module")
+def prefix() -> str:
+    """One prefix for the module: its tests share one console (each start costs a process)."""
+    return "console" + uuid.uuid4().hex[:10]
+
+
+@pytest.fixture(scope="module")
+def seeded(redis_server: RedisServer, prefix: str) -> Iterator[redis.Redis]:
+    client = redis_server.client()
+    park_outbox(client, prefix, range(10))
+    park_timers(client, prefix, 3)
+    client.zadd(Keyspace(prefix).timers, {timer_member("exe-1", "wait"): 1.0})
+    client.hset(Keyspace(prefix).outbox, "1000", b'{"t": null, "e": "{}"}')
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def token_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("console") / "console-token"
+    path.write_text(TOKEN + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def console(
+    redis_server: RedisServer, seeded: redis.Redis, prefix: str, token_file: Path
+) -> Iterator[ConsoleProcess]:
+    running = start_console(
+        redis_server.url, [prefix], "--console-token-file", str(token_file), "--allow-actions"
+    )
+    yield running
+    running.stop()
+
+
+def _dump(client: redis.Redis, prefix: str) -> dict[bytes, object]:
+    """Every key of the prefix with its type, content and TTL (DUMP's bytes follow the hash table's
+    internal order, which a read may rehash, so the content is compared instead)."""
+    readers = {
+        b"string": client.get,
+        b"hash": client.hgetall,
+        b"zset": lambda key: client.zrange(key, 0, -1, withscores=True),
+        b"list": lambda key: client.lrange(key, 0, -1),
+        b"set": client.smembers,
+    }
+    keys = sorted(client.scan_iter(match=f"{prefix}:*", count=1000))
+    return {key: (kind, readers[kind](key), client.pttl(key)) for key in keys for kind in [client.type(key)]}
+
+
+@contextlib.contextmanager
+def _signed_in(console: ConsoleProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=console.url, timeout=30) as client:
+        answer = client.post("/login", data={"token": TOKEN}, headers={"Origin": console.url})
+        assert answer.status_code == 303
+        yield client
+
+
+def test_without_the_token_every_page_and_action_is_401(console: ConsoleProcess, prefix: str) -> None:
+    with httpx.Client(base_url=console.url, timeout=30) as client:
+        pages = [
+            client.get(page.format(p=prefix)) for page in PAGES if not page.startswith(("/static", "/login"))
+        ]
+        action = client.post("/replay", data={"prefix": prefix, "kind": "outbox"})
+        wrong = client.get("/", headers={"Authorization": "Bearer not-the-token"})
+        login = client.post("/login", data={"token": "guess"})
+
+    assert {answer.status_code for answer in pages} == {401}
+    assert (action.status_code, wrong.status_code, login.status_code) == (401, 401, 401)
+    assert all(TOKEN not in answer.text for answer in [*pages, action, wrong, login])
+
+
+def test_a_cross_site_post_is_403_even_with_a_session(
+    console: ConsoleProcess, seeded: redis.Redis, prefix: str
+) -> None:
+    before = _dump(seeded, prefix)
+    with _signed_in(console) as client:
+        form = {"prefix": prefix, "kind": "outbox"}
+        evil_origin = client.post("/replay", data=form, headers={"Origin": "https://evil.example"})
+        cross_site = client.post("/replay", data=form, headers={"Sec-Fetch-Site": "cross-site"})
+        purge = client.post(
+            "/purge", data={**form, "confirm": prefix}, headers={"Origin": "http://127.0.0.1:1"}
+        )
+        no_csrf = client.post(
+            "/replay", data=form, headers={"Origin": console.url, "Sec-Fetch-Site": "same-origin"}
+        )
+
+    assert [a.status_code for a in (evil_origin, cross_site, purge, no_csrf)] == [403, 403, 403, 403]
+    assert _dump(seeded, prefix) == before
+
+
+def test_a_rebound_host_name_is_refused_before_anything_is_read(console: ConsoleProcess) -> None:
+    with httpx.Client(base_url=console.url, timeout=30) as client:
+        rebound = client.get("/login", headers={"Host": "attacker.example"})
+        own = client.get("/login", headers={"Host": "localhost"})
+
+    assert (rebound.status_code, own.status_code) == (400, 200)
+
+
+def test_the_session_cookie_is_httponly_and_samesite_strict(console: ConsoleProcess) -> None:
+    with httpx.Client(base_url=console.url, timeout=30) as client:
+        answer = client.post("/login", data={"token": TOKEN}, headers={"Origin": console.url})
+
+    cookie = answer.headers["set-cookie"].lower()
+    assert "httponly" in cookie
+    assert "samesite=strict" in cookie
+    assert TOKEN.lower() not in cookie
+
+
+def test_every_get_leaves_redis_unchanged(console: ConsoleProcess, seeded: redis.Redis, prefix: str) -> None:
+    before = _dump(seeded, prefix)
+    with _signed_in(console) as client:
+        answers = [client.get(page.format(p=prefix)) for page in PAGES]
+        with client.stream("GET", "/events") as events:
+            first_event = next(events.iter_lines())
+
+    assert [a.status_code for a in answers] == [200] * len(PAGES)
+    assert first_event.startswith("event: overview")
+    assert _dump(seeded, prefix) == before
+    assert len(before) >= 4  # outbox, timers and two dead-letter hashes were there to change
+
+
+def test_every_answer_carries_the_security_headers(console: ConsoleProcess, prefix: str) -> None:
+    with _signed_in(console) as client:
+        answers = [client.get(page.format(p=prefix)) for page in PAGES]
+    answers.append(httpx.get(console.url + "/", timeout=30))  # a 401 too
+
+    for answer in answers:
+        assert "default-src 'none'" in answer.headers["content-security-policy"]
+        assert "script-src 'self'" in answer.headers["content-security-policy"]
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["cache-control"] == "no-store"
+
+
+def test_a_bearer_token_replays_and_the_action_is_audited(
+    console: ConsoleProcess, seeded: redis.Redis, prefix: str
+) -> None:
+    keyspace = Keyspace(prefix)
+    with httpx.Client(
+        base_url=console.url, timeout=30, headers={"Authorization": f"Bearer {TOKEN}"}
+    ) as client:
+        answer = client.post("/replay", data={"prefix": prefix, "ids": f"{prefix}:outbox:4"})
+        assert answer.status_code == 303
+        for _ in range(300):
+            if seeded.llen(RelayKeys(keyspace).audit):
+                break
+            client.get("/audit")  # bounded wait: the job records its action when it is done
+
+    assert seeded.hexists(keyspace.outbox, "4")
+    assert not seeded.hexists(RelayKeys(keyspace).dead("outbox"), f"{prefix}:outbox:4")
+    assert f"relayd dlq replay --prefix {prefix} {prefix}:outbox:4".encode() in seeded.lindex(
+        RelayKeys(keyspace).audit, 0
+    )
+
+
+def test_a_read_only_console_refuses_actions(
+    redis_server: RedisServer, seeded: redis.Redis, prefix: str
+) -> None:
+    running = start_console(redis_server.url, [prefix])
+    try:
+        with httpx.Client(base_url=running.url, timeout=30) as client:
+            page = client.get(f"/dead-letters?prefix={prefix}")
+            preview = client.get(f"/replay?prefix={prefix}")
+            post = client.post("/replay", data={"prefix": prefix}, headers={"Origin": running.url})
+    finally:
+        running.stop()
+
+    assert page.status_code == 200
+    assert "read-only" in page.text
+    assert "replay selected" not in page.text
+    assert (preview.status_code, post.status_code) == (403, 403)
+
+
+@pytest.mark.parametrize("addr", ["0.0.0.0:0", "[::]:0", "192.0.2.1:9465"], ids=["any4", "any6", "lan"])
+def test_a_non_loopback_listen_without_a_token_file_is_exit_2_with_one_line(addr: str) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "relayd",
+            "console",
+            "--console-addr",
+            addr,
+            "--redis-url",
+            "redis://127.0.0.1:1/0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=console_env(),
+        check=False,
+    )
+
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert "--console-token-file" in done.stderr
