@@ -1,4 +1,4 @@
-"""Reproduce every figure of the README's Performance section with one command.
+"""Reproduce every figure of docs/performance.md with one command.
 
 Run: ``python tests/benchmarks/run_all.py [--json]``. It runs ``relayd bench --suite all``
 (three relay drains of a 100k backlog per kind, the median reported, and one baseline drain;

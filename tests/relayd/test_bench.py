@@ -115,7 +115,7 @@ def test_repeat_reports_the_median_drain_and_lists_every_rate(bench_url: str) ->
 
 
 def test_bench_scale_timers_and_idle_suites_report_their_figures(redis_server) -> None:
-    """The other suites run at a tiny size and report the figures the README quotes."""
+    """The other suites run at a tiny size and report the figures docs/performance.md quotes."""
     report = _bench(
         "--redis-url",
         redis_server.url,
