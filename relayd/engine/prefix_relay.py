@@ -262,7 +262,7 @@ class PrefixRelay:
         interval_s = self.options.poll_interval_s
         ceiling_s = min(interval_s, interval_s * _FIRST_IDLE_FRACTION * 2.0 ** (min(idle_streak, 32) - 1))
         # A narrow band: only one replica polls a prefix, so jitter just keeps many prefixes of
-        # one process apart; a wide one would poll more often than the interval (issue 6 budget).
+        # one process apart; a wide one would poll more often than the interval (the idle budget).
         delay_s = ceiling_s * self.rng.uniform(*_IDLE_JITTER)
         if result.next_retry_in_s is not None:
             delay_s = min(delay_s, result.next_retry_in_s)

@@ -261,8 +261,8 @@ class Sweeper:
         # A full window: the next one is read and its envelopes built while the sink works on
         # this one, and this one's ack may run while the next one is delivered (``_defer_ack``).
         # The delivery starts as a task, so the read goes out first and the relay packs
-        # and sends the sink's calls while Redis answers it: 9-17 % more entries/s than reading
-        # first and delivering after (16 pairs of drains alternating in one process, 15 won).
+        # and sends the sink's calls while Redis answers it, instead of reading first and
+        # delivering after (``relayd bench --kinds outbox``, old and new alternating).
         delivery = asyncio.create_task(
             self._deliver_and_settle(lane, tally, picked, fast, malformed=malformed, now=now, defer_ack=True)
         )
@@ -327,9 +327,8 @@ class Sweeper:
     async def _defer_ack(self, lane: Lane, tally: Tally, acked: FreshBatch, stamp: float) -> None:
         """Start the ack of a window delivered whole; it runs while the next one is delivered.
 
-        Measured: 71.2k -> 80.5k and 97.0k -> 105.9k entries/s (medians of ten drains alternating
-        in one process): the pass no longer waits out the HDEL's round-trip, which was a seventh
-        of a drain's wall time. Only a hash lane, and only a window of
+        The pass no longer waits out the HDEL's round-trip, a good part of a drain's wall time
+        (``relayd bench --kinds outbox``, old and new alternating). Only a hash lane, and only a window of
         fresh entries all confirmed: its settlement is the HDEL and the reader's ``resolve``, which
         nothing before the next ack depends on. Its entries stay open in the reader until then,
         so no read returns them again and a checkpoint stays below them; a crash meanwhile

@@ -92,7 +92,7 @@ def test_dockerfile_passes_hadolint_without_a_single_finding() -> None:
 
 
 def test_dockerfile_is_multi_stage_non_root_with_the_relayd_entrypoint() -> None:
-    """Issue 5 item 1: wheel in stage one, venv in /opt/relayd in stage two, UID 10001,
+    """Wheel in stage one, venv in /opt/relayd in stage two, UID 10001,
     ENTRYPOINT relayd, CMD sweep, port 9464, OCI labels, version label = pyproject version."""
     instructions = dockerfile_instructions()
     froms = [args for keyword, args in instructions if keyword == "FROM"]

@@ -1,6 +1,6 @@
 """Three ``relayd sweep`` processes over ``--prefix '{shard-0..15}'`` share the prefixes fairly,
 take over a SIGKILLed one's prefixes within about one TTL, drain every prefix, and never have
-two active on one prefix (issue 7, item 2).
+two active on one prefix.
 
 A sampler thread reads the 16 lease keys every 50 ms. "Never two active" is checked against
 what the processes actually did: every envelope a process delivered carries its prefix and

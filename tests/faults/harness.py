@@ -6,8 +6,8 @@ output in a log file, and can be SIGKILLed, stopped and started again with the s
 ``RedisProcess`` is a redis-server on a fixed port and directory, so it can be stopped or
 killed and come back where it was (with AOF when asked). ``seed_backlog`` writes a mixed
 backlog straight in the engine's wire shape (DESIGN §2, encoded by ``store.codec``) with burned
-seqs, in pipelined chunks: a 50k backlog takes about a second, where committing it
-transaction by transaction would take most of a case's time budget.
+seqs, in pipelined chunks, where committing it transaction by transaction would take most of a
+case's time budget.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The hot-path changes of issue 6 keep behaviour: hiredis packing, the scripted stream sink."""
+"""The drain's hot-path shortcuts keep behaviour: hiredis packing, the scripted stream sink."""
 
 from __future__ import annotations
 
