@@ -8,14 +8,16 @@ Exit code 0 when every run drained everything it seeded, 1 otherwise.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from relayd.envelope import KINDS, Kind
 from relayd.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from relayd.envelope import Kind
 
 
 def _opt(*names: str, help_text: str, **extra: Any) -> Any:
@@ -72,7 +74,10 @@ def bench(  # noqa: PLR0917 - Typer builds one option per parameter
     as_json: Annotated[bool, _opt("--json", help_text="Print one JSON document instead of tables.")] = False,
 ) -> None:
     """Seed throwaway backlogs, drain them with the real engine and the baseline, print the figures."""
+    from rich.console import Console
+
     from relayd.bench.runner import DEFAULT_SINK, SUITES, BenchConfig, run_bench
+    from relayd.envelope import KINDS
     from relayd.logs import configure_logging
 
     chosen_kinds = tuple(k.strip() for k in kinds.split(",") if k.strip())
@@ -85,7 +90,7 @@ def bench(  # noqa: PLR0917 - Typer builds one option per parameter
         redis_url=redis_url,
         sink=sink or DEFAULT_SINK,
         backlog=backlog,
-        kinds=cast(tuple[Kind, ...], chosen_kinds),
+        kinds=cast("tuple[Kind, ...]", chosen_kinds),
         batch=batch,
         baseline=baseline,
         repeat=repeat,
@@ -117,6 +122,8 @@ def _fmt(value: Any, digits: int = 1, scale: float = 1.0) -> str:
 
 def render(report: dict[str, Any], console: Console) -> None:
     """Print the report as rich tables."""
+    from rich.table import Table
+
     console.print(
         f"Redis: {report['redis']} (hiredis: {report['hiredis']}), backlog {report['backlog']:,} "
         f"per kind, batch {report['batch']}, sink {report['sink']}"
@@ -174,6 +181,8 @@ def _render_wake(w: dict[str, Any] | None, console: Console) -> None:
 
 def _render_drain(kinds: list[dict[str, Any]], console: Console) -> None:
     """The drain table: relay and baseline per kind, and each relay drain with ``--repeat``."""
+    from rich.table import Table
+
     table = Table(title="relayd bench: drain")
     for column in (
         "kind",

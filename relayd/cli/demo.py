@@ -35,7 +35,7 @@ def demo(
     log_level: o.LogLevel = None,
 ) -> None:
     """Run relayd against an embedded Redis while a generated workload commits; print a summary."""
-    from relayd.demo import run_demo
+    from relayd.demo.run import run_demo
     from relayd.logs import configure_logging
     from relayd.settings import parse_host_port
 

@@ -20,8 +20,7 @@ from relayd.envelope import Kind
 from relayd.metrics import RelayMetrics
 from relayd.state import RedisClient
 from relayd.state.keys import RelayKeys
-from store.backlog import RawTimer
-from store.keys import Keyspace
+from store import Keyspace, RawTimer
 
 #: Seconds between refreshes while passes deliver (a scrape every few seconds sees fresh values).
 BUSY_REFRESH_S: Final = 1.0

@@ -21,7 +21,7 @@ from typing import Final
 
 from relayd.state import RedisClient
 from relayd.state.keys import RelayKeys
-from store.keys import Keyspace
+from store import Keyspace
 
 #: Suffix of the registry under ``P:relay:``.
 MEMBERS_SUFFIX: Final = "members"

@@ -25,7 +25,7 @@ from relayd.bench.stats import (
     sane,
 )
 from relayd.cli.app import app
-from relayd.embedded import EmbeddedRedis
+from relayd.demo.embedded import EmbeddedRedis
 from relayd.envelope import Envelope
 from relayd.sinks.base import DELIVERED, Delivered, Retry
 

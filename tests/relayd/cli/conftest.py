@@ -12,7 +12,7 @@ import pytest
 import structlog
 from support.redis_server import free_port, start_redis_server
 
-from relayd.embedded import EmbeddedRedis
+from relayd.demo.embedded import EmbeddedRedis
 
 
 @pytest.fixture(autouse=True)
