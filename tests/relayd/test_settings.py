@@ -16,6 +16,8 @@ from relayd.settings import (
     redact_url,
 )
 
+pytestmark = pytest.mark.usefixtures("no_relayd_env", "reset_logging")
+
 
 def test_defaults_map_onto_sweep_and_sink_options():
     """With nothing configured, the documented defaults reach the engine and the sinks."""
