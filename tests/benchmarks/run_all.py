@@ -2,12 +2,11 @@
 
 Run: ``python tests/benchmarks/run_all.py [--json]``. It runs ``relayd bench --suite all``
 (three relay drains of a 100k backlog per kind, the median reported, and one baseline drain;
-per-pass cost at 1k and 1M; 10k timers/s for 30 s; 10 s idle; wake-up) on a throwaway
+per-pass cost at 1k and 1M; a steady stream of timers coming due; idle; wake-up) on a throwaway
 redis-server, prints the tables (or the JSON document) and exits non-zero if any run left
 entries behind. Then, unless ``--json`` is given, ``bench_floor.py``: the relay against the
-least one Python process must do per outbox entry, three interleaved rounds. Takes about six
-minutes on a 2-core machine; the one-round-trip-per-entry baseline drains take a minute and a
-half of it.
+least one Python process must do per outbox entry, three interleaved rounds. Takes minutes;
+the one-round-trip-per-entry baseline drains take a good part of them.
 """
 
 from __future__ import annotations
