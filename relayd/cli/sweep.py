@@ -70,7 +70,6 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
     from relayd.connect import BRIEF, FOREVER, connect
     from relayd.engine.loop import run_relay
     from relayd.health import Health
-    from relayd.http import serve_http
     from relayd.metrics import RelayMetrics
 
     stop = asyncio.Event()
@@ -80,6 +79,8 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
     health = Health()
     server = None
     if not once:
+        from relayd.http import serve_http  # a one-shot job serves no HTTP: no server to load
+
         host, port = settings.metrics_host_port
         server = serve_http(host, port, registry, health)
         structlog.get_logger(__name__).info("http_serving", url=f"http://{host}:{server.port}/metrics")
