@@ -18,10 +18,7 @@ from typing import ClassVar, Final, Literal, overload
 import msgspec
 import orjson
 
-from store.backlog import RawEntry, RawTimer
-from store.codec import dumps
-from store.errors import MalformedEntry
-from store.keys import parse_timer_member
+from store import MalformedEntry, RawEntry, RawTimer, dumps, parse_timer_member
 
 #: The envelope format tag; a receiver refuses what it does not know.
 ENVELOPE_VERSION: Final = "relayd/1"

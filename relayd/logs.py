@@ -116,7 +116,10 @@ def configure_logging(
         shared.append(structlog.processors.format_exc_info)
         renderer = structlog.processors.JSONRenderer(serializer=_json_dumps)
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=out.isatty())
+        # Plain tracebacks: a rich one prints locals, which may hold secrets the redactor never saw.
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=out.isatty(), exception_formatter=structlog.dev.plain_traceback
+        )
     shared.append(redactor)
     structlog.configure(
         processors=[*shared, redactor.wrap(renderer)],

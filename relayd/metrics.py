@@ -156,7 +156,8 @@ def observe_many(histogram: Histogram, amounts: Iterable[float]) -> None:
     """Observe each of ``amounts`` on one histogram series, as ``observe`` once per amount would.
 
     One pass of a timer drain observes a lag per timer: ``observe`` takes two locked increments
-    each (a tenth of the drain's CPU, profiled), this one per bucket hit plus one for the sum.
+    each (``tests/benchmarks/profile_drain.py`` shows them in a timer drain), this one per bucket
+    hit plus one for the sum.
     It reads the series' bucket bounds and values (prometheus_client internals); should they
     ever be missing it observes one by one. Lags are finite (never NaN), as ``observe`` needs.
     """

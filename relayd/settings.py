@@ -29,11 +29,12 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import Field, PrivateAttr, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from relayd.defaults import DEFAULTS
 from relayd.engine.options import SweepOptions
 from relayd.errors import ConfigError
 from relayd.redis_url import RedisAddress, parse_redis_url, plaintext_refusal
 from relayd.sinks.base import SinkOptions
-from store.keys import Keyspace
+from store import Keyspace
 
 #: Most prefixes one range form may expand to (a typo like ``0..99999`` is an error, not a hang).
 MAX_PREFIX_RANGE: Final = 1024
@@ -109,50 +110,49 @@ def _require_hash_tags(prefixes: tuple[str, ...]) -> None:
 
 
 class Settings(BaseSettings):
-    """Every relayd option (DESIGN §5, §7), validated; ``RELAYD_<NAME>`` for each."""
+    """Every relayd option (DESIGN §5, §7), validated; ``RELAYD_<NAME>`` for each.
+
+    Defaults come from ``relayd.defaults`` (the CLI shows them without importing pydantic).
+    """
 
     model_config = SettingsConfigDict(env_prefix="RELAYD_", frozen=True, extra="forbid", case_sensitive=False)
 
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    prefix: Annotated[tuple[str, ...], NoDecode] = ("stm",)
-    sink: str = "log"
-    outbox_sink: str | None = None
-    spawn_sink: str | None = None
-    timer_sink: str | None = None
-    batch: int = Field(1000, ge=1, le=100_000)
-    poll_interval: float = Field(1.0, gt=0, le=3600)
-    max_attempts: int = Field(10, ge=1)
-    # Retry delays grow from retry_base to retry_cap (seconds, jittered): a minute at most by
-    # default, so a sink that comes back is drained within a minute rather than five.
-    retry_base: float = Field(0.5, gt=0, le=3600)
-    retry_cap: float = Field(60.0, gt=0, le=86400)
-    # Loopback by default: metrics and health reveal backlog sizes; containers set 0.0.0.0:9464.
-    metrics_addr: str = "127.0.0.1:9464"
-    lease_ttl: float = Field(5.0, ge=0.3, le=3600)
-    # Use keyspace notifications when the server publishes them (relayd never turns them on).
-    wake: bool = True
-    log_format: Literal["json", "console"] | None = None  # None: json unless the log stream is a tty
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    shutdown_grace: float = Field(10.0, ge=0, le=3600)
-    redis_username_file: Path | None = None
-    redis_password_file: Path | None = None
+    redis_url: str = DEFAULTS.redis_url
+    prefix: Annotated[tuple[str, ...], NoDecode] = DEFAULTS.prefix
+    sink: str = DEFAULTS.sink
+    outbox_sink: str | None = DEFAULTS.outbox_sink
+    spawn_sink: str | None = DEFAULTS.spawn_sink
+    timer_sink: str | None = DEFAULTS.timer_sink
+    batch: int = Field(DEFAULTS.batch, ge=1, le=100_000)
+    poll_interval: float = Field(DEFAULTS.poll_interval, gt=0, le=3600)
+    max_attempts: int = Field(DEFAULTS.max_attempts, ge=1)
+    retry_base: float = Field(DEFAULTS.retry_base, gt=0, le=3600)
+    retry_cap: float = Field(DEFAULTS.retry_cap, gt=0, le=86400)
+    metrics_addr: str = DEFAULTS.metrics_addr
+    lease_ttl: float = Field(DEFAULTS.lease_ttl, ge=0.3, le=3600)
+    wake: bool = DEFAULTS.wake
+    log_format: Literal["json", "console"] | None = DEFAULTS.log_format
+    log_level: Literal["debug", "info", "warning", "error"] = DEFAULTS.log_level
+    shutdown_grace: float = Field(DEFAULTS.shutdown_grace, ge=0, le=3600)
+    redis_username_file: Path | None = DEFAULTS.redis_username_file
+    redis_password_file: Path | None = DEFAULTS.redis_password_file
     # The sentinels' own credentials (redis+sentinel://); the URL's and the files above are the master's.
-    sentinel_username_file: Path | None = None
-    sentinel_password_file: Path | None = None
-    redis_ca_file: Path | None = None
-    redis_cert_file: Path | None = None
-    redis_key_file: Path | None = None
-    allow_plaintext: bool = False
-    webhook_secret_file: Path | None = None
-    webhook_timeout: float = Field(10.0, gt=0, le=600)
-    webhook_concurrency: int = Field(16, ge=1, le=10_000)
+    sentinel_username_file: Path | None = DEFAULTS.sentinel_username_file
+    sentinel_password_file: Path | None = DEFAULTS.sentinel_password_file
+    redis_ca_file: Path | None = DEFAULTS.redis_ca_file
+    redis_cert_file: Path | None = DEFAULTS.redis_cert_file
+    redis_key_file: Path | None = DEFAULTS.redis_key_file
+    allow_plaintext: bool = DEFAULTS.allow_plaintext
+    webhook_secret_file: Path | None = DEFAULTS.webhook_secret_file
+    webhook_timeout: float = Field(DEFAULTS.webhook_timeout, gt=0, le=600)
+    webhook_concurrency: int = Field(DEFAULTS.webhook_concurrency, ge=1, le=10_000)
     # The operator console (relayd console): its own listener, loopback by default; the
     # loopback-or-token rule is checked by the console itself, so other commands never trip on it.
-    console_addr: str = "127.0.0.1:9465"
-    console_token_file: Path | None = None
-    allow_actions: bool = False
+    console_addr: str = DEFAULTS.console_addr
+    console_token_file: Path | None = DEFAULTS.console_token_file
+    allow_actions: bool = DEFAULTS.allow_actions
     # Most dead letters the console replays per second, so a replay never floods a sink.
-    console_replay_rate: float = Field(100.0, gt=0, le=100_000)
+    console_replay_rate: float = Field(DEFAULTS.console_replay_rate, gt=0, le=100_000)
 
     _address: RedisAddress = PrivateAttr()
     _redis_username: str | None = PrivateAttr(default=None)

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from relayd.envelope import KINDS, Kind
 from relayd.state.keys import RelayKeys
-from store.keys import Keyspace
+from store import Keyspace
 
 
 @dataclass(frozen=True, slots=True)

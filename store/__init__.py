@@ -2,28 +2,71 @@
 
 Wire-compatible with harel 0.9's Redis key space (DESIGN §2), with the relay's additions:
 bounded gap-tolerant reads, many acks per round-trip and an atomic timer compare-and-delete.
+
+Every public name is imported from here (``from store import Keyspace``). Each is loaded from
+its module on first use, so a program that needs the key space alone does not load the models
+and their pydantic machinery (``tests/benchmarks/bench_startup.py``).
 """
 
 from __future__ import annotations
 
-from store.async_redis_store import AsyncRedisStore
-from store.backlog import RawEntry, RawTimer, SeqWindow
-from store.errors import MALFORMED_REASONS, MalformedEntry, StoreConflict, StoreError, StoreUnavailable
-from store.keys import Keyspace, parse_timer_member, timer_member
-from store.models import (
-    ChildState,
-    Event,
-    Execution,
-    ExecutionPage,
-    ExecutionSummary,
-    OutboxEntry,
-    SpawnEntry,
-    Status,
-    TimerOp,
-)
-from store.protocols import AsyncExecutionStore, ExecutionStore
-from store.readers import AsyncBacklogReader, BacklogReader
-from store.redis_store import RedisStore
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from store.async_redis_store import AsyncRedisStore
+    from store.backlog import RawEntry, RawTimer, SeqWindow
+    from store.codec import dumps, encode_outbox_value, encode_spawn_value, parse_seq
+    from store.errors import MALFORMED_REASONS, MalformedEntry, StoreConflict, StoreError, StoreUnavailable
+    from store.keys import Keyspace, parse_timer_member, timer_member
+    from store.models import (
+        ChildState,
+        Event,
+        Execution,
+        ExecutionPage,
+        ExecutionSummary,
+        OutboxEntry,
+        SpawnEntry,
+        Status,
+        TimerOp,
+    )
+    from store.protocols import AsyncExecutionStore, ExecutionStore
+    from store.readers import AsyncBacklogReader, BacklogReader
+    from store.redis_store import RedisStore
+
+#: Each public name and the module that defines it.
+_HOMES: dict[str, str] = {
+    "AsyncRedisStore": "store.async_redis_store",
+    "RawEntry": "store.backlog",
+    "RawTimer": "store.backlog",
+    "SeqWindow": "store.backlog",
+    "dumps": "store.codec",
+    "encode_outbox_value": "store.codec",
+    "encode_spawn_value": "store.codec",
+    "parse_seq": "store.codec",
+    "MALFORMED_REASONS": "store.errors",
+    "MalformedEntry": "store.errors",
+    "StoreConflict": "store.errors",
+    "StoreError": "store.errors",
+    "StoreUnavailable": "store.errors",
+    "Keyspace": "store.keys",
+    "parse_timer_member": "store.keys",
+    "timer_member": "store.keys",
+    "ChildState": "store.models",
+    "Event": "store.models",
+    "Execution": "store.models",
+    "ExecutionPage": "store.models",
+    "ExecutionSummary": "store.models",
+    "OutboxEntry": "store.models",
+    "SpawnEntry": "store.models",
+    "Status": "store.models",
+    "TimerOp": "store.models",
+    "AsyncExecutionStore": "store.protocols",
+    "ExecutionStore": "store.protocols",
+    "AsyncBacklogReader": "store.readers",
+    "BacklogReader": "store.readers",
+    "RedisStore": "store.redis_store",
+}
 
 __all__ = [
     "MALFORMED_REASONS",
@@ -50,6 +93,24 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "TimerOp",
+    "dumps",
+    "encode_outbox_value",
+    "encode_spawn_value",
+    "parse_seq",
     "parse_timer_member",
     "timer_member",
 ]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """Load a public name from its module on first use (PEP 562), then keep it here."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'store' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

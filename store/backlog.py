@@ -54,7 +54,7 @@ class RawEntry(NamedTuple):
     """One hash entry exactly as stored (immutable).
 
     A ``NamedTuple`` rather than a frozen dataclass: one is built per entry read, and a tuple
-    builds in half the time (a frozen dataclass sets each field through ``object.__setattr__``).
+    builds faster (a frozen dataclass sets each field through ``object.__setattr__``).
     """
 
     field: str  # the hash field exactly as stored (normally str(seq))

@@ -25,10 +25,10 @@ M = TypeVar("M", bound=JsonModel)
 def dumps(obj: Any) -> bytes:
     """``orjson.dumps``, copied into a bytes object of its own length.
 
-    orjson (3.12 and later) hands back its whole write buffer, 4 KiB at least, as the bytes
-    object. One that is kept (a cached envelope, a value waiting in a batch) holds all of it:
-    measured, a thousand kept cost 2.5 us each more than a copy (page faults), and 4 MiB.
-    The copy costs 0.1 us (home-assistant/core#181240 and #181522 do the same).
+    orjson (3.12 and later) hands back its whole write buffer as the bytes object. One that is
+    kept (a cached envelope, a value waiting in a batch) holds all of it: a window's worth kept
+    costs page faults and memory far beyond its text (``relayd bench --suite scale`` shows the
+    peak RSS). The copy is cheap (home-assistant/core does the same).
     """
     return b"".join((orjson.dumps(obj), b""))
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -77,3 +80,142 @@ def test_nothing_imports_the_cli() -> None:
     ]
 
     assert offenders == []
+
+
+#: Packages only the CLI (and each other) may import: what one command uses, nothing else loads.
+COMMAND_PACKAGES = ("relayd.bench", "relayd.demo")
+
+
+def test_only_the_cli_and_each_other_import_the_bench_and_the_demo() -> None:
+    """The engine, state, sinks and runtime never depend on ``relayd bench`` or ``relayd demo``."""
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "relayd").rglob("*.py")
+        if path.relative_to(ROOT / "relayd").parts[0] not in {"cli", "bench", "demo"}
+        and any(n.startswith(COMMAND_PACKAGES) for n in _imports(path))
+    ]
+
+    assert offenders == []
+
+
+def test_the_runtime_tweaks_import_nothing_of_relayd_or_store() -> None:
+    """``relayd.runtime`` adjusts libraries; it must not pull the engine in with it."""
+    offenders = {
+        path.name: sorted(n for n in _imports(path) if _top(n) in {"relayd", "store"})
+        for path in (ROOT / "relayd" / "runtime").glob("*.py")
+    }
+
+    assert {name: found for name, found in offenders.items() if found} == {}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _module_level_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Statements that run at import: the body, into ``if``/``try`` but not ``if TYPE_CHECKING``."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If) and not _is_type_checking(node):
+            yield from _module_level_statements(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            yield from _module_level_statements(
+                node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body]
+            )
+
+
+def _runtime_imports(path: Path, known: set[str]) -> set[str]:
+    """The project modules ``path`` imports when it is imported (each with its parent packages)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in _module_level_statements(tree.body):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    found: set[str] = set()
+    for name in names:
+        parts = name.split(".")
+        found.update(m for i in range(1, len(parts) + 1) if (m := ".".join(parts[:i])) in known)
+    return found
+
+
+def _ancestors(name: str) -> set[str]:
+    parts = name.split(".")
+    return {".".join(parts[:i]) for i in range(1, len(parts))}
+
+
+def _project_graph() -> dict[str, set[str]]:
+    """Module -> the project modules its import runs; its own packages are running already."""
+    paths = {_module_name(p): p for top in ("relayd", "store") for p in (ROOT / top).rglob("*.py")}
+    return {
+        name: _runtime_imports(path, set(paths)) - {name} - _ancestors(name) for name, path in paths.items()
+    }
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_in_relayd_or_store() -> None:
+    """Module-level imports form no cycle (imports inside functions or ``TYPE_CHECKING`` aside)."""
+    graph = _project_graph()
+
+    assert "relayd.engine.sweeper" in graph["relayd.engine.prefix_relay"]  # the graph is real
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """A two-module and a three-module cycle are both reported; a chain is not."""
+    graph = {"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"e"}, "e": {"c"}, "f": {"a"}}
+
+    assert _cycles(graph) == [["a", "b"], ["c", "d", "e"]]
+
+
+def test_the_cli_loads_no_command_s_dependencies_until_a_command_runs() -> None:
+    """``relayd --help`` imports the CLI only: no bench, demo, engine, redis, pydantic or rich."""
+    heavy = ("relayd.bench", "relayd.demo", "relayd.engine", "redis", "pydantic", "structlog", "rich")
+    code = "import sys, relayd.cli.app; print(' '.join(sorted(sys.modules)))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+
+    assert sorted({m for m in loaded.stdout.split() if m.startswith(heavy)}) == []

@@ -12,7 +12,7 @@ from relayd.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
-#: ``relayd bench`` has its own flags, documented with the Performance section, not as configuration.
+#: ``relayd bench`` has its own flags, documented in docs/performance.md, not as configuration.
 BENCHMARK_COMMANDS = {"bench"}
 #: The console's own options are documented in its page's Options table (docs/console.md).
 CONSOLE_OPTIONS_DOC = ROOT / "docs" / "console.md"

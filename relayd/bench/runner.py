@@ -125,8 +125,8 @@ class TimingSink:
         else:
             confirmed = [e for e, outcome in zip(batch, outcomes, strict=False) if type(outcome) is Delivered]
         self.delivered += len(confirmed)
-        # A sample, not every entry: reading each body cost the relay ~5% of its CPU in a
-        # drain, and 1 in 8 still gives 12,500 latencies per 100k entries for the percentiles.
+        # A sample, not every entry: reading each body costs the relay CPU the drain would
+        # otherwise measure, and a sample still gives thousands of latencies for the percentiles.
         for envelope in confirmed[:: self.sample_every]:
             stamp = committed_at(envelope.body)
             if stamp is not None:
@@ -203,7 +203,7 @@ class Bench:
     async def drain(self) -> list[dict[str, Any]]:
         rows = []
         for kind in self.config.kinds:
-            # On a shared machine one drain can be a fifth off the next: with ``repeat`` the
+            # On a shared machine one drain can be far off the next: with ``repeat`` the
             # median drain is reported and every drain's rate is kept beside it.
             runs = [await self.relay_drain(kind, self.config.backlog) for _ in range(self.config.repeat)]
             relay = median_run(runs)
@@ -342,9 +342,9 @@ class Bench:
         rate, duration_s = self.config.timer_rate, self.config.timer_duration_s
         count = int(rate * duration_s)
         async with self.prefix() as prefix:
-            # fire_at starts after seeding ends: seeding runs at about 40k timers/s on a quiet
-            # 2-core machine, so allow for 20k/s. A seeding overrun would make the first timers
-            # overdue before the relay starts and measure catch-up instead of lag: say so.
+            # fire_at starts after seeding ends, with room for a slow machine's seeding rate. A
+            # seeding overrun would make the first timers overdue before the relay starts and
+            # measure catch-up instead of lag: say so.
             first_s = time.time() + 2.0 + count / 20_000
             fire_ats = [first_s + n / rate for n in range(count)]
             self.log(f"timers: seeding {count} timers due over {duration_s:.0f}s")

@@ -23,9 +23,7 @@ import redis.asyncio as aioredis
 from relayd.bench.stats import COMMITTED_AT
 from relayd.envelope import Envelope, Kind, outbox_envelope, outbox_envelopes, spawn_envelope, timer_envelope
 from relayd.sinks.base import Delivered, Sink
-from store import Event, Execution, Keyspace, RedisStore, TimerOp
-from store.backlog import RawEntry, RawTimer
-from store.codec import parse_seq
+from store import Event, Execution, Keyspace, RawEntry, RawTimer, RedisStore, TimerOp, parse_seq
 
 #: Entries written per store commit while seeding (one MULTI/EXEC each).
 CHUNK: Final = 1000

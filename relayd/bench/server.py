@@ -100,7 +100,7 @@ def _wait_for(port: int, proc: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def _embedded() -> Iterator[int]:
-    from relayd.embedded import EmbeddedRedis
+    from relayd.demo.embedded import EmbeddedRedis
 
     with EmbeddedRedis() as server:
         yield server.port

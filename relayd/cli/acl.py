@@ -13,10 +13,8 @@ from typing import Annotated
 
 import typer
 
-from relayd.acl import acl_rule
 from relayd.cli import options as o
 from relayd.errors import ConfigError
-from relayd.settings import expand_prefixes, read_secret_file
 
 
 def acl(
@@ -41,6 +39,9 @@ def acl(
     ] = None,
 ) -> None:
     """Print the Redis ACL rule (commands, key patterns, wake-up channels) relayd needs, and nothing more."""
+    from relayd.acl import acl_rule
+    from relayd.settings import expand_prefixes, read_secret_file
+
     try:
         prefixes = expand_prefixes(prefix or ["stm"])
         password = read_secret_file("--password-file", password_file) if password_file else None

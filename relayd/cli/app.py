@@ -5,14 +5,16 @@ configuration error (one line on stderr, no traceback); 3 Redis unreachable or a
 failed. The mapping lives here only, in ``_RelaydGroup.invoke``, so ``CliRunner`` tests and the
 console script behave the same.
 
-Adding a command group is one line in ``COMMANDS``: a module with ``register(app)``.
+Adding a command group is one line in ``COMMANDS``: a module with ``register(app)``. A command
+module declares its options and imports what its command uses when it runs, so ``relayd --help``
+and each command load only their own dependencies (``tests/benchmarks/bench_startup.py``).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-import redis.exceptions
 import typer
 
 # Typer 0.2x vendors its own click; its exceptions and Context are the ones raised here.
@@ -23,7 +25,22 @@ from typer.core import TyperGroup
 from relayd import __version__
 from relayd.cli import acl, bench, console, demo, dlq, status, sweep
 from relayd.errors import RedisUnreachable, RelaydError
-from store.errors import StoreUnavailable
+from relayd.runtime.lean_imports import import_structlog_without_rich
+
+
+def _redis_went_away(exc: Exception) -> bool:
+    """Whether ``exc`` says Redis stopped answering (a store or redis-py connection error).
+
+    Looked up among the modules already loaded: an exception can only be of a class whose module
+    ran, and importing redis-py here would cost every command, ``--help`` included, its import.
+    """
+    store_errors = sys.modules.get("store.errors")
+    redis_errors = sys.modules.get("redis.exceptions")
+    kinds: tuple[type[BaseException], ...] = (
+        *((store_errors.StoreUnavailable,) if store_errors is not None else ()),
+        *((redis_errors.ConnectionError, redis_errors.TimeoutError) if redis_errors is not None else ()),
+    )
+    return isinstance(exc, kinds)
 
 
 def _fail(message: str, exit_code: int) -> typer.Exit:
@@ -44,7 +61,9 @@ class _RelaydGroup(TyperGroup):
             # A usage error in a subcommand (bad flag or value): one line, exit 2, not a boxed panel.
             hint = f" (see '{ctx.command_path} {ctx.invoked_subcommand or ''} --help')".replace("  ", " ")
             raise _fail(exc.format_message() + hint, exc.exit_code) from None
-        except (StoreUnavailable, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        except Exception as exc:
+            if not _redis_went_away(exc):
+                raise
             # Redis went away after the first PING answered: still "unreachable", exit 3.
             error = RedisUnreachable(f"Redis became unreachable ({type(exc).__name__})")
             raise _fail(str(error), error.exit_code) from None
@@ -80,6 +99,8 @@ def _root(
     ),
 ) -> None:
     """Relay a durable statechart engine's outbox, spawn intents and timers from Redis to sinks."""
+    # Runs before any command (not for the root's own --help): the commands log through structlog.
+    import_structlog_without_rich()
 
 
 def main(argv: list[str] | None = None) -> None:

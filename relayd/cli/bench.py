@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from relayd.envelope import KINDS, Kind
+from relayd.defaults import DEFAULTS
 from relayd.errors import ConfigError
-from relayd.sinks.base import SinkOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from relayd.envelope import Kind
+    from relayd.sinks.base import SinkOptions
 
 
 def _opt(*names: str, help_text: str, **extra: Any) -> Any:
@@ -51,7 +54,7 @@ def bench(  # noqa: PLR0917 - Typer builds one option per parameter
     ] = None,
     webhook_concurrency: Annotated[
         int, _opt("--webhook-concurrency", help_text="Webhook requests in flight (sink and baseline).", min=1)
-    ] = SinkOptions().webhook_concurrency,
+    ] = DEFAULTS.webhook_concurrency,
     backlog: Annotated[int, _opt("--backlog", help_text="Entries seeded per kind.", min=1)] = 100_000,
     kinds: Annotated[
         str, _opt("--kinds", help_text="Kinds to drain, comma-separated.")
@@ -84,7 +87,10 @@ def bench(  # noqa: PLR0917 - Typer builds one option per parameter
     as_json: Annotated[bool, _opt("--json", help_text="Print one JSON document instead of tables.")] = False,
 ) -> None:
     """Seed throwaway backlogs, drain them with the real engine and the baseline, print the figures."""
+    from rich.console import Console
+
     from relayd.bench.runner import DEFAULT_SINK, SUITES, BenchConfig, run_bench
+    from relayd.envelope import KINDS
     from relayd.logs import configure_logging
 
     chosen_kinds = tuple(k.strip() for k in kinds.split(",") if k.strip())
@@ -105,7 +111,7 @@ def bench(  # noqa: PLR0917 - Typer builds one option per parameter
         redis_url=redis_url,
         sink=sink or DEFAULT_SINK,
         backlog=backlog,
-        kinds=cast(tuple[Kind, ...], chosen_kinds),
+        kinds=cast("tuple[Kind, ...]", chosen_kinds),
         batch=batch,
         baseline=baseline,
         repeat=repeat,
@@ -115,7 +121,7 @@ def bench(  # noqa: PLR0917 - Typer builds one option per parameter
         timer_duration_s=timer_duration,
         idle_duration_s=idle_duration,
         wake_commits=wake_commits,
-        sink_options=SinkOptions(webhook_secret=secret, webhook_concurrency=webhook_concurrency),
+        sink_options=_sink_options(webhook_secret=secret, webhook_concurrency=webhook_concurrency),
         http_server=http_server,
     )
     # The relay logs one line per pass at info: only warnings, so the log does not skew the figures.
@@ -139,6 +145,8 @@ def _fmt(value: Any, digits: int = 1, scale: float = 1.0) -> str:
 
 def render(report: dict[str, Any], console: Console) -> None:
     """Print the report as rich tables."""
+    from rich.table import Table
+
     console.print(
         f"Redis: {report['redis']} (hiredis: {report['hiredis']}), backlog {report['backlog']:,} "
         f"per kind, batch {report['batch']}, sink {report['sink']}"
@@ -196,6 +204,8 @@ def _render_wake(w: dict[str, Any] | None, console: Console) -> None:
 
 def _render_drain(kinds: list[dict[str, Any]], console: Console) -> None:
     """The drain table: relay and baseline per kind, and each relay drain with ``--repeat``."""
+    from rich.table import Table
+
     table = Table(title="relayd bench: drain")
     for column in (
         "kind",
@@ -240,3 +250,9 @@ def _render_drain(kinds: list[dict[str, Any]], console: Console) -> None:
 
 def register(app: typer.Typer) -> None:
     app.command("bench")(bench)
+
+
+def _sink_options(*, webhook_secret: bytes | None, webhook_concurrency: int) -> SinkOptions:
+    from relayd.sinks.base import SinkOptions
+
+    return SinkOptions(webhook_secret=webhook_secret, webhook_concurrency=webhook_concurrency)

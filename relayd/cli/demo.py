@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from relayd.cli import options as o
-from relayd.settings import Settings
+
+if TYPE_CHECKING:
+    from relayd.settings import Settings
 
 
 def demo(
@@ -48,7 +50,7 @@ def demo(
     console_addr: o.ConsoleAddr = None,
 ) -> None:
     """Run relayd against an embedded Redis while a generated workload commits; print a summary."""
-    from relayd.demo import run_demo
+    from relayd.demo.run import run_demo
     from relayd.logs import configure_logging
     from relayd.settings import parse_host_port
 
@@ -73,7 +75,7 @@ def _run_with_console(settings: Settings, duration: float) -> int:
 
     try:
         from relayd.console.server import ConsoleOptions
-        from relayd.demo_console import run_demo_console
+        from relayd.demo.console import run_demo_console
     except ImportError as exc:
         missing = exc.name
         raise ConfigError(f"--console needs the extra: pip install 'relayd[console]' ({missing})") from None

@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import orjson
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from relayd.cli import options as o
-from relayd.connect import BRIEF, AsyncRedis, connect
-from relayd.envelope import KINDS, Kind
 from relayd.errors import ConfigError
-from relayd.settings import Settings
-from store.keys import Keyspace
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from relayd.connect import AsyncRedis
+    from relayd.envelope import Kind
+    from relayd.settings import Settings
+    from store import Keyspace
 
 dlq_app = typer.Typer(help="List, replay or purge dead letters.", no_args_is_help=True)
 
@@ -40,6 +40,8 @@ JsonOption = Annotated[
 
 
 def _check_kind(kind: str | None) -> Kind | None:
+    from relayd.envelope import KINDS
+
     if kind is None:
         return None
     if kind not in KINDS:
@@ -48,6 +50,11 @@ def _check_kind(kind: str | None) -> Kind | None:
 
 
 def _per_prefix(settings: Settings, action: Callable[[AsyncRedis, Keyspace], Awaitable[T]]) -> list[T]:
+    import asyncio
+
+    from relayd.connect import BRIEF, connect
+    from store import Keyspace
+
     async def run() -> list[T]:
         client = await connect(settings, BRIEF)
         try:
@@ -73,6 +80,8 @@ def _when(epoch_s: object) -> str:
 
 
 def dead_letter_table(rows: Sequence[dict[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(title="dead letters")
     for column in ("prefix", "kind", "id", "reason", "attempts", "first attempt", "last attempt"):
         table.add_column(column)
@@ -108,8 +117,12 @@ def list_(
 
     rows = [row for rows in _per_prefix(settings, action) for row in rows]
     if as_json:
+        import orjson
+
         typer.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2, default=str).decode())
     else:
+        from rich.console import Console
+
         Console().print(dead_letter_table(rows))
 
 

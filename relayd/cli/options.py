@@ -13,13 +13,15 @@ import functools
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec
 
 import typer
 from typer._click.core import ParameterSource  # typer vendors click; its enum is the one used
 
-from relayd.logs import configure_logging
-from relayd.settings import Settings, load_settings
+from relayd.defaults import DEFAULTS
+
+if TYPE_CHECKING:
+    from relayd.settings import Settings
 
 REDIS = "Redis"
 SINKS = "Sinks"
@@ -29,8 +31,7 @@ SECURITY = "Credentials and TLS"
 
 
 def _option(name: str, help_text: str, panel: str, **extra: Any) -> Any:
-    field = Settings.model_fields[name]
-    default = field.default
+    default = getattr(DEFAULTS, name)
     shown: str | bool = str(default) if default not in (None, (), False) else False
     if isinstance(default, tuple):
         shown = ",".join(default)
@@ -236,6 +237,8 @@ def with_connection_options(command: Callable[_P, None]) -> Callable[_P, None]:
 
 def settings_from(ctx: typer.Context) -> Settings:
     """Settings from the options typed on the command line over the environment and defaults."""
+    from relayd.settings import Settings, load_settings
+
     flags = {
         name: value
         for name, value in ctx.params.items()
@@ -246,6 +249,8 @@ def settings_from(ctx: typer.Context) -> Settings:
 
 def configure_logs(settings: Settings) -> None:
     """Set logging up for a command from its Settings (every secret redacted)."""
+    from relayd.logs import configure_logging
+
     configure_logging(
         log_format=settings.log_format, log_level=settings.log_level, secrets=settings.secrets()
     )

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import orjson
 import typer
-from rich.console import Console
 
 from relayd.cli import options as o
-from relayd.connect import BRIEF, connect
-from relayd.settings import Settings
-from relayd.status import StatusReport, collect_status, render_table
+
+if TYPE_CHECKING:
+    from relayd.settings import Settings
+    from relayd.status import StatusReport
 
 
 async def gather_reports(settings: Settings) -> list[StatusReport]:
+    from relayd.connect import BRIEF, connect
+    from relayd.status import collect_status
+
     client = await connect(settings, BRIEF)
     try:
         now = time.time()
@@ -35,6 +36,13 @@ def status(
     ] = False,
 ) -> None:
     """Show per prefix: backlog of each kind, due timers, oldest timer lag, dead letters, active replica."""
+    import asyncio
+
+    import orjson
+    from rich.console import Console
+
+    from relayd.status import render_table
+
     settings = o.settings_from(ctx)
     o.configure_logs(settings)
     reports = asyncio.run(gather_reports(settings))

@@ -7,23 +7,21 @@ exits at once with code 1. ``--once`` serves no HTTP: a one-shot job is not scra
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 from collections.abc import Mapping
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import structlog
 import typer
-from prometheus_client import CollectorRegistry
 
 from relayd.cli import options as o
-from relayd.connect import BRIEF, FOREVER, connect
-from relayd.envelope import Kind
-from relayd.settings import Settings
-from relayd.sinks import Sink, resolve_sink
 
-log = structlog.get_logger(__name__)
+if TYPE_CHECKING:
+    import asyncio
+
+    from relayd.envelope import Kind
+    from relayd.settings import Settings
+    from relayd.sinks import Sink
 
 #: Exit code when a second signal cuts the shutdown short.
 FORCED_EXIT_CODE = 1
@@ -31,6 +29,8 @@ FORCED_EXIT_CODE = 1
 
 def resolve_sinks(settings: Settings) -> dict[Kind, Sink]:
     """One sink per distinct spec, shared by the kinds that name it (validated before connecting)."""
+    from relayd.sinks import resolve_sink
+
     by_spec: dict[str, Sink] = {}
     options = settings.sink_options()
     sinks: dict[Kind, Sink] = {}
@@ -42,6 +42,11 @@ def resolve_sinks(settings: Settings) -> dict[Kind, Sink]:
 
 
 def install_signal_handlers(stop: asyncio.Event) -> None:
+    import asyncio
+
+    import structlog
+
+    log = structlog.get_logger(__name__)
     loop = asyncio.get_running_loop()
 
     def on_signal(signum: int) -> None:
@@ -57,9 +62,14 @@ def install_signal_handlers(stop: asyncio.Event) -> None:
 
 async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink]) -> int:
     """Connect, serve HTTP (unless ``once``), run the relay; return the exit code."""
+    import asyncio
+
+    import structlog
+    from prometheus_client import CollectorRegistry
+
+    from relayd.connect import BRIEF, FOREVER, connect
     from relayd.engine.loop import run_relay
     from relayd.health import Health
-    from relayd.http import serve_http
     from relayd.metrics import RelayMetrics
 
     stop = asyncio.Event()
@@ -69,9 +79,11 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
     health = Health(sentinel_service=settings.redis.service)
     server = None
     if not once:
+        from relayd.http import serve_http  # a one-shot job serves no HTTP: no server to load
+
         host, port = settings.metrics_host_port
         server = serve_http(host, port, registry, health)
-        log.info("http_serving", url=f"http://{host}:{server.port}/metrics")
+        structlog.get_logger(__name__).info("http_serving", url=f"http://{host}:{server.port}/metrics")
     try:
         client = await connect(
             settings, BRIEF if once else FOREVER, stop=stop, on_failure=health.redis_failed
@@ -122,6 +134,8 @@ def sweep(  # noqa: PLR0917 - Typer builds one option per parameter
     webhook_concurrency: o.WebhookConcurrency = None,
 ) -> None:
     """Deliver outbox events, spawn intents and due timers to the sinks; ack what they confirmed."""
+    import asyncio
+
     settings = o.settings_from(ctx)
     o.configure_logs(settings)
     sinks = resolve_sinks(settings)

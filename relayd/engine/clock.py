@@ -1,7 +1,8 @@
-"""The clock the engine's shells read: epoch seconds for data, monotonic seconds for intervals."""
+"""The clock the engine's shells read (epoch seconds for data, monotonic for intervals), and sleeping."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Final, Protocol
 
@@ -27,3 +28,17 @@ class SystemClock:
 
 
 SYSTEM_CLOCK: Final = SystemClock()
+
+
+async def sleep_until(timeout_s: float, *events: asyncio.Event) -> None:
+    """Sleep up to ``timeout_s``; any of ``events`` ends it early.
+
+    Not ``wait_for`` + ``suppress(TimeoutError)``: on Python 3.11 a cancel that races the
+    timeout comes out as ``TimeoutError`` and would be swallowed, leaving the task running.
+    """
+    waiters = [asyncio.create_task(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, timeout=max(0.0, timeout_s), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

@@ -21,16 +21,17 @@ from typing import Final
 
 import structlog
 
-from relayd.engine.clock import SYSTEM_CLOCK, Clock
-from relayd.engine.gc_tuning import relay_gc
+from relayd.engine.clock import SYSTEM_CLOCK, Clock, sleep_until
 from relayd.engine.options import SweepOptions
-from relayd.engine.prefix_relay import REDIS_ERRORS, PrefixRelay, sleep_until
+from relayd.engine.prefix_relay import PrefixRelay
+from relayd.engine.redis_errors import REDIS_ERRORS
 from relayd.engine.shares import PrefixView, ShareDecision, decide_shares
 from relayd.engine.wake import WakeSubscriber
 from relayd.envelope import Kind
 from relayd.errors import RelaydError, SinkError
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
+from relayd.runtime.gc_tuning import relay_gc
 from relayd.sinks.base import Sink
 from relayd.state import RedisClient
 from relayd.state.lease import make_token

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from store.keys import Keyspace
+from store import Keyspace
 
 #: The flags relayd needs: keyspace channel, hash events, sorted-set events.
 NEEDED_FLAGS: Final = "Khz"

@@ -15,7 +15,7 @@ from typing import Final
 from relayd.engine.ordering import select_heads
 from relayd.envelope import Envelope
 from relayd.sinks.base import Delivered, Outcome, Permanent, Retry
-from store.backlog import RawEntry, RawTimer
+from store import RawEntry, RawTimer
 
 #: Dead-letter reason codes besides the store's malformed reasons (bounded metric labels).
 PERMANENT: Final = "permanent"

@@ -20,12 +20,12 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 import structlog
-from redis.exceptions import RedisError
 
 from relayd.engine.backoff import retry_delay
-from relayd.engine.clock import Clock
+from relayd.engine.clock import Clock, sleep_until
 from relayd.engine.options import SweepOptions
 from relayd.engine.passes import PassResult
+from relayd.engine.redis_errors import REDIS_ERRORS
 from relayd.engine.sweeper import Sweeper
 from relayd.envelope import Kind
 from relayd.health import Health
@@ -34,12 +34,9 @@ from relayd.sinks.base import Sink
 from relayd.state import RedisClient
 from relayd.state.lease import Lease
 from store import AsyncRedisStore
-from store.errors import StoreUnavailable
 
 log = structlog.get_logger(__name__)
 
-#: What counts as "Redis is unwell": retried with backoff, never fatal for the daemon.
-REDIS_ERRORS: Final = (RedisError, StoreUnavailable, OSError, TimeoutError)
 #: Backoff while Redis fails: from this ...
 _ERROR_BACKOFF_BASE_S: Final = 0.2
 #: ... up to this.
@@ -50,20 +47,6 @@ _FIRST_IDLE_FRACTION: Final = 1 / 16
 _RENEW_SLACK: Final = 1.1
 #: Idle waits are this band of their ceiling.
 _IDLE_JITTER: Final = (0.85, 1.0)
-
-
-async def sleep_until(timeout_s: float, *events: asyncio.Event) -> None:
-    """Sleep up to ``timeout_s``; any of ``events`` ends it early.
-
-    Not ``wait_for`` + ``suppress(TimeoutError)``: on Python 3.11 a cancel that races the
-    timeout comes out as ``TimeoutError`` and would be swallowed, leaving the task running.
-    """
-    waiters = [asyncio.create_task(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, timeout=max(0.0, timeout_s), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
 
 
 class PrefixRelay:
@@ -262,7 +245,7 @@ class PrefixRelay:
         interval_s = self.options.poll_interval_s
         ceiling_s = min(interval_s, interval_s * _FIRST_IDLE_FRACTION * 2.0 ** (min(idle_streak, 32) - 1))
         # A narrow band: only one replica polls a prefix, so jitter just keeps many prefixes of
-        # one process apart; a wide one would poll more often than the interval (issue 6 budget).
+        # one process apart; a wide one would poll more often than the interval (the idle budget).
         delay_s = ceiling_s * self.rng.uniform(*_IDLE_JITTER)
         if result.next_retry_in_s is not None:
             delay_s = min(delay_s, result.next_retry_in_s)

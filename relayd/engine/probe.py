@@ -16,7 +16,7 @@ from collections.abc import Collection
 
 from relayd.envelope import Kind
 from relayd.state import RedisClient
-from store.keys import Keyspace
+from store import Keyspace
 
 
 async def probe_quiet(

@@ -18,8 +18,7 @@ from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, forget_attempts, save_attempts
 from relayd.state.deadletters import DeadMove, encode_dead_letter, move_to_dead_letters
 from relayd.state.keys import RelayKeys
-from store import AsyncRedisStore
-from store.backlog import RawTimer
+from store import AsyncRedisStore, RawTimer
 
 log = structlog.get_logger(__name__)
 

@@ -9,7 +9,8 @@ one batched ack, with no ``Held``, sorting or restamping; only an entry the sink
 confirm becomes a ``Held`` and is judged by ``plan.judge`` (``lane.judge_delivery``).
 ``settle.Settlement`` acts on the verdicts in batched round-trips; the ack of a hash lane's
 window that went through whole on the fast path is left in flight while the next window is
-delivered (``_defer_ack``), and a pass that is not full waits for it. While more than
+delivered, and a pass that is not full waits for it; a full window's delivery runs while the
+next window is read ahead (both kept per lane by ``engine.overlap.Overlap``). While more than
 ``max_held`` entries of a kind wait in memory, no new ones are read. Any Redis error
 propagates: the loop counts it and starts a fresh ``Sweeper`` (everything unacked is read
 again; attempt counts live in Redis).
@@ -45,13 +46,12 @@ from relayd.engine.settle import Settlement
 from relayd.engine.timer_reads import read_due_timers
 from relayd.envelope import Envelope, Kind
 from relayd.metrics import RelayMetrics
-from relayd.packing import use_hiredis_packing
+from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks.base import Outcome, Retry, Sink
 from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, load_attempts
 from relayd.state.keys import RelayKeys
-from store import AsyncRedisStore
-from store.backlog import RawEntry, RawTimer
+from store import AsyncRedisStore, RawEntry, RawTimer
 
 log = structlog.get_logger(__name__)
 
@@ -80,7 +80,7 @@ class Sweeper:
         may_deliver: Callable[[], bool] = lambda: True,
     ) -> None:
         self.store = store
-        # Same bytes on the wire, a fraction of redis-py's asyncio packing CPU (relayd.packing).
+        # Same bytes on the wire, a fraction of redis-py's asyncio packing CPU (relayd.runtime.packing).
         use_hiredis_packing(store.client)
         self.prefix = store.keyspace.prefix
         self.keys = RelayKeys(store.keyspace)
@@ -258,17 +258,17 @@ class Sweeper:
         if not (fast and read_n >= room and len(lane.held) < self.options.max_held):
             await self._deliver_and_settle(lane, tally, picked, fast, malformed=malformed, now=now)
             return
-        # A full window: the next one is read and its envelopes built while the sink works on
-        # this one, and this one's ack may run while the next one is delivered (``_defer_ack``).
+        # A full window: the next one is read ahead and its envelopes built while the sink works
+        # on this one, and this one's ack may run while the next one is delivered (``Overlap``).
         # The delivery starts as a task, so the read goes out first and the relay packs
-        # and sends the sink's calls while Redis answers it: 9-17 % more entries/s than reading
-        # first and delivering after (16 pairs of drains alternating in one process, 15 won).
+        # and sends the sink's calls while Redis answers it, instead of reading first and
+        # delivering after (``relayd bench --kinds outbox``, old and new alternating).
         delivery = asyncio.create_task(
             self._deliver_and_settle(lane, tally, picked, fast, malformed=malformed, now=now, defer_ack=True)
         )
         try:
             raws, read_at = await self._read_raw(lane, batch, in_flight=fast)
-            lane.prefetched = await self._build_yielding(lane, raws, read_at)
+            lane.overlap.read_ahead = await self._build_yielding(lane, raws, read_at)
         except Exception:
             # The read failed: the delivery in flight still finishes and acks what it can (fewer
             # redeliveries from the next sweeper); then the read's error goes to the loop.
@@ -327,26 +327,17 @@ class Sweeper:
     async def _defer_ack(self, lane: Lane, tally: Tally, acked: FreshBatch, stamp: float) -> None:
         """Start the ack of a window delivered whole; it runs while the next one is delivered.
 
-        Measured: 71.2k -> 80.5k and 97.0k -> 105.9k entries/s (medians of ten drains alternating
-        in one process): the pass no longer waits out the HDEL's round-trip, which was a seventh
-        of a drain's wall time. Only a hash lane, and only a window of
-        fresh entries all confirmed: its settlement is the HDEL and the reader's ``resolve``, which
-        nothing before the next ack depends on. Its entries stay open in the reader until then,
-        so no read returns them again and a checkpoint stays below them; a crash meanwhile
-        redelivers them (at-least-once). A timer lane never defers: its next read would return
-        timers delivered but not yet deleted. At most one ack per lane is in flight: the one
-        before is awaited (and counted) first; its error fails this pass like any Redis error.
+        Only a hash lane's window of fresh entries all confirmed (``engine.overlap`` says why).
         """
         await self._settled(lane, tally)
-        task = asyncio.create_task(self.settle.apply(lane, Verdicts(), acked, stamp))
-        lane.acking = (task, len(acked))
+        lane.overlap.defer_ack(
+            asyncio.create_task(self.settle.apply(lane, Verdicts(), acked, stamp)), len(acked)
+        )
 
     async def _settled(self, lane: Lane, tally: Tally | None) -> None:
         """Wait for the lane's ack in flight, if any, and count what it acked."""
-        pending, lane.acking = lane.acking, None
-        if pending is not None:
-            task, count = pending
-            await task
+        count = await lane.overlap.settled()
+        if count is not None:
             self._count(lane.kind, Verdicts(), count, tally)
 
     def _count(self, kind: Kind, verdicts: Verdicts, acked_fast: int, tally: Tally | None) -> None:
@@ -366,13 +357,10 @@ class Sweeper:
         them again only if it read them first. One that fails is dropped: the next sweeper reads
         its entries again, as anything else unacked."""
         for lane in self.lanes:
-            if lane.acking is not None:
-                (task, count), lane.acking = lane.acking, None
-                task.add_done_callback(functools.partial(self._count_abandoned, lane.kind, count))
+            lane.overlap.abandon(functools.partial(self._count_abandoned, lane.kind))
 
-    def _count_abandoned(self, kind: Kind, count: int, task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is None:
-            self._count(kind, Verdicts(), count, None)
+    def _count_abandoned(self, kind: Kind, count: int) -> None:
+        self._count(kind, Verdicts(), count, None)
 
     def _hold(self, lane: Lane, fresh: FreshBatch, now: float) -> None:
         for ref, raw, envelope in fresh:
@@ -386,11 +374,10 @@ class Sweeper:
     async def _read(self, lane: Lane, limit: int, blocked: set[str]) -> tuple[FreshBatch, list[Dead], int]:
         """Read up to ``limit`` new entries; return the fast ones, the malformed ones, the count.
 
-        The entries prefetched during the last delivery, if any, are this read. Entries with an
+        The window read ahead during the last delivery, if any, is this read. Entries with an
         attempt history or a blocked key join ``lane.held`` (the waiting line).
         """
-        fetched, lane.prefetched = lane.prefetched, None
-        fresh, malformed, count, now = fetched or await self._fetch(lane, limit)
+        fresh, malformed, count, now = lane.overlap.take_read_ahead() or await self._fetch(lane, limit)
         records: dict[str, AttemptRecord] = {}
         if lane.attempts_maybe and fresh:
             records = await load_attempts(self.client, self.keys.attempts(lane.kind), fresh.refs)
@@ -420,7 +407,7 @@ class Sweeper:
     ) -> tuple[Sequence[RawEntry | RawTimer], float]:
         """Up to ``limit`` new entries as stored, and when they were read (epoch s).
 
-        A prefetch (``in_flight``: the entries about to go to the sink) is sent before they go
+        A read-ahead (``in_flight``: the entries about to go to the sink) is sent before they go
         and runs while they are delivered, before they are acked: it reads the window only (no
         reconcile scan, see ``AsyncBacklogReader.read_new``), and a timer read skips the timers
         in flight.

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relayd.state import RedisClient
-from store.backlog import RawTimer
+from store import RawTimer
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from relayd.envelope import Envelope, ids_of, keys_of, kind_of, render_all
 from relayd.errors import ConfigError, SinkError
-from relayd.packing import use_hiredis_packing
+from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
 from relayd.sinks.redis_client import open_destination
 from relayd.sinks.spec import SinkSpec, check_redis_url

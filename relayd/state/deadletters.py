@@ -20,8 +20,7 @@ import orjson
 from relayd.envelope import KINDS, Kind
 from relayd.state import RedisClient, scripts
 from relayd.state.keys import RelayKeys
-from store.errors import MALFORMED_REASONS
-from store.keys import Keyspace
+from store import MALFORMED_REASONS, Keyspace
 
 #: Every dead-letter reason code (bounded metric label values).
 REASON_CODES: Final = frozenset({"permanent", "max_attempts"} | MALFORMED_REASONS)

@@ -14,7 +14,7 @@ store's and use its own kind names (``outbox``, ``spawns``).
 
 from __future__ import annotations
 
-from store.keys import Keyspace
+from store import Keyspace
 
 
 class RelayKeys:

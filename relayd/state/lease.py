@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from relayd.state import RedisClient, scripts
 from relayd.state.keys import RelayKeys
-from store.keys import Keyspace
+from store import Keyspace
 
 
 def make_token() -> str:

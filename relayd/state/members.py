@@ -21,7 +21,7 @@ from typing import Final
 
 from relayd.state import RedisClient
 from relayd.state.keys import RelayKeys
-from store.keys import Keyspace
+from store import Keyspace
 
 #: Suffix of the registry under ``P:relay:``.
 MEMBERS_SUFFIX: Final = "members"
@@ -38,7 +38,7 @@ _KEY_TTL_EVERY: Final = 4
 # ARGV[3]  the registry key's own TTL in member TTLs, or 0 to leave the key's TTL alone
 # ARGV[4]  '1': also renew the lease (member TTL = lease TTL) if our token holds it
 # Returns {lease token or false, 1 if it extended the lease else 0, live member tokens...}.
-# Idle cost (issue 6): five commands in the common case. Expired members are filtered from
+# Idle cost (DESIGN §4): few commands in the common case. Expired members are filtered from
 # the one ZRANGE and removed only when there are some; the key's TTL is refreshed only when
 # the caller asks (every few beats: it lasts many member TTLs).
 _BEAT: Final = """

@@ -1,14 +1,14 @@
-"""Reproduce every figure of the README's Performance section and of docs/benchmarks.md with one command.
+"""Reproduce every figure of docs/performance.md and docs/benchmarks.md with one command.
 
 Run: ``python tests/benchmarks/run_all.py [--json]``. It runs ``relayd bench --suite all``
 (three relay drains of a 100k backlog per kind, the median reported, and one baseline drain;
-per-pass cost at 1k and 1M; 10k timers/s for 30 s; 10 s idle; wake-up) on a throwaway
-redis-server, then each built-in sink against its own client baseline in the same run
-(``SINK_RUNS``: the webhook against a local HTTP server, with and without a signing secret;
-JSONL; the harel sink against harel's own relay), prints the tables (or the JSON documents)
-and exits non-zero if any run left entries behind. Then, unless ``--json`` is given,
+per-pass cost at a small and a large backlog; a steady stream of timers coming due; idle;
+wake-up) on a throwaway redis-server, then each built-in sink against its own client baseline in
+the same run (``SINK_RUNS``: the webhook against a local HTTP server, with and without a signing
+secret; JSONL; the harel sink against harel's own relay), prints the tables (or the JSON
+documents) and exits non-zero if any run left entries behind. Then, unless ``--json`` is given,
 ``bench_floor.py``: the relay against the least one Python process must do per outbox entry,
-three interleaved rounds. Takes about eight minutes on a 2-core machine.
+three interleaved rounds. Takes minutes.
 """
 
 from __future__ import annotations

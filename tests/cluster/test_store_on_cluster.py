@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import time
 
-import orjson
 import pytest
 import redis.asyncio.cluster as aiocluster
 from redis.cluster import RedisCluster as ClusterClient
 from redis.crc import key_slot
 from support.cluster import RedisCluster
+from support.seeding import Entries
 from support.workload import Workload, stored_ids
 
 from store import (
@@ -41,20 +41,19 @@ def _seed(client: ClusterClient, prefix: str, outbox: int = 0, spawns: int = 0) 
 
     The read, ack and timer tests seed this way so that each tests one store operation.
     """
-    space = Keyspace(prefix)
-    pipe = client.pipeline()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+    entries = Entries(client.pipeline(), prefix)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
     for seq in range(1, outbox + 1):
-        event = orjson.dumps({"id": f"ev-{seq}", "kind": "N", "data": {"n": seq}}).decode()
-        pipe.hset(space.outbox, str(seq), orjson.dumps({"t": None, "e": event}))
+        entries.outbox(seq, None, f"ev-{seq}", kind="N", data={"n": seq})
     for seq in range(1, spawns + 1):
-        pipe.hset(space.spawns, str(seq), orjson.dumps({"p": "p1", "c": f"p1.c{seq}", "r": "r", "x": {}}))
-    pipe.set(space.outbox_seq, outbox)
-    pipe.set(space.spawns_seq, spawns)
-    pipe.execute()
+        entries.spawn(seq, "p1", f"p1.c{seq}", "r")
+    entries.counters(outbox=outbox, spawns=spawns).pipe.execute()
 
 
 def _seed_timers(client: ClusterClient, prefix: str, execution_id: str, fire_at: dict[str, float]) -> None:
-    client.zadd(Keyspace(prefix).timers, {timer_member(execution_id, p): f for p, f in fire_at.items()})
+    entries = Entries(client.pipeline(), prefix)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+    for path, at in fire_at.items():
+        entries.timer(execution_id, path, at)
+    entries.pipe.execute()
 
 
 def test_every_key_of_a_tagged_prefix_shares_one_slot(cluster_prefix: str) -> None:

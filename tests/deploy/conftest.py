@@ -7,9 +7,7 @@ depend on the Redis backend (and a subprocess cannot reach fakeredis's in-proces
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,26 +19,20 @@ import httpx
 import pytest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from support.ports import free_port
+from support.seeding import Entries
 
 
 def _seed(client: Any, prefix: str, now_s: float) -> None:
     """Leave one entry of each kind plus a malformed outbox entry, the way an engine's commit would.
 
-    Written with raw commands in DESIGN §2's shapes so this test depends on relayd alone.
+    Written in DESIGN §2's shapes (``support.seeding``), not through the store's commit.
     """
-    event = json.dumps({"id": "ev-1", "kind": "Ping", "data": {}})
-    client.hset(f"{prefix}:outbox", "1", json.dumps({"t": "exe-1", "e": event}))
-    client.hset(f"{prefix}:outbox", "2", "not json")
-    client.set(f"{prefix}:outbox:seq", 2)
-    client.hset(f"{prefix}:spawns", "1", json.dumps({"p": "exe-1", "c": "exe-1.child", "r": "root", "x": {}}))
-    client.set(f"{prefix}:spawns:seq", 1)
-    client.zadd(f"{prefix}:timers", {"exe-1\x00root.waiting": now_s - 5.0})
+    entries = Entries(client.pipeline(transaction=False), prefix)
+    entries.outbox(1, "exe-1", "ev-1").raw_outbox("2", "not json").counters(outbox=2)
+    entries.spawn(1, "exe-1", "exe-1.child", "root").counters(spawns=1)
+    entries.timer("exe-1", "root.waiting", now_s - 5.0)
+    entries.pipe.execute()
 
 
 def _families(text: str) -> list[Metric]:
@@ -69,7 +61,7 @@ def running_relayd(
     """
     prefix = "deploy" + uuid.uuid4().hex[:10]
     _seed(redis_server.client(), prefix, time.time())
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("relayd") / "relayd.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYD_")}
     argv = [sys.executable, "-m", "relayd", "sweep", "--redis-url", redis_server.url, "--prefix", prefix]

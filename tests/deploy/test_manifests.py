@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tomllib
@@ -18,6 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from support.binaries import require_binaries
+from support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -92,7 +92,7 @@ def test_dockerfile_passes_hadolint_without_a_single_finding() -> None:
 
 
 def test_dockerfile_is_multi_stage_non_root_with_the_relayd_entrypoint() -> None:
-    """Issue 5 item 1: wheel in stage one, venv in /opt/relayd in stage two, UID 10001,
+    """Wheel in stage one, venv in /opt/relayd in stage two, UID 10001,
     ENTRYPOINT relayd, CMD sweep, port 9464, OCI labels, version label = pyproject version."""
     instructions = dockerfile_instructions()
     froms = [args for keyword, args in instructions if keyword == "FROM"]
@@ -141,9 +141,7 @@ def test_the_image_healthcheck_passes_against_a_live_relayd(relayd_metrics_port:
 
 
 def test_the_image_healthcheck_fails_when_nothing_answers() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        closed_port = int(sock.getsockname()[1])
+    closed_port = free_port()
     argv, env = healthcheck_argv(closed_port)
 
     result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=30)

@@ -18,7 +18,7 @@ import orjson
 import pytest
 import redis
 
-from relayd.embedded import EmbeddedRedis
+from relayd.demo.embedded import EmbeddedRedis
 from store import Event, Execution, RedisStore, TimerOp
 
 

@@ -7,12 +7,12 @@ import subprocess
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from support.redis_server import free_port
+from support.ports import free_port
+from support.waiting import wait_until
 
 from tests.e2e.conftest import (
     commit_backlog,
@@ -45,16 +45,6 @@ DESIGN_METRICS = (
 
 def slow_sink(path: Path, delay_s: float = 0.05) -> str:
     return f"python:tests.e2e.slow_sink:SlowJsonl?path={path}&delay_s={delay_s}"
-
-
-def wait_for(predicate, timeout_s: float = 30.0, interval_s: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise AssertionError(f"condition not met within {timeout_s}s")
 
 
 def delivered_ids(path: Path) -> Counter[str]:
@@ -95,7 +85,7 @@ def test_sigterm_mid_drain_exits_0_within_the_grace_and_loses_nothing(e2e_redis,
         "5",
         env=PYPATH,
     )
-    wait_for(lambda: len(read_jsonl(out)) >= 200)
+    wait_until(lambda: len(read_jsonl(out)) >= 200)
 
     proc.send_signal(signal.SIGTERM)
     sent = time.monotonic()
@@ -139,7 +129,7 @@ def test_sigkill_mid_drain_and_restart_delivers_everything_at_least_once(
             stderr=subprocess.DEVNULL,
         )
         target = 300 * (n + 1)
-        wait_for(lambda t=target: len(read_jsonl(out)) >= t)
+        wait_until(lambda t=target: len(read_jsonl(out)) >= t)
         proc.kill()
         proc.wait(5)
     time.sleep(1.2)  # the dead replica's lease expires (--lease-ttl 1)
@@ -175,7 +165,7 @@ def test_metrics_scraped_during_a_run_match_what_was_delivered(e2e_redis, prefix
         f"127.0.0.1:{port}",
     )
     try:
-        wait_for(lambda: len(read_jsonl(out)) >= backlog.due_count)
+        wait_until(lambda: len(read_jsonl(out)) >= backlog.due_count)
 
         def settled():
             text = scrape(port).text
@@ -187,7 +177,7 @@ def test_metrics_scraped_during_a_run_match_what_was_delivered(e2e_redis, prefix
             }
             return families if delivered.get("outbox") == len(backlog.outbox) else None
 
-        families = wait_for(settled, timeout_s=15)
+        families = wait_until(settled, timeout_s=15)
         ready = scrape(port, "/readyz")
         live = scrape(port, "/healthz")
     finally:
@@ -235,17 +225,17 @@ def test_readyz_follows_redis_and_the_relay_resumes_by_itself(own_redis_server, 
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_for(lambda: scrape_ok(port, "/readyz") == 200)
+        wait_until(lambda: scrape_ok(port, "/readyz") == 200)
 
         own_redis_server.stop()
-        wait_for(lambda: scrape_ok(port, "/readyz") == 503, timeout_s=20)
+        wait_until(lambda: scrape_ok(port, "/readyz") == 503, timeout_s=20)
         own_redis_server.start()
-        wait_for(lambda: scrape_ok(port, "/readyz") == 200, timeout_s=30)
+        wait_until(lambda: scrape_ok(port, "/readyz") == 200, timeout_s=30)
         client = own_redis_server.client()
         backlog = commit_backlog(
             client, prefix, executions=5, emits=4, spawns=1, past_timers=1, future_timers=0
         )
-        wait_for(lambda: len(read_jsonl(out)) >= backlog.due_count, timeout_s=30)
+        wait_until(lambda: len(read_jsonl(out)) >= backlog.due_count, timeout_s=30)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(15)

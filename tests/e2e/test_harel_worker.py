@@ -1,5 +1,5 @@
 """harel end to end: a backlog left by harel's own runner, relayed by ``relayd sweep --once
---sink harel:``, then handled by harel's own worker process (issue 4, "What it must show").
+--sink harel:``, then handled by harel's own worker process.
 
 1. Seed, in this process, with harel's ``DistributedRunner`` over harel's own ``RedisStore``
    and ``RedisTransport`` (harel's prefix rules; the prefix is an identifier). The ``flow``

@@ -1,11 +1,11 @@
 """Several ``relayd sweep`` processes on one real redis-server: one active per prefix, takeover
 after SIGKILL within the TTL, a frozen (SIGSTOP/SIGCONT) holder stops delivering, and the union
-of the sinks holds every committed entry (issue 4, "What it must show": Replicas).
+of the sinks holds every committed entry.
 
 A workload thread keeps committing outbox events, spawn intents and timers through
 ``store.RedisStore`` the whole time. A sampler reads the lease key and every replica's
 ``relayd_active`` gauge every 50 ms (``tests/support/replicas.py`` explains how the sampling
-race is allowed for). The measured figures (takeover times, duplicates, disagreement runs) are
+race is allowed for). The takeover times, duplicates and disagreement runs are
 printed: run with ``-s`` to see them.
 """
 

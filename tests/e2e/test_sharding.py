@@ -1,6 +1,6 @@
 """Three ``relayd sweep`` processes over ``--prefix '{shard-0..15}'`` share the prefixes fairly,
 take over a SIGKILLed one's prefixes within about one TTL, drain every prefix, and never have
-two active on one prefix (issue 7, item 2).
+two active on one prefix.
 
 A sampler thread reads the 16 lease keys every 50 ms. "Never two active" is checked against
 what the processes actually did: every envelope a process delivered carries its prefix and
@@ -21,8 +21,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.redis_server import RedisServer, free_port
+from support.ports import free_port
+from support.redis_server import RedisServer
 from support.replicas import Replica, holder_pid, start_replica
+from support.seeding import Entries
+from support.waiting import seconds_until
 
 pytestmark = pytest.mark.crash
 
@@ -78,26 +81,13 @@ def _shares(pids: tuple[int | None, ...]) -> Counter[int]:
     return Counter(pid for pid in pids if pid is not None)
 
 
-def _wait(predicate, timeout_s: float, what: str) -> float:
-    started = time.monotonic()
-    while not predicate():
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(f"{what}: not within {timeout_s}s")
-        time.sleep(0.02)
-    return time.monotonic() - started
-
-
 def _seed(client, shard: str, count: int) -> set[str]:
     """Commit ``count`` outbox entries the way the engine does (DESIGN §2); return their ids."""
-    pipe = client.pipeline(transaction=False)
-    ids = set()
+    entries = Entries(client.pipeline(transaction=False), shard)
     for seq in range(1, count + 1):
-        event = json.dumps({"id": f"{shard}-e{seq}", "kind": "Ping", "data": {}})
-        pipe.hset(f"{shard}:outbox", str(seq), json.dumps({"t": f"x{seq % 5}", "e": event}))
-        ids.add(f"{shard}:outbox:{seq}")
-    pipe.set(f"{shard}:outbox:seq", count)
-    pipe.execute()
-    return ids
+        entries.outbox(seq, f"x{seq % 5}", f"{shard}-e{seq}")
+    entries.counters(outbox=count).pipe.execute()
+    return {f"{shard}:outbox:{seq}" for seq in range(1, count + 1)}
 
 
 def _envelopes(replica: Replica) -> list[dict]:
@@ -139,19 +129,19 @@ def replicas(own_redis_server: RedisServer, tmp_path: Path) -> Iterator[list[Rep
 def test_three_processes_share_sixteen_prefixes_and_survive_a_sigkill(own_redis_server, replicas):
     client = own_redis_server.client()
     with LeaseSampler(client) as sampler:
-        fair_s = _wait(
+        fair_s = seconds_until(
             lambda: sorted(_shares(sampler.latest()).values()) == [5, 5, 6], 30, "fair shares 6/5/5"
         )
         shares_before = _shares(sampler.latest())
         committed = set().union(*(_seed(client, shard, ENTRIES_PER_PREFIX) for shard in SHARDS))
-        _wait(lambda: sum(len(_ids(r)) for r in replicas) > 0, 10, "deliveries started")
+        seconds_until(lambda: sum(len(_ids(r)) for r in replicas) > 0, 10, "deliveries started")
         victim = max(replicas, key=lambda r: shares_before[r.pid])
         survivors = [r for r in replicas if r is not victim]
 
         victim.signal(signal.SIGKILL)
         victim.proc.wait(5)
         killed_at = time.monotonic()
-        taken_s = _wait(
+        taken_s = seconds_until(
             lambda: (
                 sorted(_shares(sampler.latest()).values()) == [8, 8]
                 and victim.pid not in _shares(sampler.latest())
@@ -159,7 +149,7 @@ def test_three_processes_share_sixteen_prefixes_and_survive_a_sigkill(own_redis_
             6 * LEASE_TTL_S,
             "survivors hold all 16",
         )
-        drained_s = _wait(
+        drained_s = seconds_until(
             lambda: all(client.hlen(f"{shard}:outbox") == 0 for shard in SHARDS), 60, "every prefix drained"
         )
         drained_after_kill_s = time.monotonic() - killed_at

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faults.harness import RedisProcess
 from support.binaries import require_binaries
+from support.redis_server import RedisServer
 
 
 @pytest.fixture(autouse=True)
@@ -20,9 +20,9 @@ def _binaries() -> None:
 
 
 @pytest.fixture
-def redis_process(tmp_path: Path) -> Iterator[RedisProcess]:
+def redis_process(tmp_path: Path) -> Iterator[RedisServer]:
     """A plain redis-server (no persistence) owned by the test."""
-    server = RedisProcess(tmp_path / "redis")
+    server = RedisServer(tmp_path / "redis")
     server.start()
     yield server
     server.kill()

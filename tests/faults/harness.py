@@ -3,11 +3,11 @@ a /metrics scraper and a wait helper.
 
 ``RelayProcess`` runs ``relayd sweep`` (long-running, /metrics on a free loopback port) with its
 output in a log file, and can be SIGKILLed, stopped and started again with the same arguments.
-``RedisProcess`` is a redis-server on a fixed port and directory, so it can be stopped or
-killed and come back where it was (with AOF when asked). ``seed_backlog`` writes a mixed
-backlog straight in the engine's wire shape (DESIGN §2, encoded by ``store.codec``) with burned
-seqs, in pipelined chunks: a 50k backlog takes about a second, where committing it
-transaction by transaction would take most of a case's time budget.
+The redis-server is ``support.redis_server.RedisServer`` (it can be stopped or killed and come
+back where it was, with AOF when asked). ``seed_backlog`` writes a mixed
+backlog straight in the engine's wire shape (DESIGN §2, ``support.seeding``) with burned
+seqs, in pipelined chunks, where committing it transaction by transaction would take most of a
+case's time budget.
 """
 
 from __future__ import annotations
@@ -22,30 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import redis
 from prometheus_client.parser import text_string_to_metric_families
 from support.ports import pick_ports
 from support.processes import end_process
+from support.seeding import outbox_value, spawn_value
 from support.workload import timer_event_id
 
-from store import Event, Keyspace, timer_member
-from store.codec import encode_outbox_value, encode_spawn_value
+from store import Keyspace, timer_member
 
 #: pytest's ``record_property`` fixture.
 RecordProperty = Callable[[str, object], None]
 
 #: Entries written per pipeline round-trip by ``seed_backlog``.
 SEED_CHUNK = 2000
-
-
-def wait_until(check: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.05) -> float:
-    """Poll ``check`` until true; return the seconds it took. Fails the test on timeout."""
-    started = time.monotonic()
-    while not check():
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(poll_s)
-    return time.monotonic() - started
 
 
 def size_of(path: Path) -> int:
@@ -114,8 +103,9 @@ def seed_backlog(
     for n in range(outbox):
         seq = next_seq(seq)
         target = rng.choice([None, *(f"exe-{t}" for t in range(targets))])
-        event = Event(id=f"ev-{prefix}-{seq}", kind="Ping", data={"n": n, "seq": seq})
-        pipe.hset(keys.outbox, str(seq), encode_outbox_value(target, event))
+        pipe.hset(
+            keys.outbox, str(seq), outbox_value(target, f"ev-{prefix}-{seq}", data={"n": n, "seq": seq})
+        )
         backlog.committed.append(f"{prefix}:outbox:{seq}")
         pending += 1
         flush()
@@ -124,7 +114,7 @@ def seed_backlog(
     for n in range(spawns):
         spawn_seq = next_seq(spawn_seq)
         parent = f"exe-{n % max(targets, 1)}"
-        value = encode_spawn_value(parent, f"{parent}.c{spawn_seq}", "root", {})
+        value = spawn_value(parent, f"{parent}.c{spawn_seq}", "root")
         pipe.hset(keys.spawns, str(spawn_seq), value)
         backlog.committed.append(f"{prefix}:spawn:{spawn_seq}")
         pending += 1
@@ -143,58 +133,6 @@ def seed_backlog(
 
 
 # -- processes -------------------------------------------------------------------------------
-
-
-@dataclass
-class RedisProcess:
-    """A redis-server on a fixed loopback port and directory that can go away and come back."""
-
-    dir: Path
-    port: int = 0
-    args: tuple[str, ...] = ()
-    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
-
-    def start(self, timeout_s: float = 10.0) -> None:
-        if not self.port:
-            self.port = pick_ports(1, random.Random())[0]
-        self.dir.mkdir(parents=True, exist_ok=True)
-        argv = [
-            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-            "--save", "", "--appendonly", "no", "--loglevel", "warning", *self.args,
-        ]  # fmt: skip
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(self._answers, timeout_s, f"redis-server on {self.port}")
-
-    def _answers(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(f"redis-server on {self.port} exited with {self.proc.returncode}")
-        client = self.client(socket_timeout=0.5)
-        try:
-            return bool(client.info("server").get("process_id") == self.proc.pid)
-        except redis.RedisError:
-            return False
-        finally:
-            client.close()
-
-    def client(self, **kwargs: Any) -> redis.Redis:
-        return redis.Redis(port=self.port, **kwargs)
-
-    def stop(self) -> None:
-        """SIGTERM: redis-server shuts down cleanly (AOF flushed)."""
-        self._end(signal.SIGTERM)
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown at all."""
-        self._end(signal.SIGKILL)
-
-    def _end(self, signum: int) -> None:
-        end_process(self.proc, signum, wait_s=10)
-        self.proc = None
 
 
 class RelayProcess:

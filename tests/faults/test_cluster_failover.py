@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from faults.harness import RecordProperty, RelayProcess, seed_backlog, wait_until
+from faults.harness import RecordProperty, RelayProcess, seed_backlog
 from support.cluster import RedisCluster
 from support.ledger import assert_ledger, ledger_from_jsonl, report_ledger, wait_delivered
+from support.waiting import seconds_until, wait_until
 
 from store import Keyspace
 
@@ -52,7 +53,7 @@ def test_master_killed_mid_drain_cluster_fails_over_relay_continues(
             promoted = cluster.wait_failover(victim)
             failover_s = time.monotonic() - killed
             size = out.stat().st_size
-            resume_s = wait_until(lambda: out.stat().st_size > size, 60, "delivery after the failover")
+            resume_s = seconds_until(lambda: out.stat().st_size > size, 60, "delivery after the failover")
             resume_s += failover_s
             recover_s = wait_delivered(out, backlog.committed, since=killed, timeout_s=60)
             assert relay.alive, relay.log_tail()

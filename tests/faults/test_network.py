@@ -14,18 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-from faults.harness import (
-    RecordProperty,
-    RedisProcess,
-    RelayProcess,
-    grew,
-    sample,
-    seed_backlog,
-    size_of,
-    wait_until,
-)
+from faults.harness import RecordProperty, RelayProcess, grew, sample, seed_backlog, size_of
 from support.ledger import assert_ledger, ledger_from_jsonl, report_ledger, wait_delivered
 from support.proxy import Mode, TcpProxy
+from support.redis_server import RedisServer
+from support.waiting import seconds_until, wait_until
 from support.workload import Workload
 
 from store import RedisStore
@@ -39,7 +32,7 @@ LEASE_TTL_S = 2.0
 
 
 def test_cut_and_blackholed_network_loses_nothing(
-    redis_process: RedisProcess, tmp_path: Path, record_property: RecordProperty
+    redis_process: RedisServer, tmp_path: Path, record_property: RecordProperty
 ) -> None:
     client = redis_process.client()
     backlog = seed_backlog(client, "net", outbox=14_000, spawns=3_000, timers=3_000, fire_at=time.time() - 60)
@@ -68,7 +61,7 @@ def test_cut_and_blackholed_network_loses_nothing(
                 assert out.stat().st_size == stalled, f"delivered while the network was {mode}"
                 proxy.set_mode("pass")
                 healed = time.monotonic()
-                resume_s = wait_until(grew(out, stalled), 30, f"delivery after {mode}")
+                resume_s = seconds_until(grew(out, stalled), 30, f"delivery after {mode}")
                 faults.append((mode, duration_s, round(resume_s, 2)))
             committed = [*backlog.committed, *workload.stop().committed]
             recover_s = wait_delivered(out, committed, since=healed, timeout_s=60)

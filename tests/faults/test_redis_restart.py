@@ -11,17 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from faults.harness import (
-    RecordProperty,
-    RedisProcess,
-    RelayProcess,
-    grew,
-    sample,
-    seed_backlog,
-    size_of,
-    wait_until,
-)
+from faults.harness import RecordProperty, RelayProcess, grew, sample, seed_backlog, size_of
 from support.ledger import assert_ledger, ledger_from_jsonl, report_ledger, wait_delivered
+from support.redis_server import RedisServer
+from support.waiting import seconds_until, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.crash, pytest.mark.slow]
 
@@ -33,7 +26,7 @@ OUTAGE_S = 3.0
 def test_aof_redis_stopped_and_killed_mid_drain_relay_resumes(
     tmp_path: Path, record_property: RecordProperty
 ) -> None:
-    server = RedisProcess(tmp_path / "redis", args=("--appendonly", "yes", "--appendfsync", "always"))
+    server = RedisServer(tmp_path / "redis", args=("--appendonly", "yes", "--appendfsync", "always"))
     server.start()
     client = server.client()
     backlog = seed_backlog(client, "aof", outbox=21_000, spawns=4_500, timers=4_500, fire_at=time.time() - 60)
@@ -57,7 +50,7 @@ def test_aof_redis_stopped_and_killed_mid_drain_relay_resumes(
             back = time.monotonic()
             left = client.hlen("aof:outbox") + client.hlen("aof:spawns") + client.zcard("aof:timers")
             # resumed: something more is delivered after Redis came back
-            resume_s = wait_until(grew(out, size_of(out)), 30, "delivery after the restart")
+            resume_s = seconds_until(grew(out, size_of(out)), 30, "delivery after the restart")
             outages.append((end.__name__, left, round(resume_s, 2)))
         recover_s = wait_delivered(out, backlog.committed, since=back, timeout_s=60)
         errors = sample(relay.metrics(), "relayd_redis_errors_total", prefix="aof")

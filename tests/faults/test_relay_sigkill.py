@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from faults.harness import RecordProperty, RedisProcess, RelayProcess, seed_backlog
+from faults.harness import RecordProperty, RelayProcess, seed_backlog
 from support.ledger import assert_ledger, ledger_from_jsonl, report_ledger, wait_delivered
+from support.redis_server import RedisServer
 
 pytestmark = [pytest.mark.faults, pytest.mark.crash, pytest.mark.slow]
 
@@ -25,7 +26,7 @@ PREFIX = "killed"
 
 
 def test_sigkill_twenty_times_during_a_50k_backlog_loses_nothing(
-    redis_process: RedisProcess, tmp_path: Path, record_property: RecordProperty
+    redis_process: RedisServer, tmp_path: Path, record_property: RecordProperty
 ) -> None:
     client = redis_process.client()
     backlog = seed_backlog(

@@ -19,8 +19,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from faults.harness import RecordProperty, RedisProcess, RelayProcess, seed_backlog, wait_until
+from faults.harness import RecordProperty, RelayProcess, seed_backlog
 from support.ledger import assert_ledger, compute_ledger, read_jsonl, report_ledger
+from support.redis_server import RedisServer
+from support.waiting import wait_until
 from support.workload import Workload
 
 from store import Keyspace, RedisStore
@@ -39,7 +41,7 @@ SAMPLE_GAP_S = 0.05
 class LeaseSampler:
     """Reads every prefix's lease key in one pipelined round-trip, over and over."""
 
-    def __init__(self, server: RedisProcess) -> None:
+    def __init__(self, server: RedisServer) -> None:
         self.client = server.client()
         self.keys = [Keyspace(p).relay("lease") for p in PREFIXES]
         #: per prefix: sample times and the holder pid (None: free) at each
@@ -111,7 +113,7 @@ def test_the_lease_check_catches_a_delivery_under_another_holder() -> None:
 
 
 def test_three_replicas_killed_at_random_never_share_a_prefix_and_drain_all(
-    redis_process: RedisProcess, tmp_path: Path, record_property: RecordProperty
+    redis_process: RedisServer, tmp_path: Path, record_property: RecordProperty
 ) -> None:
     client = redis_process.client()
     committed: list[str] = []

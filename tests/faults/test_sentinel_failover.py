@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from faults.harness import RecordProperty, RelayProcess, seed_backlog, size_of, wait_until
+from faults.harness import RecordProperty, RelayProcess, seed_backlog, size_of
 from support.ledger import assert_ledger, ledger_from_jsonl, read_jsonl, report_ledger, wait_delivered
 from support.sentinel import SentinelDeployment
+from support.waiting import seconds_until
 
 from store import Keyspace
 
@@ -47,14 +48,14 @@ def test_master_killed_mid_drain_sentinels_promote_the_replica_relay_continues(
         )  # fmt: skip
         relay.start()
         try:
-            wait_until(lambda: size_of(out) > 300_000, 60, "progress before the kill")
+            seconds_until(lambda: size_of(out) > 300_000, 60, "progress before the kill")
             at_kill = len(read_jsonl(out).deliveries)
             victim = deployment.kill_master()
             killed = time.monotonic()
             promoted = deployment.wait_promoted()
             promoted_s = time.monotonic() - killed
             size = size_of(out)
-            wait_until(lambda: size_of(out) > size, 60, "a delivery after the promotion")
+            seconds_until(lambda: size_of(out) > size, 60, "a delivery after the promotion")
             first_delivery_s = time.monotonic() - killed
             recover_s = wait_delivered(out, backlog.committed, since=killed, timeout_s=90)
             assert relay.alive, relay.log_tail()

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from faults.harness import RecordProperty, RedisProcess, RelayProcess, sample, wait_until
+from faults.harness import RecordProperty, RelayProcess, sample
 from support.ledger import assert_ledger, ledger_from_jsonl, report_ledger, wait_delivered
+from support.redis_server import RedisServer
+from support.waiting import wait_until
 from support.workload import Workload
 
 from store import RedisStore
@@ -107,7 +109,7 @@ def out_of_order(accepted: list[dict[str, object]]) -> list[str]:
 
 
 def test_webhook_503_for_half_a_minute_backlog_rises_then_drains_in_order(
-    redis_process: RedisProcess, receiver: Receiver, tmp_path: Path, record_property: RecordProperty
+    redis_process: RedisServer, receiver: Receiver, tmp_path: Path, record_property: RecordProperty
 ) -> None:
     workload = Workload(
         RedisStore(redis_process.client(), prefix=PREFIX), rate_per_s=40, executions=6, seed=3

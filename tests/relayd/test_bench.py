@@ -25,7 +25,7 @@ from relayd.bench.stats import (
     sane,
 )
 from relayd.cli.app import app
-from relayd.embedded import EmbeddedRedis
+from relayd.demo.embedded import EmbeddedRedis
 from relayd.envelope import Envelope
 from relayd.sinks.base import DELIVERED, Delivered, Retry
 
@@ -121,7 +121,7 @@ def test_repeat_reports_the_median_drain_and_lists_every_rate(bench_url: str) ->
 
 
 def test_bench_scale_timers_and_idle_suites_report_their_figures(redis_server) -> None:
-    """The other suites run at a tiny size and report the figures the README quotes."""
+    """The other suites run at a tiny size and report the figures docs/performance.md quotes."""
     report = _bench(
         "--redis-url",
         redis_server.url,

@@ -1,4 +1,4 @@
-"""The hot-path changes of issue 6 keep behaviour: hiredis packing, the scripted stream sink."""
+"""The drain's hot-path shortcuts keep behaviour: hiredis packing, the scripted stream sink."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from support.redis_server import RedisServer
 
 from relayd.envelope import outbox_envelope
-from relayd.packing import use_hiredis_packing
+from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec
 from relayd.sinks.redis_stream import RedisStreamSink
 from store.backlog import RawEntry

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import orjson
 import pytest
 import redis
+from support.seeding import outbox_value
 
-from store import Event, Execution, RawEntry, SeqWindow
+from store import Execution, RawEntry, SeqWindow
 from store.backlog import MAX_GAPS_FACTOR, MAX_WINDOW_FACTOR
 from store.keys import Keyspace
 from store.readers import BacklogReader
 
 
 def _value(n: int) -> bytes:
-    return orjson.dumps({"t": "x", "e": Event(id=f"ev{n}", kind="E").model_dump_json()})
+    return outbox_value("x", f"ev{n}", kind="E")
 
 
 def _fold(window: SeqWindow, limit: int, present: set[int], counter: int, now: float = 0.0) -> list[RawEntry]:

@@ -10,9 +10,9 @@ from store.codec import dumps
 
 
 def test_dumps_gives_orjsons_bytes_and_holds_only_their_length():
-    """orjson returns its whole write buffer (4 KiB and up); ``dumps`` keeps a copy its size.
+    """orjson returns its whole write buffer; ``dumps`` keeps a copy its size.
 
-    Envelope JSON is cached and values wait in batches: a thousand kept must not hold 4 MiB.
+    Envelope JSON is cached and values wait in batches: a thousand kept must not hold a buffer each.
     """
     body = {"v": "relayd/1", "kind": "spawn", "id": "p:spawn:1", "context": {"n": 1}}
     assert dumps(body) == orjson.dumps(body)

@@ -1,4 +1,4 @@
-"""Pick free loopback ports for the servers the tests start (cluster nodes need two each)."""
+"""Free loopback ports for the servers the tests start: any one, or pairs for cluster nodes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,13 @@ BUS_PORT_OFFSET = 10000
 #: Ports are drawn from here: a port and its cluster bus port (+10000) both stay below the
 #: kernel's ephemeral range (32768+), so an outgoing connection never squats on them.
 PORT_RANGE = (10000, 22000)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the kernel's pick; a server binds it next)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def port_free(port: int) -> bool:

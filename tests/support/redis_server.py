@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import shutil
-import socket
+import signal
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,22 +13,22 @@ from typing import Any
 import redis
 
 from support.binaries import require_binaries
+from support.ports import free_port
 from support.processes import end_process
-
-
-def free_port() -> int:
-    """Return a TCP port that is free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from support.waiting import wait_until
 
 
 @dataclass
 class RedisServer:
-    """A real redis-server process on loopback, owned by the test session."""
+    """A real redis-server on loopback, owned by a test or the session.
 
-    port: int
+    It can be stopped (SIGTERM: a clean shutdown, AOF flushed) or killed (SIGKILL) and started
+    again on the same port and directory, so it comes back where it was (with AOF when its
+    ``args`` ask). Without a port it picks a free one at its first start.
+    """
+
     dir: Path
+    port: int = 0
     args: tuple[str, ...] = ()
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
@@ -37,38 +36,40 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> None:
+    def start(self, timeout_s: float = 10.0) -> None:
+        if not self.port:
+            self.port = free_port()
+        self.dir.mkdir(parents=True, exist_ok=True)
         argv = [
-            "redis-server",
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(self.dir),
-            "--loglevel",
-            "warning",
-            *self.args,
-        ]
+            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+            "--save", "", "--appendonly", "no", "--loglevel", "warning", *self.args,
+        ]  # fmt: skip
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                redis.Redis(port=self.port, socket_timeout=0.5).ping()
-                return
-            except redis.AuthenticationError:
-                return  # it answered: a --requirepass server is up, it just wants the password
-            except redis.ConnectionError:
-                time.sleep(0.02)
-        raise RuntimeError(f"redis-server did not start on port {self.port}")
+        wait_until(self._answers, timeout_s, f"redis-server on {self.port}", poll_s=0.02)
 
-    def stop(self) -> None:
-        end_process(self.proc)
+    def _answers(self) -> bool:
+        """This very process answers (not one left over on the port); it may want a password."""
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"redis-server on {self.port} exited with {self.proc.returncode}")
+        client = self.client(socket_timeout=0.5)
+        try:
+            return bool(client.info("server").get("process_id") == self.proc.pid)
+        except redis.AuthenticationError:
+            return True  # it answered: a --requirepass server is up, it just wants the password
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+
+    def stop(self, signum: int = signal.SIGTERM) -> None:
+        """End the server (SIGTERM: a clean shutdown) and reap it."""
+        end_process(self.proc, signum, wait_s=10)
         self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown at all."""
+        self.stop(signal.SIGKILL)
 
     def cleanup(self) -> None:
         """Stop the server and remove its working directory."""
@@ -87,6 +88,6 @@ def require_redis_server() -> str:
 def start_redis_server(*args: str) -> RedisServer:
     """Start a fresh redis-server on a free loopback port (caller stops it)."""
     require_redis_server()
-    server = RedisServer(port=free_port(), dir=Path(tempfile.mkdtemp(prefix="relayd-redis-")), args=args)
+    server = RedisServer(dir=Path(tempfile.mkdtemp(prefix="relayd-redis-")), args=args)
     server.start()
     return server

@@ -9,6 +9,7 @@ import orjson
 import pytest
 import redis
 import typer.main
+from support.seeding import Entries
 from typer.testing import CliRunner
 
 from relayd.cli.app import app
@@ -121,13 +122,14 @@ def test_unreachable_redis_is_exit_3(closed_port: int):
 
 
 def _seed(client: redis.Redis, prefix: str, now: float) -> None:
-    client.hset(f"{prefix}:outbox", mapping={"1": b'{"t":"a","e":"{}"}', "2": b"x", "3": b"y"})
-    client.hset(f"{prefix}:spawns", mapping={"1": b"{}", "2": b"{}"})
-    client.zadd(
-        f"{prefix}:timers",
-        {"e1\x00a": now - 30, "e1\x00b": now - 5, "e2\x00a": now + 60, "e3\x00a": now + 90},
+    entries = Entries(client.pipeline(transaction=False), prefix)
+    entries.raw_outbox("1", b'{"t":"a","e":"{}"}').raw_outbox("2", b"x").raw_outbox("3", b"y")
+    entries.raw_spawn("1", b"{}").raw_spawn("2", b"{}")
+    entries.timer("e1", "a", now - 30).timer("e1", "b", now - 5).timer("e2", "a", now + 60).timer(
+        "e3", "a", now + 90
     )
-    client.hset(f"{prefix}:relay:dead:timer", mapping={"t1": b"{}"})
+    entries.pipe.hset(f"{prefix}:relay:dead:timer", mapping={"t1": b"{}"})
+    entries.pipe.execute()
 
 
 def test_status_json_reports_backlog_due_timers_lag_dead_letters(redis_url: str, prefix: str):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import pytest
+from support.seeding import outbox_value, spawn_value
 
-from store.keys import Keyspace, timer_member
+from store import Keyspace, timer_member
 
 
 @dataclass
@@ -29,7 +29,11 @@ class FakeClock:
 
 
 class Seeder:
-    """Writes outbox entries, spawn intents and timers as the engine's commit does (DESIGN §2)."""
+    """Writes outbox entries, spawn intents and timers as the engine's commit does (DESIGN §2).
+
+    Each entry takes its seq from the counter, as an engine's commit does; the values are
+    ``support.seeding``'s.
+    """
 
     def __init__(self, client, prefix: str) -> None:
         self.client = client
@@ -37,8 +41,7 @@ class Seeder:
 
     async def outbox(self, target: str | None, event_id: str, data: dict | None = None) -> int:
         seq = int(await self.client.incr(self.ks.outbox_seq))
-        event = json.dumps({"id": event_id, "kind": "Ping", "data": data or {}})
-        await self.client.hset(self.ks.outbox, str(seq), json.dumps({"t": target, "e": event}))
+        await self.client.hset(self.ks.outbox, str(seq), outbox_value(target, event_id, data=data))
         return seq
 
     async def raw_outbox(self, field: str, value: bytes | str, *, bump: bool = True) -> None:
@@ -50,8 +53,7 @@ class Seeder:
         self, parent: str, child: str, root_path: str = "r.a", context: dict | None = None
     ) -> int:
         seq = int(await self.client.incr(self.ks.spawns_seq))
-        value = json.dumps({"p": parent, "c": child, "r": root_path, "x": context or {}})
-        await self.client.hset(self.ks.spawns, str(seq), value)
+        await self.client.hset(self.ks.spawns, str(seq), spawn_value(parent, child, root_path, context))
         return seq
 
     async def timer(self, execution_id: str, path: str, fire_at: float) -> None:

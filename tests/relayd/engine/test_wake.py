@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import time
 
 import fakeredis
@@ -13,6 +12,7 @@ import redis.asyncio as aioredis
 import structlog
 from prometheus_client import CollectorRegistry
 from support.relays import start_relay
+from support.seeding import outbox_value
 from support.waiting import until
 
 from relayd.engine.loop import RunSummary
@@ -130,8 +130,7 @@ class Relay:
 async def commit(client, prefix: str, event_id: str) -> None:
     """Write one outbox entry the way the engine's commit does (DESIGN §2)."""
     seq = int(await client.incr(f"{prefix}:outbox:seq"))
-    event = json.dumps({"id": event_id, "kind": "Ping", "data": {}})
-    await client.hset(f"{prefix}:outbox", str(seq), json.dumps({"t": "A", "e": event}))
+    await client.hset(f"{prefix}:outbox", str(seq), outbox_value("A", event_id))
 
 
 async def _idle(relay: Relay) -> None:

@@ -292,7 +292,7 @@ async def test_a_destination_that_stops_answering_is_retry_within_the_socket_tim
     """A partition (connections held, nothing answered): each batch is Retry, none hangs.
 
     On a connection that was working and on a new one whose handshake gets no answer; writes are
-    bounded in the sending task (``relayd.packing``), reads by redis-py.
+    bounded in the sending task (``relayd.runtime.packing``), reads by redis-py.
     """
     monkeypatch.setattr(redis_stream, "SOCKET_TIMEOUT_S", 0.5)
     with TcpProxy(redis_server.port) as proxy:

@@ -3,7 +3,7 @@
 redis-py's sync connections pack with ``hiredis.pack_command`` when hiredis is installed; its
 asyncio connections never do. Their packer re-joins a growing buffer for every argument, so a
 1000-field HMGET (a backlog window, an ack) or a batch of 1000 XADD arguments spends more
-client CPU packing than everything else in a pass (profiled: ~40% of a drain). The bytes on
+client CPU packing than everything else in a pass (``tests/benchmarks/profile_drain.py``). The bytes on
 the wire are identical; only who builds them changes.
 
 ``use_hiredis_packing(client)`` swaps the connection class of a ``redis.asyncio.Redis`` pool
@@ -11,8 +11,8 @@ for a subclass with the hiredis packer, including the connections already pooled
 clients and clients with a non-UTF-8 encoding are left as they are.
 
 The subclass also bounds each write with ``asyncio.timeout`` where redis-py uses
-``asyncio.wait_for``, which on Python 3.11 runs every send in a new Task (8 per 1000-entry window
-of a drain into a stream: the sink's five calls, the read, the ack and the probe). Same bound,
+``asyncio.wait_for``, which on Python 3.11 runs every send in a new Task (every sink call, read,
+ack and probe of a pass). Same bound,
 same errors (``redis.exceptions.TimeoutError``, the connection dropped), no Task.
 """
 

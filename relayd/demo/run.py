@@ -1,4 +1,4 @@
-"""Run ``relayd demo``: the real relay on an embedded Redis while a generated workload commits.
+"""``relayd demo``'s run: the real relay on an embedded Redis while a generated workload commits.
 
 Three parts run side by side in one process:
 
@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from relayd.embedded import EmbeddedRedis
+from relayd.demo.embedded import EmbeddedRedis
 from relayd.engine.loop import run_relay
 from relayd.engine.options import SweepOptions
 from relayd.envelope import KINDS, Envelope, Kind

@@ -2,15 +2,15 @@
 
 A drain allocates a few short-lived containers per entry (the decoded value, the envelope body,
 the outcome lists) and almost never a reference cycle. With CPython's default gen0 threshold
-(700 allocations) the cyclic collector ran every ~100 entries and, worse, promoted each batch
-in flight into the older generations, whose collections walk everything alive. Measured: a
-fifth of a drain's CPU. Two changes take it away: objects alive at start (modules, settings,
+the cyclic collector runs every few entries and, worse, promotes each batch in flight into
+the older generations, whose collections walk everything alive (``relayd bench`` drains show it
+in the relay's CPU per entry). Two changes take it away: objects alive at start (modules, settings,
 clients) are frozen out of every collection, and gen0 runs every ``GEN0_THRESHOLD`` allocations.
 Cycles are still collected; the memory they can hold meanwhile is bounded by the threshold.
 
 Only the young generations are collected before the freeze. A full collection with the CLI's
-modules loaded took 35-47 ms, paid at every start (a ``--once`` job, each bench drain), and found
-nothing the young one had not; any garbage frozen with the rest waits for the unfreeze when the
+modules loaded is paid at every start (a ``--once`` job, each bench drain) and finds nothing the
+young one had not; any garbage frozen with the rest waits for the unfreeze when the
 relay stops.
 """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from relayd.engine.gc_tuning import GEN0_THRESHOLD, relay_gc
+from relayd.runtime.gc_tuning import GEN0_THRESHOLD, relay_gc
 
 
 def test_sets_and_restores_the_threshold() -> None:

@@ -10,6 +10,8 @@ from relayd.errors import ConfigError
 from relayd.redis_url import parse_redis_url
 from relayd.settings import expand_prefixes, load_settings, parse_host_port
 
+pytestmark = pytest.mark.usefixtures("no_relayd_env", "reset_logging")
+
 
 def test_defaults_map_onto_sweep_and_sink_options():
     """With nothing configured, the documented defaults reach the engine and the sinks."""

@@ -12,6 +12,8 @@ from relayd.connect import BRIEF, RetryPolicy, connect
 from relayd.errors import RedisUnreachable
 from relayd.settings import load_settings
 
+pytestmark = pytest.mark.usefixtures("no_relayd_env", "reset_logging")
+
 
 def test_retry_delay_doubles_up_to_the_cap():
     policy = RetryPolicy(attempts=None, base_s=0.5, cap_s=3.0)

@@ -11,6 +11,8 @@ import structlog
 
 from relayd.logs import REDACTED, Redactor, configure_logging
 
+pytestmark = pytest.mark.usefixtures("no_relayd_env", "reset_logging")
+
 
 @pytest.fixture(autouse=True)
 def _reset_structlog():

@@ -23,16 +23,15 @@ import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
 from relayd.console.server import ConsoleOptions, serve_console
-from relayd.demo import DEMO_PREFIX, Committed, CountingSink, run_workload
-from relayd.embedded import EmbeddedRedis
+from relayd.demo.embedded import EmbeddedRedis
+from relayd.demo.run import DEMO_PREFIX, Committed, CountingSink, run_workload
 from relayd.engine.loop import run_relay
 from relayd.engine.options import SweepOptions
 from relayd.envelope import KINDS, Envelope, Kind, render_all
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Outcome, Permanent
-from store import RedisStore
-from store.keys import Keyspace
+from store import Keyspace, RedisStore
 
 #: The target the demo's sink refuses, so its events end up as dead letters.
 FAILING_TARGET: Final = "order-13"

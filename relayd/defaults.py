@@ -1,0 +1,56 @@
+"""Every option's default, in one place that imports nothing.
+
+``Settings`` validates with these defaults; the CLI shows them in ``--help`` and the README
+table, without importing ``Settings`` (pydantic), so ``relayd --help`` starts fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+
+@dataclass(frozen=True, slots=True)
+class Defaults:
+    """The defaults of ``relayd.settings.Settings``, field by field (None: not set)."""
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    prefix: tuple[str, ...] = ("stm",)
+    sink: str = "log"
+    outbox_sink: str | None = None
+    spawn_sink: str | None = None
+    timer_sink: str | None = None
+    batch: int = 1000
+    poll_interval: float = 1.0
+    max_attempts: int = 10
+    # Retry delays grow from retry_base to retry_cap (seconds, jittered): a minute at most by
+    # default, so a sink that comes back is drained within a minute rather than five.
+    retry_base: float = 0.5
+    retry_cap: float = 60.0
+    # Loopback by default: metrics and health reveal backlog sizes; containers set 0.0.0.0:9464.
+    metrics_addr: str = "127.0.0.1:9464"
+    lease_ttl: float = 5.0
+    # Use keyspace notifications when the server publishes them (relayd never turns them on).
+    wake: bool = True
+    log_format: Literal["json", "console"] | None = None  # None: json unless the log stream is a tty
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    shutdown_grace: float = 10.0
+    redis_username_file: Path | None = None
+    redis_password_file: Path | None = None
+    sentinel_username_file: Path | None = None
+    sentinel_password_file: Path | None = None
+    redis_ca_file: Path | None = None
+    redis_cert_file: Path | None = None
+    redis_key_file: Path | None = None
+    allow_plaintext: bool = False
+    webhook_secret_file: Path | None = None
+    webhook_timeout: float = 10.0
+    webhook_concurrency: int = 16
+    console_addr: str = "127.0.0.1:9465"
+    console_token_file: Path | None = None
+    allow_actions: bool = False
+    console_replay_rate: float = 100.0
+
+
+DEFAULTS: Final = Defaults()

@@ -1,0 +1,69 @@
+"""What one lane keeps in flight between two windows: the next window read ahead, the last ack.
+
+A full window's delivery runs while the next window is read and built (the read-ahead), and the
+ack of a window delivered whole on the fast path runs while the next one is delivered (the
+deferred ack). Both overlap Redis's work with the relay's instead of waiting out a round-trip
+(``relayd bench --kinds outbox`` shows each, old and new code alternating). This object holds
+them, so a pass reads as read (``take_read_ahead`` first), deliver, settle (``settled`` first).
+
+Only a hash lane defers its ack, and only for a window of fresh entries all confirmed: its
+settlement is the HDEL and the reader's ``resolve``, which nothing before the next ack depends
+on. Its entries stay open in the reader until then, so no read returns them again and a
+checkpoint stays below them; a crash meanwhile redelivers them (at-least-once). A timer lane
+never defers: its next read would return timers delivered but not yet deleted. At most one ack
+per lane is in flight: the one before is awaited (and counted) first; its error fails the pass
+that awaits it, like any Redis error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from relayd.engine.lane import Fetched
+
+
+@dataclass(slots=True)
+class Overlap:
+    """One lane's read-ahead window and its ack in flight (each None when there is none)."""
+
+    # The next window, read while the sink delivered the last one (a timer read-ahead skips the
+    # timers in flight: ``engine.timer_reads``). Consumed by the next read.
+    read_ahead: Fetched | None = None
+    # The ack (HDEL) of the last fully delivered window, still in flight, and how many it acks.
+    acking: tuple[asyncio.Task[None], int] | None = None
+
+    def take_read_ahead(self) -> Fetched | None:
+        """The window read ahead, if any; the next read after it goes to Redis."""
+        fetched, self.read_ahead = self.read_ahead, None
+        return fetched
+
+    def defer_ack(self, task: asyncio.Task[None], count: int) -> None:
+        """Leave ``task`` (an ack of ``count`` entries) in flight; the one before must be settled."""
+        assert self.acking is None, "settle the ack in flight before deferring another"
+        self.acking = (task, count)
+
+    async def settled(self) -> int | None:
+        """Wait for the ack in flight; how many entries it acked, or None when none was in flight."""
+        pending, self.acking = self.acking, None
+        if pending is None:
+            return None
+        task, count = pending
+        await task
+        return count
+
+    def abandon(self, on_acked: Callable[[int], None]) -> None:
+        """Let the ack in flight finish on its own; ``on_acked(count)`` runs if it succeeds."""
+        pending, self.acking = self.acking, None
+        if pending is None:
+            return
+        task, count = pending
+
+        def done(finished: asyncio.Task[None]) -> None:
+            if not finished.cancelled() and finished.exception() is None:
+                on_acked(count)
+
+        task.add_done_callback(done)

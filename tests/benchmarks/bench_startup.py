@@ -1,0 +1,75 @@
+"""Benchmark: how long ``relayd`` takes to start, beside ``python -c "import redis.asyncio"``.
+
+Times, as whole processes on this interpreter: ``import redis.asyncio`` (the yardstick: every
+command that talks to Redis pays it), ``relayd --help``, and ``relayd sweep --once`` on an empty
+prefix of a throwaway redis-server. With ``--old PATH`` (a checkout of another version, for
+example ``git worktree add /tmp/old 55ebfcd``) the relayd commands also run from there, through
+``PYTHONPATH`` and the working directory; the current code runs the same way from this checkout,
+so both start alike.
+Runs alternate variant by variant, so a machine that drifts slows every variant alike; the
+medians are printed with their ratio to the yardstick.
+
+Run: ``python tests/benchmarks/bench_startup.py [--old PATH] [--runs N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from relayd.bench.server import throwaway_redis_server
+
+HERE = Path(__file__).resolve().parents[2]
+YARDSTICK = "import redis.asyncio"
+
+
+def _time_s(argv: list[str], pythonpath: Path | None) -> float:
+    env = dict(os.environ)
+    for name in [n for n in env if n.startswith("RELAYD_")]:
+        del env[name]
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    began = time.perf_counter()
+    # ``-m`` and ``-c`` put the working directory first on the path: run in the checkout timed.
+    done = subprocess.run(argv, env=env, cwd=pythonpath, capture_output=True, check=False)
+    elapsed = time.perf_counter() - began
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--old", type=Path, help="another checkout to time beside this one")
+    parser.add_argument("--runs", type=int, default=9, help="runs of each variant (median kept)")
+    args = parser.parse_args()
+    checkouts = {"new": HERE} | ({"old": args.old.resolve()} if args.old else {})
+    with throwaway_redis_server() as (_, port):
+        url = f"redis://127.0.0.1:{port}/0"
+        relayd = [sys.executable, "-m", "relayd"]
+        sweep = [*relayd, "sweep", "--once", "--redis-url", url, "--prefix", "startup-empty"]
+        sweep += ["--sink", "null", "--log-level", "error"]
+        variants: dict[str, tuple[list[str], Path | None]] = {
+            YARDSTICK: ([sys.executable, "-c", YARDSTICK], None)
+        }
+        for name, root in checkouts.items():
+            variants[f"relayd --help ({name})"] = ([*relayd, "--help"], root)
+            variants[f"relayd sweep --once ({name})"] = (sweep, root)
+        times: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(args.runs):
+            for name, (argv, root) in variants.items():
+                times[name].append(_time_s(argv, root))
+    yardstick = statistics.median(times[YARDSTICK])
+    print(f"{'command':<34} {'median s':>9} {'min s':>7} {'x import redis.asyncio':>23}")
+    for name, runs in times.items():
+        median = statistics.median(runs)
+        print(f"{name:<34} {median:>9.3f} {min(runs):>7.3f} {median / yardstick:>23.2f}")
+
+
+if __name__ == "__main__":
+    main()
