@@ -44,6 +44,7 @@ import redis.asyncio as aioredis
 import redis.utils
 from prometheus_client import CollectorRegistry
 
+from relayd.batch import Batch
 from relayd.bench.baselines import ClientBaseline, DrainBacklog, Publish, baseline_for
 from relayd.bench.http_target import LOCAL_PLACEHOLDER, http_target
 from relayd.bench.seed import drain_like_incumbent, live_count, render_backlog, seed
@@ -116,7 +117,7 @@ class TimingSink:
     async def start(self) -> None:
         await self.inner.start()
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         outcomes = await self.inner.deliver(batch)
         now = self.clock()
         confirmed: Sequence[Envelope]
