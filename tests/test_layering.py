@@ -26,7 +26,7 @@ PURE_MODULES = [
     "store/codec.py",
     "store/keys.py",
 ]
-IMPURE_IMPORTS = ("redis", "structlog", "time", "asyncio", "httpx")
+IMPURE_IMPORTS = ("redis", "structlog", "time", "asyncio", "httpx", "aiohttp")
 
 
 def _imports(path: Path) -> set[str]:

@@ -7,7 +7,7 @@ order. relayd acks an entry only after its outcome is ``Delivered``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from relayd.batch import Batch
@@ -85,3 +85,12 @@ class SinkOptions:
     redis_ca_file: str | None = None
     #: Permit plaintext Redis to non-loopback hosts (DESIGN §7).
     allow_plaintext: bool = False
+    #: Seconds to open a webhook connection, and between reads of an answer (None: only the total).
+    webhook_connect_timeout_s: float | None = None
+    webhook_read_timeout_s: float | None = None
+    #: Extra request headers from ``--webhook-headers-file`` (values may be credentials: no repr).
+    webhook_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    #: Send webhook bodies gzip-compressed (``Content-Encoding: gzip``).
+    webhook_gzip: bool = False
+    #: CA bundle for ``https://`` webhooks (None: the system trust store).
+    webhook_ca_file: str | None = None
