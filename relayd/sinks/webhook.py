@@ -59,7 +59,7 @@ from relayd.sinks.http_policy import classify_status, sign
 from relayd.sinks.per_key import deliver_in_key_order
 from relayd.sinks.spec import SinkSpec
 
-#: Gzip level for ``--webhook-gzip``: small envelopes compress nearly as well as at 9, cheaper.
+#: Gzip level for ``--webhook-gzip``: a middle level; small bodies gain little from the slowest ones.
 GZIP_LEVEL: Final = 5
 
 
