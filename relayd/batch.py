@@ -112,14 +112,5 @@ class EnvelopeList(Batch):
     def render(self) -> list[bytes]:
         return [envelope.to_json() for envelope in self._envelopes]
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, EnvelopeList):
-            return self._kind == other._kind and self._envelopes == other._envelopes
-        if isinstance(other, Sequence):
-            return list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, like the list it wraps
-
     def __repr__(self) -> str:
         return f"EnvelopeList({self._envelopes!r}, kind={self._kind!r})"

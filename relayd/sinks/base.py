@@ -78,7 +78,7 @@ class SinkOptions:
     """What a sink factory may need beyond its spec text (from Settings; secrets as bytes)."""
 
     #: HMAC-SHA256 key for webhook signatures, read from ``--webhook-secret-file``.
-    webhook_secret: bytes | None = None
+    webhook_secret: bytes | None = field(default=None, repr=False)
     webhook_timeout_s: float = 10.0
     webhook_concurrency: int = 16
     #: CA bundle for ``rediss://`` destinations (None: the system trust store).

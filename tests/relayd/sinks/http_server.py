@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import ssl
 import threading
 import time
 from collections import Counter
@@ -11,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
@@ -97,15 +99,25 @@ class ScriptedServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
+        scheme = "https" if isinstance(self.httpd.socket, ssl.SSLSocket) else "http"
+        return f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}/hook"
 
 
 @contextmanager
-def serve(script: Script, on_request: Callable[[Request], None] | None = None) -> Iterator[ScriptedServer]:
-    """Run a ScriptedServer in a thread for the duration of the block."""
+def serve(
+    script: Script,
+    on_request: Callable[[Request], None] | None = None,
+    *,
+    tls: tuple[Path, Path] | None = None,
+) -> Iterator[ScriptedServer]:
+    """Run a ScriptedServer in a thread for the duration of the block (HTTPS with ``tls=(cert, key)``)."""
     server = ScriptedServer(script)
     if on_request is not None:
         server.on_request = on_request  # type: ignore[method-assign]
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.httpd.socket = context.wrap_socket(server.httpd.socket, server_side=True)
     thread = threading.Thread(target=server.httpd.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import hashlib
 import hmac
@@ -11,6 +12,7 @@ import time
 from email.utils import formatdate
 
 from support.redis_server import free_port
+from support.tls import make_pki
 
 from relayd.batch import Batch
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, SinkSpec
@@ -271,6 +273,27 @@ async def test_connect_timeout_is_its_own_timeout() -> None:
                 filler.close()
 
     assert [Retry(error="webhook timeout (ConnectionTimeoutError)")] == list(outcomes)
+
+
+async def test_https_is_verified_against_the_ca_file(tmp_path) -> None:
+    """With the right CA file the request goes through; with another CA it never reaches the server."""
+    pki = make_pki(tmp_path, now=dt.datetime.now(dt.UTC))
+    with serve(lambda body, nth: Reply(200), tls=(pki.server_cert, pki.server_key)) as server:
+        trusted = make_sink(server.url, webhook_ca_file=str(pki.ca_cert))
+        untrusted = make_sink(server.url, webhook_ca_file=str(pki.wrong_ca_cert))
+        for sink in (trusted, untrusted):
+            await sink.start()
+        delivered = await trusted.deliver(Batch.of([outbox("p", 1, "a")]))
+        refused = await untrusted.deliver(Batch.of([outbox("p", 2, "a")]))
+        for sink in (trusted, untrusted):
+            await sink.close()
+
+    assert list(delivered) == [DELIVERED]
+    assert len(refused) == 1
+    assert isinstance(refused[0], Retry)
+    assert refused[0].error.startswith("webhook connection error")
+    assert "127.0.0.1" not in refused[0].error
+    assert [r.body["id"] for r in server.requests] == ["p:outbox:1"]
 
 
 def test_server_helper_is_a_real_socket_server() -> None:
