@@ -47,6 +47,11 @@ class Defaults:
     webhook_secret_file: Path | None = None
     webhook_timeout: float = 10.0
     webhook_concurrency: int = 16
+    webhook_connect_timeout: float | None = None
+    webhook_read_timeout: float | None = None
+    webhook_headers_file: Path | None = None
+    webhook_gzip: bool = False
+    webhook_ca_file: Path | None = None
     console_addr: str = "127.0.0.1:9465"
     console_token_file: Path | None = None
     allow_actions: bool = False

@@ -34,6 +34,7 @@ from relayd.engine.options import SweepOptions
 from relayd.errors import ConfigError
 from relayd.redis_url import RedisAddress, parse_redis_url, plaintext_refusal
 from relayd.sinks.base import SinkOptions
+from relayd.sinks.http_policy import parse_header_lines
 from store import Keyspace
 
 #: Most prefixes one range form may expand to (a typo like ``0..99999`` is an error, not a hang).
@@ -92,6 +93,19 @@ def read_secret_file(option: str, path: Path) -> str:
     if not value:
         raise ValueError(f"{option}: {str(path)!r} is empty")
     return value
+
+
+def read_headers_file(option: str, path: Path) -> tuple[tuple[str, str], ...]:
+    """The extra headers in a mounted file (``relayd.sinks.http_policy.parse_header_lines``)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ValueError(f"{option}: cannot read {str(path)!r}: {reason}") from None
+    try:
+        return parse_header_lines(text)
+    except ValueError as exc:
+        raise ValueError(f"{option}: {str(path)!r} {exc}") from None
 
 
 def _check_readable(option: str, path: Path | None) -> None:
@@ -153,6 +167,11 @@ class Settings(BaseSettings):
     allow_actions: bool = DEFAULTS.allow_actions
     # Most dead letters the console replays per second, so a replay never floods a sink.
     console_replay_rate: float = Field(DEFAULTS.console_replay_rate, gt=0, le=100_000)
+    webhook_connect_timeout: float | None = Field(DEFAULTS.webhook_connect_timeout, gt=0, le=600)
+    webhook_read_timeout: float | None = Field(DEFAULTS.webhook_read_timeout, gt=0, le=600)
+    webhook_headers_file: Path | None = DEFAULTS.webhook_headers_file
+    webhook_gzip: bool = DEFAULTS.webhook_gzip
+    webhook_ca_file: Path | None = DEFAULTS.webhook_ca_file
 
     _address: RedisAddress = PrivateAttr()
     _redis_username: str | None = PrivateAttr(default=None)
@@ -160,6 +179,7 @@ class Settings(BaseSettings):
     _webhook_secret: SecretStr | None = PrivateAttr(default=None)
     _sentinel_username: str | None = PrivateAttr(default=None)
     _sentinel_password: SecretStr | None = PrivateAttr(default=None)
+    _webhook_headers: tuple[tuple[str, str], ...] = PrivateAttr(default=())
 
     @field_validator("prefix", mode="before")
     @classmethod
@@ -219,6 +239,9 @@ class Settings(BaseSettings):
             self._webhook_secret = SecretStr(
                 read_secret_file("--webhook-secret-file", self.webhook_secret_file)
             )
+        _check_readable("--webhook-ca-file", self.webhook_ca_file)
+        if self.webhook_headers_file is not None:
+            self._webhook_headers = read_headers_file("--webhook-headers-file", self.webhook_headers_file)
         self._address = address
         self._redis_username = username
         self._redis_password = password
@@ -265,7 +288,8 @@ class Settings(BaseSettings):
     def secrets(self) -> tuple[str, ...]:
         """Every secret value configured, for the log redaction processor."""
         values = [self._redis_password, self._webhook_secret, self._address.password, self._sentinel_password]
-        return tuple(v.get_secret_value() for v in values if v is not None)
+        header_values = tuple(value for _, value in self._webhook_headers)
+        return tuple(v.get_secret_value() for v in values if v is not None) + header_values
 
     def sink_specs(self) -> dict[str, str]:
         """The sink spec per kind, ``--sink`` filling in the kinds not set on their own."""
@@ -301,6 +325,11 @@ class Settings(BaseSettings):
             sentinel_password=(
                 self._sentinel_password.get_secret_value() if self._sentinel_password is not None else None
             ),
+            webhook_connect_timeout_s=self.webhook_connect_timeout,
+            webhook_read_timeout_s=self.webhook_read_timeout,
+            webhook_headers=self._webhook_headers,
+            webhook_gzip=self.webhook_gzip,
+            webhook_ca_file=str(self.webhook_ca_file) if self.webhook_ca_file is not None else None,
         )
 
 

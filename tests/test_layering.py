@@ -19,6 +19,7 @@ PURE_MODULES = [
     "relayd/engine/ordering.py",
     "relayd/engine/shares.py",
     "relayd/engine/notify.py",
+    "relayd/batch.py",
     "relayd/envelope.py",
     "relayd/health.py",
     "relayd/sinks/spec.py",
@@ -37,7 +38,7 @@ PURE_MODULES = [
     "relayd/console/rates.py",
     "relayd/console/commands.py",
 ]
-IMPURE_IMPORTS = ("redis", "structlog", "time", "asyncio", "httpx")
+IMPURE_IMPORTS = ("redis", "structlog", "time", "asyncio", "httpx", "aiohttp")
 
 
 def _imports(path: Path) -> set[str]:

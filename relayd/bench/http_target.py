@@ -2,9 +2,10 @@
 
 It runs in its own process (``python -m relayd.bench.http_target --server NAME --port N``), so
 its CPU is neither the relay's nor the baseline's and it has a core of its own. ``GET /count``
-answers how many POSTs it has taken. Two servers: aiohttp's own (the default: it kept up
-better than uvicorn with its pure-Python h11 parser, see docs/benchmarks.md "Sink benchmarks")
-and uvicorn with a bare ASGI app.
+answers how many POSTs it has taken. Two servers: aiohttp's own (the default: the webhook sink
+already depends on aiohttp, and the raw client's rate against it was within the noise of its
+rate against uvicorn in the same run, docs/benchmarks.md "Sink benchmarks") and uvicorn
+(``--http-server uvicorn``, from the ``dev`` extra) with a bare ASGI app.
 """
 
 from __future__ import annotations

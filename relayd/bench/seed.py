@@ -20,8 +20,9 @@ from typing import Any, Final
 import redis
 import redis.asyncio as aioredis
 
+from relayd.batch import Batch
 from relayd.bench.stats import COMMITTED_AT
-from relayd.envelope import Envelope, Kind, outbox_envelope, outbox_envelopes, spawn_envelope, timer_envelope
+from relayd.envelope import Kind, outbox_envelope, outbox_envelopes, spawn_envelope, timer_envelope
 from relayd.sinks.base import Delivered, Sink
 from store import Event, Execution, Keyspace, RawEntry, RawTimer, RedisStore, TimerOp, parse_seq
 
@@ -78,11 +79,16 @@ async def render_backlog(
     ks = Keyspace(prefix)
     if kind == "timer":
         rows: list[tuple[bytes, float]] = await client.zrange(ks.timers, 0, -1, withscores=True)  # type: ignore[assignment]  # withscores pairs
-        envelopes: list[Envelope] = [
-            timer_envelope(RawTimer(member, float(score)), prefix=prefix, attempt=1, relayed_at=relayed_at)
-            for member, score in rows
-        ]
-        return [e.to_json() for e in envelopes], [e.ordering_key for e in envelopes]
+        timers = Batch.of(
+            [
+                timer_envelope(
+                    RawTimer(member, float(score)), prefix=prefix, attempt=1, relayed_at=relayed_at
+                )
+                for member, score in rows
+            ],
+            kind,
+        )
+        return timers.render(), timers.keys()
     stored: dict[bytes, bytes] = await client.hgetall(ks.outbox if kind == "outbox" else ks.spawns)  # type: ignore[assignment]  # decode_responses off
     entries = sorted(
         (RawEntry(f.decode(), parse_seq(f), v) for f, v in stored.items()),
@@ -90,9 +96,11 @@ async def render_backlog(
     )
     if kind == "outbox":
         window, _, _ = outbox_envelopes(entries, prefix=prefix, attempt=1, relayed_at=relayed_at)
-        return window.render(), list(window.targets)
-    envelopes = [spawn_envelope(e, prefix=prefix, attempt=1, relayed_at=relayed_at) for e in entries]
-    return [e.to_json() for e in envelopes], [e.ordering_key for e in envelopes]
+        return window.render(), window.keys()
+    batch = Batch.of(
+        [spawn_envelope(e, prefix=prefix, attempt=1, relayed_at=relayed_at) for e in entries], kind
+    )
+    return batch.render(), batch.keys()
 
 
 async def drain_like_incumbent(
@@ -125,5 +133,5 @@ async def drain_like_incumbent(
 
 
 async def _deliver_one(sink: Sink, envelope: Any) -> bool:
-    outcomes = await sink.deliver([envelope])
+    outcomes = await sink.deliver(Batch.of([envelope]))
     return bool(outcomes) and isinstance(outcomes[0], Delivered)

@@ -66,7 +66,11 @@ def bench(  # noqa: PLR0917 - Typer builds one option per parameter
     ] = True,
     repeat: Annotated[
         int,
-        _opt("--repeat", help_text="Relay drains per kind; the median is reported, each rate listed.", min=1),
+        _opt(
+            "--repeat",
+            help_text="Relay drains per kind (and client-baseline runs, alternating); medians reported.",
+            min=1,
+        ),
     ] = 1,
     suite: Annotated[
         str, _opt("--suite", help_text="drain, scale, timers, idle, wake (comma-separated) or all.")
@@ -246,6 +250,9 @@ def _render_drain(kinds: list[dict[str, Any]], console: Console) -> None:
         if "relay_entries_per_s" in row:
             rates = ", ".join(f"{rate:,.0f}" for rate in row["relay_entries_per_s"])
             console.print(f"{row['kind']}: relay drains in order {rates} entries/s (the median is above)")
+        if "baseline_entries_per_s" in row:
+            rates = ", ".join(f"{rate:,.0f}" for rate in row["baseline_entries_per_s"])
+            console.print(f"{row['kind']}: baseline runs in order {rates} entries/s (the median is above)")
 
 
 def register(app: typer.Typer) -> None:

@@ -132,6 +132,11 @@ def sweep(  # noqa: PLR0917 - Typer builds one option per parameter
     webhook_secret_file: o.WebhookSecretFile = None,
     webhook_timeout: o.WebhookTimeout = None,
     webhook_concurrency: o.WebhookConcurrency = None,
+    webhook_connect_timeout: o.WebhookConnectTimeout = None,
+    webhook_read_timeout: o.WebhookReadTimeout = None,
+    webhook_headers_file: o.WebhookHeadersFile = None,
+    webhook_gzip: o.WebhookGzip = False,
+    webhook_ca_file: o.WebhookCaFile = None,
 ) -> None:
     """Deliver outbox events, spawn intents and due timers to the sinks; ack what they confirmed."""
     import asyncio

@@ -22,12 +22,13 @@ import redis
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
+from relayd.batch import Batch
 from relayd.console.server import ConsoleOptions, serve_console
 from relayd.demo.embedded import EmbeddedRedis
 from relayd.demo.run import DEMO_PREFIX, Committed, CountingSink, run_workload
 from relayd.engine.loop import run_relay
 from relayd.engine.options import SweepOptions
-from relayd.envelope import KINDS, Envelope, Kind, render_all
+from relayd.envelope import KINDS, Kind
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Outcome, Permanent
@@ -42,8 +43,8 @@ class FailingTargetSink(CountingSink):
 
     name = "demo-failing-target"
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
-        bodies = render_all(batch)
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
+        bodies = batch.render()
         outcomes: list[Outcome] = []
         for envelope, body in zip(batch, bodies, strict=True):
             if orjson.loads(body).get("target_id") == FAILING_TARGET:

@@ -31,10 +31,11 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from relayd.batch import Batch
 from relayd.demo.embedded import EmbeddedRedis
 from relayd.engine.loop import run_relay
 from relayd.engine.options import SweepOptions
-from relayd.envelope import KINDS, Envelope, Kind
+from relayd.envelope import KINDS, Kind
 from relayd.health import Health
 from relayd.http import serve_http
 from relayd.metrics import RelayMetrics
@@ -65,7 +66,7 @@ class CountingSink:
     async def start(self) -> None:
         return None
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         for envelope in batch:
             self.ids[envelope.kind].add(envelope.id)
         self.deliveries += len(batch)

@@ -50,6 +50,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from relayd.batch import Batch
 from relayd.envelope import Envelope
 from relayd.errors import ConfigError, SinkError
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
@@ -126,7 +127,7 @@ class HarelSink:
             pool_wait_s=POOL_WAIT_S,
         )
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         if self._transport_client is None:
             raise SinkError("sink 'harel' delivered to before start()")
         envelopes = list(batch)  # the one read of the batch: envelopes of one kind

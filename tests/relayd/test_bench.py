@@ -12,6 +12,7 @@ import redis
 import structlog
 from typer.testing import CliRunner
 
+from relayd.batch import Batch
 from relayd.bench.runner import TimingSink
 from relayd.bench.stats import (
     COMMITTED_AT,
@@ -263,7 +264,7 @@ async def test_the_timing_sink_counts_and_samples_only_confirmed_entries(
     ]
     sink = TimingSink(_Answers(outcomes), clock=lambda: 100.0, sample_every=2)
 
-    await sink.deliver(batch)
+    await sink.deliver(Batch.of(batch))
 
     assert sink.delivered == delivered
     assert list(sink.latencies_s) == sampled

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from relayd.envelope import Envelope, render_all
+from relayd.batch import Batch
 from relayd.sinks import Outcome, SinkOptions, SinkSpec
 from relayd.sinks.base import DELIVERED, Permanent
 
@@ -28,8 +28,8 @@ class GateSink:
     async def start(self) -> None:
         return None
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
-        bodies = render_all(batch)
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
+        bodies = batch.render()
         blocked = set(self._block.read_text().split()) if self._block.exists() else set()
         outcomes: list[Outcome] = []
         delivered: list[bytes] = []
