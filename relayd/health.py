@@ -37,6 +37,8 @@ class HealthSnapshot:
     redis_error: str | None = "not connected yet"  # None once Redis answered
     sinks_ready: Mapping[str, bool] = field(default_factory=dict)
     stopping: bool = False
+    #: why a sink is not ready, for the sinks that say (``not_ready_reason()``)
+    sinks_reason: Mapping[str, str] = field(default_factory=dict)
 
 
 def healthz(snapshot: HealthSnapshot, *, now_s: float, stale_after_s: float) -> Answer:
@@ -57,7 +59,11 @@ def readyz(snapshot: HealthSnapshot) -> Answer:
         return Answer(False, f"redis: {snapshot.redis_error}")
     not_ready = sorted(name for name, ready in snapshot.sinks_ready.items() if not ready)
     if not_ready:
-        return Answer(False, f"sink not ready: {', '.join(not_ready)}")
+        named = (
+            f"{name} ({snapshot.sinks_reason[name]})" if name in snapshot.sinks_reason else name
+            for name in not_ready
+        )
+        return Answer(False, f"sink not ready: {', '.join(named)}")
     return Answer(True, "ok")
 
 
@@ -70,6 +76,7 @@ class Health:
         self._last_progress_s: float | None = None
         self._redis_error: str | None = "not connected yet"
         self._sinks: dict[str, Callable[[], bool]] = {}
+        self._reasons: dict[str, Callable[[], str | None]] = {}
         self._stopping = False
 
     def progress(self, now_s: float) -> None:
@@ -86,10 +93,15 @@ class Health:
         with self._lock:
             self._redis_error = reason
 
-    def watch_sinks(self, sinks: Mapping[str, Callable[[], bool]]) -> None:
-        """Ask these ``ready()`` callables on every readiness probe."""
+    def watch_sinks(
+        self,
+        sinks: Mapping[str, Callable[[], bool]],
+        reasons: Mapping[str, Callable[[], str | None]] | None = None,
+    ) -> None:
+        """Ask these ``ready()`` callables on every readiness probe, and ``reasons`` why not."""
         with self._lock:
             self._sinks = dict(sinks)
+            self._reasons = dict(reasons or {})
 
     def stopping(self) -> None:
         with self._lock:
@@ -98,14 +110,19 @@ class Health:
     def snapshot(self) -> HealthSnapshot:
         with self._lock:
             sinks = dict(self._sinks)
+            reasons = dict(self._reasons)
             snap = HealthSnapshot(self._last_progress_s, self._redis_error, {}, self._stopping)
         ready: dict[str, bool] = {}
+        why: dict[str, str] = {}
         for name, is_ready in sinks.items():
             try:
                 ready[name] = bool(is_ready())
+                reason = reasons[name]() if not ready[name] and name in reasons else None
             except Exception:  # a broken ready() means not ready, never a failed probe
-                ready[name] = False
-        return HealthSnapshot(snap.last_progress_s, snap.redis_error, ready, snap.stopping)
+                ready[name], reason = False, None
+            if reason:
+                why[name] = reason
+        return HealthSnapshot(snap.last_progress_s, snap.redis_error, ready, snap.stopping, why)
 
     def live(self, now_s: float) -> Answer:
         return healthz(self.snapshot(), now_s=now_s, stale_after_s=self.stale_after_s)

@@ -225,11 +225,14 @@ class Settings(BaseSettings):
     webhook_secret_file: Path | None = None
     webhook_timeout: float = Field(10.0, gt=0, le=600)
     webhook_concurrency: int = Field(16, ge=1, le=10_000)
+    amqp_password_file: Path | None = None
+    amqp_ca_file: Path | None = None
 
     _address: RedisAddress = PrivateAttr()
     _redis_username: str | None = PrivateAttr(default=None)
     _redis_password: SecretStr | None = PrivateAttr(default=None)
     _webhook_secret: SecretStr | None = PrivateAttr(default=None)
+    _amqp_password: SecretStr | None = PrivateAttr(default=None)
 
     @field_validator("prefix", mode="before")
     @classmethod
@@ -290,6 +293,9 @@ class Settings(BaseSettings):
             self._webhook_secret = SecretStr(
                 read_secret_file("--webhook-secret-file", self.webhook_secret_file)
             )
+        _check_readable("--amqp-ca-file", self.amqp_ca_file)
+        if self.amqp_password_file is not None:
+            self._amqp_password = SecretStr(read_secret_file("--amqp-password-file", self.amqp_password_file))
         self._address = address
         self._redis_username = username
         self._redis_password = password
@@ -311,7 +317,7 @@ class Settings(BaseSettings):
 
     def secrets(self) -> tuple[str, ...]:
         """Every secret value configured, for the log redaction processor."""
-        values = [self._redis_password, self._webhook_secret, self._address.password]
+        values = [self._redis_password, self._webhook_secret, self._address.password, self._amqp_password]
         return tuple(v.get_secret_value() for v in values if v is not None)
 
     def sink_specs(self) -> dict[str, str]:
@@ -344,6 +350,8 @@ class Settings(BaseSettings):
             webhook_concurrency=self.webhook_concurrency,
             redis_ca_file=str(self.redis_ca_file) if self.redis_ca_file is not None else None,
             allow_plaintext=self.allow_plaintext,
+            amqp_password=self._amqp_password.get_secret_value() if self._amqp_password else None,
+            amqp_ca_file=str(self.amqp_ca_file) if self.amqp_ca_file is not None else None,
         )
 
 

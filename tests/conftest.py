@@ -14,6 +14,7 @@ import fakeredis
 import pytest
 import redis
 import redis.asyncio as aioredis
+from support.rabbitmq import RabbitServer, start_rabbitmq
 from support.redis_server import RedisServer, start_redis_server
 
 pytest_plugins = ["support.ci_rules"]
@@ -25,6 +26,15 @@ BACKENDS = ["fake", "real"]
 def redis_server() -> Iterator[RedisServer]:
     """One real redis-server for the whole session (per xdist worker); tests isolate by prefix."""
     server = start_redis_server()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_server() -> Iterator[RabbitServer]:
+    """One RabbitMQ node for the session (per xdist worker; it boots in seconds); tests isolate by
+    exchange and queue names. A test that stops it starts it again before it ends."""
+    server = start_rabbitmq()
     yield server
     server.cleanup()
 

@@ -151,6 +151,14 @@ WebhookConcurrency = Annotated[
     int | None, _option("webhook_concurrency", "Most webhook requests in flight at once.", SINKS)
 ]
 
+AmqpPasswordFile = Annotated[
+    Path | None, _option("amqp_password_file", "File holding the AMQP user's password (amqp sink).", SECURITY)
+]
+AmqpCaFile = Annotated[
+    Path | None,
+    _option("amqp_ca_file", "PEM CA bundle trusted for amqps:// instead of the system store.", SECURITY),
+]
+
 
 #: What every command that connects to Redis takes: where (declared first, so the Redis panel
 #: leads the help), then how to log and which credentials and TLS (declared last).

@@ -118,6 +118,8 @@ def sweep(  # noqa: PLR0917 - Typer builds one option per parameter
     webhook_secret_file: o.WebhookSecretFile = None,
     webhook_timeout: o.WebhookTimeout = None,
     webhook_concurrency: o.WebhookConcurrency = None,
+    amqp_password_file: o.AmqpPasswordFile = None,
+    amqp_ca_file: o.AmqpCaFile = None,
 ) -> None:
     """Deliver outbox events, spawn intents and due timers to the sinks; ack what they confirmed."""
     settings = o.settings_from(ctx)

@@ -231,6 +231,11 @@ def check_redis_url(url: str, sink: str, *, allow_plaintext: bool) -> None:
         )
 
 
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` names this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    return _is_loopback(host.strip("[]").lower())
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True

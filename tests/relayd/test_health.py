@@ -51,3 +51,21 @@ def test_not_ready_before_redis_answered_and_while_stopping():
     health.stopping()
 
     assert (starting.ok, health.ready().reason) == (False, "shutting down")
+
+
+def test_readyz_gives_the_reason_a_sink_states_for_not_being_ready():
+    """A sink's optional not_ready_reason() is shown; a ready sink's reason is not asked for."""
+    health = Health()
+    health.redis_ok()
+    state = {"ready": False}
+    health.watch_sinks(
+        {"outbox:amqp": lambda: state["ready"], "timer:log": lambda: True},
+        {"outbox:amqp": lambda: "amqp: 2 unroutable message(s)", "timer:log": lambda: 1 / 0},
+    )
+
+    answer = health.ready()
+    state["ready"] = True
+
+    assert answer.reason == "sink not ready: outbox:amqp (amqp: 2 unroutable message(s))"
+    assert answer.status == 503
+    assert health.ready().ok
