@@ -14,6 +14,7 @@ import fakeredis
 import pytest
 import redis
 import redis.asyncio as aioredis
+from support.moto import MotoServer, start_moto
 from support.rabbitmq import RabbitServer, start_rabbitmq
 from support.redis_server import RedisServer, start_redis_server
 
@@ -37,6 +38,15 @@ def rabbitmq_server() -> Iterator[RabbitServer]:
     server = start_rabbitmq()
     yield server
     server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[MotoServer]:
+    """One moto server (SQS, SNS, Kinesis) for the session; tests isolate by queue, topic and
+    stream names. A test that stops it starts it again before it ends (empty: moto keeps nothing)."""
+    server = start_moto()
+    yield server
+    server.stop()
 
 
 @pytest.fixture
