@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 
 import orjson
 import pytest
-from faults.harness import RecordProperty, RedisProcess, RelayProcess, sample, seed_backlog, wait_until
+from faults.harness import (
+    RecordProperty,
+    RedisProcess,
+    RelayProcess,
+    readyz,
+    sample,
+    seed_backlog,
+    wait_until,
+)
 from support.harel_backlog import order_violations
 from support.ledger import assert_ledger, compute_ledger, report_ledger
 from support.rabbitmq import RabbitServer, declare, drain
@@ -29,17 +35,6 @@ from store import RedisStore
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
 PREFIX = "mq"
-
-
-def readyz(port: int) -> tuple[int, str]:
-    """Status and body of the relay's /readyz (0 when it does not answer)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-    except OSError:
-        return 0, ""
 
 
 def test_rabbitmq_stopped_and_restarted_mid_drain_loses_nothing(
@@ -64,7 +59,10 @@ def test_rabbitmq_stopped_and_restarted_mid_drain_loses_nothing(
     arrived: list[dict[str, object]] = []
 
     def take() -> int:
-        got = [(m.message_id, orjson.loads(m.body)) for m in asyncio.run(drain(rabbitmq_server.url, queue))]
+        got = [
+            (m.message_id, orjson.loads(m.body))
+            for m in asyncio.run(drain(rabbitmq_server.url, queue, limit=1000))
+        ]
         assert all(message_id == envelope["id"] for message_id, envelope in got)
         arrived.extend(envelope for _, envelope in got)
         return len(got)

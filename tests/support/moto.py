@@ -145,11 +145,18 @@ class Message:
     dedup_id: str | None = None
 
 
-def receive_all(sqs: Any, queue_url: str, *, empty_polls: int = 2) -> list[Message]:
-    """Receive (and delete) every message now in the queue, in the order SQS hands them out."""
+def receive_all(
+    sqs: Any, queue_url: str, *, empty_polls: int = 2, max_polls: int | None = None
+) -> list[Message]:
+    """Receive (and delete) every message now in the queue, in the order SQS hands them out.
+
+    Stops after ``empty_polls`` empty receives, or after ``max_polls`` receives (a consumer
+    running beside a producer hands on what it has instead of waiting for a quiet queue).
+    """
     got: list[Message] = []
-    empty = 0
-    while empty < empty_polls:
+    empty = polls = 0
+    while empty < empty_polls and (max_polls is None or polls < max_polls):
+        polls += 1
         reply = sqs.receive_message(
             QueueUrl=queue_url,
             MaxNumberOfMessages=10,

@@ -227,15 +227,15 @@ async def declare(url: str, exchange: str, bindings: dict[str, str]) -> None:
         await connection.close()
 
 
-async def drain(url: str, queue: str) -> list[Received]:
-    """Take every message now in ``queue``, in queue order (basic.get until empty, acked)."""
+async def drain(url: str, queue: str, *, limit: int | None = None) -> list[Received]:
+    """Take every message now in ``queue`` (at most ``limit``), in queue order (basic.get, no ack)."""
     import aiormq
 
     connection = await aiormq.connect(_with_guest_password(url))
     got: list[Received] = []
     try:
         channel = await connection.channel()
-        while True:
+        while limit is None or len(got) < limit:
             message = await channel.basic_get(queue, no_ack=True)
             if message.delivery_tag is None:  # Basic.GetEmpty
                 return got
@@ -250,6 +250,7 @@ async def drain(url: str, queue: str) -> list[Received]:
                     routing_key=message.routing_key or "",
                 )
             )
+        return got
     finally:
         await connection.close()
 
