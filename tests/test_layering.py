@@ -16,6 +16,7 @@ PURE_MODULES = [
     "relayd/engine/ordering.py",
     "relayd/engine/shares.py",
     "relayd/engine/notify.py",
+    "relayd/batch.py",
     "relayd/envelope.py",
     "relayd/health.py",
     "relayd/sinks/spec.py",

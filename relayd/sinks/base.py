@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from relayd.envelope import Envelope
+from relayd.batch import Batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +60,12 @@ class Sink(Protocol):
     async def start(self) -> None:
         """Open connections and files. Raises ``SinkError`` or ``ConfigError`` when it cannot."""
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         """Deliver ``batch`` and return one outcome per envelope, in order.
 
-        ``batch`` is a ``Sequence[Envelope]``: a list, or a window of outbox entries
-        (``relayd.envelope.OutboxWindow``) that makes each envelope when indexed;
-        ``relayd.envelope.render_all`` and its siblings read either without making them.
+        ``batch`` is a ``relayd.batch.Batch``: a ``Sequence[Envelope]`` of one kind with
+        ``batch.kind``, ``batch.ids()``, ``batch.keys()`` and ``batch.render()``, which read a
+        columnar window without making an envelope per entry (docs/sinks.md).
         An exception raised here counts as ``Retry`` for every envelope of the batch.
         """
 
