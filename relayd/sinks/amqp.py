@@ -38,7 +38,7 @@ import ssl
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from relayd.envelope import Envelope, ids_of, keys_of, kind_of, render_all
+from relayd.batch import Batch
 from relayd.errors import ConfigError
 from relayd.sinks.amqp_target import AmqpTarget, parse_amqp_target
 from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
@@ -112,16 +112,15 @@ class AmqpSink:
 
     # -- delivery ------------------------------------------------------------------------------
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         if not batch:
             return []
-        bodies, ids, keys, kind = render_all(batch), ids_of(batch), keys_of(batch), kind_of(batch)
+        bodies, ids, keys, kind = batch.render(), batch.ids(), batch.keys(), batch.kind
         count = len(bodies)
-        kinds = [kind] * count if kind is not None else [e.kind for e in batch]
         routing_keys = fill_all(
             self._target.routing_key,
             targets=keys,
-            kinds=kinds,
+            kind=kind,
             prefixes=[e.prefix for e in batch] if "{prefix}" in self._target.routing_key else [""] * count,
         )
         try:
@@ -138,11 +137,14 @@ class AmqpSink:
                 exchange=exchange,
                 routing_key=routing_key,
                 properties=properties(
-                    content_type=CONTENT_TYPE, delivery_mode=PERSISTENT, message_id=entry_id, message_type=k
+                    content_type=CONTENT_TYPE,
+                    delivery_mode=PERSISTENT,
+                    message_id=entry_id,
+                    message_type=kind,
                 ),
                 mandatory=True,
             )
-            for body, routing_key, entry_id, k in zip(bodies, routing_keys, ids, kinds, strict=True)
+            for body, routing_key, entry_id in zip(bodies, routing_keys, ids, strict=True)
         ]
         try:
             async with asyncio.timeout(CONFIRM_TIMEOUT_S):

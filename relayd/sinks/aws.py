@@ -32,7 +32,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
-from relayd.envelope import Envelope, ids_of, keys_of, kind_of, render_all
+from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.sinks.aws_entries import (
     KINESIS_MAX_BYTES,
@@ -145,18 +145,13 @@ class _AwsSink:
 
     # -- delivery ------------------------------------------------------------------------------
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         if self._client is None:
             raise SinkError(f"sink {self.name!r} delivered to before start()")
         if not batch:
             return []
-        bodies, ids, keys, kind = render_all(batch), ids_of(batch), keys_of(batch), kind_of(batch)
-        columns = Columns(
-            bodies=[body.decode() for body in bodies],
-            ids=ids,
-            kinds=[kind] * len(ids) if kind is not None else [e.kind for e in batch],
-            keys=keys,
-        )
+        bodies, ids, keys, kind = batch.render(), batch.ids(), batch.keys(), batch.kind
+        columns = Columns(bodies=[body.decode() for body in bodies], ids=ids, kind=kind, keys=keys)
         outcomes: list[Outcome] = [_HELD] * len(ids)
         sizes = [self._size(columns, index) for index in range(len(ids))]
         sendable = []

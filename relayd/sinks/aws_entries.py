@@ -47,7 +47,7 @@ class Columns:
 
     bodies: Sequence[str]
     ids: Sequence[str]
-    kinds: Sequence[str]
+    kind: str
     keys: Sequence[str | None]
 
 
@@ -102,10 +102,7 @@ def chunks(
 def queue_size(columns: Columns, index: int) -> int:
     """Bytes an SQS/SNS message counts against its limits: body and attributes."""
     return (
-        len(columns.bodies[index].encode())
-        + len(columns.ids[index])
-        + len(columns.kinds[index])
-        + ATTRIBUTE_OVERHEAD
+        len(columns.bodies[index].encode()) + len(columns.ids[index]) + len(columns.kind) + ATTRIBUTE_OVERHEAD
     )
 
 
@@ -133,7 +130,7 @@ def sqs_entries(columns: Columns, chunk: Sequence[int], *, fifo: bool) -> list[d
         entry: dict[str, Any] = {
             "Id": str(position),
             "MessageBody": columns.bodies[index],
-            "MessageAttributes": _attributes(columns.ids[index], columns.kinds[index]),
+            "MessageAttributes": _attributes(columns.ids[index], columns.kind),
         }
         if fifo:
             entry["MessageGroupId"] = fifo_token(columns.keys[index] or columns.ids[index])

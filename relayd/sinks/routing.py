@@ -30,12 +30,12 @@ def fill(template: str, *, target: str | None, kind: str, prefix: str) -> str:
 
 
 def fill_all(
-    template: str, *, targets: Sequence[str | None], kinds: Sequence[str], prefixes: Sequence[str]
+    template: str, *, targets: Sequence[str | None], kind: str, prefixes: Sequence[str]
 ) -> list[str]:
-    """``fill`` for every entry of a batch, given as columns; one string when nothing varies."""
+    """``fill`` for every entry of a batch of one ``kind``, given as columns."""
     if not is_templated(template):
         return [template] * len(targets)
     return [
         fill(template, target=target, kind=kind, prefix=prefix)
-        for target, kind, prefix in zip(targets, kinds, prefixes, strict=True)
+        for target, prefix in zip(targets, prefixes, strict=True)
     ]

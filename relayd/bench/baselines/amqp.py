@@ -9,26 +9,39 @@ The routing key is the spec's template filled in for each body, as the sink fill
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Sequence
 from typing import Final
 
 import aiormq
 import orjson
 from aiormq import spec as amqp_spec
+from yarl import URL
 
 from relayd.sinks.amqp_target import parse_amqp_target
+from relayd.sinks.base import SinkOptions
 from relayd.sinks.routing import fill
 
 #: Publishes in flight at once: the relay's default ``--batch``.
 IN_FLIGHT: Final = 1000
 
 
-async def publish(spec: str, bodies: Sequence[bytes], keys: Sequence[str | None]) -> int:
+async def publish(
+    spec: str, bodies: Sequence[bytes], keys: Sequence[str | None], options: SinkOptions
+) -> int:
     """Publish every body to the spec's exchange with confirms; return how many were acked."""
     target = parse_amqp_target(spec.removeprefix("amqp:"))
-    connection = await aiormq.connect(
-        f"{'amqps' if target.tls else 'amqp'}://guest:guest@{target.host}:{target.port}/"
+    url = URL.build(
+        scheme="amqps" if target.tls else "amqp",
+        user=target.username or "guest",
+        password=options.amqp_password or "guest",
+        host=target.host,
+        port=target.port,
     )
+    context = ssl.create_default_context(cafile=options.amqp_ca_file) if target.tls else None
+    connection = aiormq.Connection(url, context=context)
+    connection.vhost = target.vhost
+    await connection.connect()
     acked = 0
     try:
         channel = await connection.channel(publisher_confirms=True)

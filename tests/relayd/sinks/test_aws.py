@@ -14,6 +14,7 @@ from support.moto import AWS_ENV, MotoServer, kinesis_records, receive_all, subs
 from support.redis_server import free_port
 from typer.testing import CliRunner
 
+from relayd.batch import Batch
 from relayd.cli.app import app
 from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec, resolve_sink
@@ -68,7 +69,7 @@ async def test_sqs_standard_queue_gets_every_body_with_its_attributes(
     sink = await make_sink(SqsSink, moto_server.spec("sqs", url))
     batch = [outbox("p", seq, f"exe-{seq % 4}") for seq in range(1, 26)]  # three requests
 
-    outcomes = await sink.deliver(batch)
+    outcomes = await sink.deliver(Batch.of(batch))
 
     assert outcomes == [DELIVERED] * 25
     got = receive_all(moto_server.client("sqs"), url)
@@ -87,9 +88,10 @@ async def test_sqs_fifo_groups_by_target_in_order_and_dedupes_on_the_id(
     sink = await make_sink(SqsSink, moto_server.spec("sqs", url))
     long_key = "x" * 200
     batch = [outbox("p", seq, ["a", "b", long_key, None][seq % 4]) for seq in range(1, 31)]
-    batch.append(timer("p", "exé", "wait here", 5.0))
+    timers = [timer("p", "exé", "wait here", 5.0)]
 
-    outcomes = await sink.deliver(batch)
+    outcomes = [*await sink.deliver(Batch.of(batch)), *await sink.deliver(Batch.of(timers))]
+    batch += timers
 
     assert outcomes == [DELIVERED] * 31
     got = receive_all(moto_server.client("sqs"), url)
@@ -116,7 +118,7 @@ async def test_sns_fifo_topic_publishes_in_order_with_attributes(
     sink = await make_sink(SnsSink, moto_server.spec("sns", arn))
     batch = [outbox("p", seq, "ab"[seq % 2]) for seq in range(1, 22)]
 
-    outcomes = await sink.deliver(batch)
+    outcomes = await sink.deliver(Batch.of(batch))
 
     assert outcomes == [DELIVERED] * 21
     got = receive_all(moto_server.client("sqs"), queue)
@@ -134,7 +136,7 @@ async def test_kinesis_records_carry_the_ordering_key_as_partition_key_in_order(
     sink = await make_sink(KinesisSink, moto_server.spec("kinesis", stream))
     batch = [outbox("p", seq, [None, "a", "b"][seq % 3]) for seq in range(1, 31)]
 
-    outcomes = await sink.deliver(batch)
+    outcomes = await sink.deliver(Batch.of(batch))
 
     assert outcomes == [DELIVERED] * 30
     records = kinesis_records(moto_server, stream)
@@ -156,7 +158,7 @@ async def test_a_message_over_the_limit_is_permanent_and_holds_back_its_target(
     huge = outbox("p", 1, "a", {"id": "e", "kind": "Big", "data": {"pad": "x" * 300_000}})
     batch = [huge, outbox("p", 2, "a"), outbox("p", 3, "b")]
 
-    outcomes = await sink.deliver(batch)
+    outcomes = await sink.deliver(Batch.of(batch))
 
     assert isinstance(outcomes[0], Permanent)
     assert "too large" in outcomes[0].reason
@@ -171,7 +173,7 @@ async def test_an_unreachable_endpoint_is_retry_and_not_ready_without_naming_it(
         f"sqs:http://127.0.0.1:{port}/123456789012/q?region=us-east-1&endpoint_url=http://127.0.0.1:{port}",
     )
 
-    outcomes = await sink.deliver([outbox("p", 1, "a")])
+    outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
 
     assert isinstance(outcomes[0], Retry)
     assert not sink.ready()
@@ -185,12 +187,12 @@ async def test_a_missing_queue_is_retry_and_not_ready_with_the_error_code(
 ) -> None:
     sink = await make_sink(SqsSink, moto_server.spec("sqs", f"{moto_server.url}/123456789012/{name}"))
 
-    outcomes = await sink.deliver([outbox("p", 1, "a")])
+    outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
 
     assert isinstance(outcomes[0], Retry)
     assert "NonExistentQueue" in (sink.not_ready_reason() or "")
     moto_server.create("sqs", name)
-    assert await sink.deliver([outbox("p", 1, "a")]) == [DELIVERED]
+    assert await sink.deliver(Batch.of([outbox("p", 1, "a")])) == [DELIVERED]
     assert sink.ready()
 
 
@@ -205,7 +207,7 @@ async def test_no_credentials_in_the_chain_is_retry_and_not_ready(
     url = moto_server.create("sqs", name)
     sink = await make_sink(SqsSink, moto_server.spec("sqs", url))
 
-    outcomes = await sink.deliver([outbox("p", 1, "a")])
+    outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
 
     assert isinstance(outcomes[0], Retry)
     assert "credentials" in (sink.not_ready_reason() or "")
@@ -224,10 +226,10 @@ async def test_throttling_is_retry_after_a_delay_that_grows_while_it_lasts(
             )
 
     sink._client = Throttled()
-    first = await sink.deliver([outbox("p", 1, "a")])
-    second = await sink.deliver([outbox("p", 1, "a")])
+    first = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
+    second = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
     sink._client = real
-    third = await sink.deliver([outbox("p", 1, "a")])
+    third = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
 
     assert isinstance(first[0], Retry)
     assert isinstance(second[0], Retry)
