@@ -1,8 +1,9 @@
-"""Benchmark: a broker or cloud sink's relay drain against its client baseline, in one run.
+"""Benchmark: a broker or cloud sink's relay drain against its client baseline, alternating.
 
-Until ``relayd bench --sink SPEC`` calls the per-sink baselines (``relayd.bench.baselines``),
-this script does what it will: it starts the sink's server (RabbitMQ, or moto for AWS) and a
-redis-server on loopback, then alternates, ``--rounds`` times:
+``relayd bench --sink SPEC`` measures the same against a server you run; this script starts the
+sink's server itself (RabbitMQ, or moto for AWS) and a redis-server on loopback, and empties the
+destination before every run (moto slows down as a queue grows, so without that whichever runs
+last is slowest). It alternates, ``--rounds`` times:
 
 - the relay: ``relayd bench``'s own drain (``Bench.relay_drain``: seed ``--backlog`` outbox
   entries, ``run_relay(once=True)`` into the sink), wall time and this process's CPU;
@@ -29,10 +30,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support
 
+from relayd.batch import Batch
 from relayd.bench.baselines import baseline_for
 from relayd.bench.runner import Bench, BenchConfig, TimingSink
 from relayd.bench.server import throwaway_redis_server
-from relayd.envelope import Envelope, keys_of, render_all
 from relayd.logs import configure_logging
 from relayd.sinks import resolve_sink
 from relayd.sinks.base import Outcome, SinkOptions
@@ -50,9 +51,9 @@ class Recorder:
     async def start(self) -> None:
         await self.inner.start()  # type: ignore[attr-defined]
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
-        self.bodies += render_all(batch)
-        self.keys += keys_of(batch)
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
+        self.bodies += batch.render()
+        self.keys += batch.keys()
         return await self.inner.deliver(batch)  # type: ignore[attr-defined,no-any-return]
 
     def ready(self) -> bool:
@@ -110,8 +111,10 @@ async def measure(
     scheme: str, spec: str, handle: object, url: str, *, backlog: int, rounds: int, batch: int
 ) -> None:
     """Alternate relay drains and baseline publishes; print each and the medians."""
-    publish = baseline_for(spec)
-    assert publish is not None, f"no baseline for {scheme}"
+    baseline = baseline_for(spec)
+    assert baseline is not None, f"no baseline for {scheme}"
+    publish = baseline.publish
+    assert publish is not None, f"{scheme}'s baseline drains, it does not publish"
     bench = Bench(BenchConfig(redis_url=url, sink=spec, backlog=backlog, batch=batch, baseline=False), url)
     recorder = Recorder(resolve_sink(spec, SinkOptions()))
     original = bench.sink_for
@@ -128,7 +131,7 @@ async def measure(
         relay_cpu.append(figures.cpu_s / backlog * 1e6)
         await reset(scheme, handle)
         cpu, wall = time.process_time(), time.monotonic()
-        acked = await publish(spec, recorder.bodies, recorder.keys)
+        acked = await publish(spec, recorder.bodies, recorder.keys, SinkOptions())
         wall, cpu = time.monotonic() - wall, time.process_time() - cpu
         assert acked == len(recorder.bodies), f"baseline confirmed {acked}/{len(recorder.bodies)}"
         base_rates.append(acked / wall)
