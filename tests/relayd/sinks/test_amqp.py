@@ -234,6 +234,7 @@ def test_the_target_parses_vhost_user_exchange_and_defaults() -> None:
     assert parse_amqp_target("amqp://127.0.0.1?routing_key=k").exchange == ""
 
 
+@pytest.mark.usefixtures("restore_logging")
 def test_without_the_extra_naming_the_sink_is_one_line_and_exit_2(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -328,6 +328,7 @@ def test_regions_and_fifo_come_from_the_queue_url_and_topic_arn() -> None:
     assert "4566" not in repr(kinesis)
 
 
+@pytest.mark.usefixtures("restore_logging")
 def test_without_the_extra_naming_an_aws_sink_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
     """aiobotocore missing (simulated: a None entry in sys.modules makes its import fail)."""
     monkeypatch.setitem(sys.modules, "aiobotocore.session", None)
