@@ -221,7 +221,8 @@ class AmqpSink:
         try:
             await connection.connect()
         except BaseException:
-            await connection.close()
+            with contextlib.suppress(Exception):  # the connect error is the one worth raising
+                await connection.close()
             raise
         return connection  # type: ignore[no-any-return]
 
