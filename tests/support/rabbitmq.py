@@ -4,8 +4,8 @@ DESIGN §11's recipe: as root and without systemd the ``/usr/sbin`` wrapper swit
 the node is started from ``/usr/lib/rabbitmq/bin/rabbitmq-server`` directly, with everything
 private to one directory (``HOME`` for the Erlang cookie, Mnesia, logs, config, an empty
 plugin list) and its own ``epmd`` on a private loopback port, so nothing touches the machine's
-own RabbitMQ or another test worker's. A node takes seconds to boot (5-8 s idle, more on a
-busy machine), so tests share one per session and isolate by exchange and queue names.
+own RabbitMQ or another test worker's. A node takes seconds to boot (DESIGN §11), so tests
+share one per session and isolate by exchange and queue names.
 
 ``stop()`` and ``start()`` keep the data directory, so durable exchanges, queues, bindings and
 persistent messages survive a restart, as on a real broker. Ready means the AMQP listener
