@@ -52,6 +52,8 @@ class Defaults:
     webhook_headers_file: Path | None = None
     webhook_gzip: bool = False
     webhook_ca_file: Path | None = None
+    amqp_password_file: Path | None = None
+    amqp_ca_file: Path | None = None
     console_addr: str = "127.0.0.1:9465"
     console_token_file: Path | None = None
     allow_actions: bool = False

@@ -39,6 +39,8 @@ class HealthSnapshot:
     stopping: bool = False
     #: the master's name when Redis is reached through sentinels (``redis+sentinel://``)
     sentinel_service: str | None = None
+    #: why a sink is not ready, for the sinks that say (``not_ready_reason()``)
+    sinks_reason: Mapping[str, str] = field(default_factory=dict)
 
 
 def healthz(snapshot: HealthSnapshot, *, now_s: float, stale_after_s: float) -> Answer:
@@ -59,7 +61,11 @@ def readyz(snapshot: HealthSnapshot) -> Answer:
         return Answer(False, f"redis: {redis_waiting_for(snapshot.redis_error, snapshot.sentinel_service)}")
     not_ready = sorted(name for name, ready in snapshot.sinks_ready.items() if not ready)
     if not_ready:
-        return Answer(False, f"sink not ready: {', '.join(not_ready)}")
+        named = (
+            f"{name} ({snapshot.sinks_reason[name]})" if name in snapshot.sinks_reason else name
+            for name in not_ready
+        )
+        return Answer(False, f"sink not ready: {', '.join(named)}")
     return Answer(True, "ok")
 
 
@@ -89,6 +95,7 @@ class Health:
         self._last_progress_s: float | None = None
         self._redis_error: str | None = "not connected yet"
         self._sinks: dict[str, Callable[[], bool]] = {}
+        self._reasons: dict[str, Callable[[], str | None]] = {}
         self._stopping = False
 
     def progress(self, now_s: float) -> None:
@@ -105,10 +112,15 @@ class Health:
         with self._lock:
             self._redis_error = reason
 
-    def watch_sinks(self, sinks: Mapping[str, Callable[[], bool]]) -> None:
-        """Ask these ``ready()`` callables on every readiness probe."""
+    def watch_sinks(
+        self,
+        sinks: Mapping[str, Callable[[], bool]],
+        reasons: Mapping[str, Callable[[], str | None]] | None = None,
+    ) -> None:
+        """Ask these ``ready()`` callables on every readiness probe, and ``reasons`` why not."""
         with self._lock:
             self._sinks = dict(sinks)
+            self._reasons = dict(reasons or {})
 
     def stopping(self) -> None:
         with self._lock:
@@ -117,17 +129,22 @@ class Health:
     def snapshot(self) -> HealthSnapshot:
         with self._lock:
             sinks = dict(self._sinks)
+            reasons = dict(self._reasons)
             snap = HealthSnapshot(
                 self._last_progress_s, self._redis_error, {}, self._stopping, self.sentinel_service
             )
         ready: dict[str, bool] = {}
+        why: dict[str, str] = {}
         for name, is_ready in sinks.items():
             try:
                 ready[name] = bool(is_ready())
+                reason = reasons[name]() if not ready[name] and name in reasons else None
             except Exception:  # a broken ready() means not ready, never a failed probe
-                ready[name] = False
+                ready[name], reason = False, None
+            if reason:
+                why[name] = reason
         return HealthSnapshot(
-            snap.last_progress_s, snap.redis_error, ready, snap.stopping, snap.sentinel_service
+            snap.last_progress_s, snap.redis_error, ready, snap.stopping, snap.sentinel_service, why
         )
 
     def live(self, now_s: float) -> Answer:

@@ -172,6 +172,8 @@ class Settings(BaseSettings):
     webhook_headers_file: Path | None = DEFAULTS.webhook_headers_file
     webhook_gzip: bool = DEFAULTS.webhook_gzip
     webhook_ca_file: Path | None = DEFAULTS.webhook_ca_file
+    amqp_password_file: Path | None = DEFAULTS.amqp_password_file
+    amqp_ca_file: Path | None = DEFAULTS.amqp_ca_file
 
     _address: RedisAddress = PrivateAttr()
     _redis_username: str | None = PrivateAttr(default=None)
@@ -180,6 +182,7 @@ class Settings(BaseSettings):
     _sentinel_username: str | None = PrivateAttr(default=None)
     _sentinel_password: SecretStr | None = PrivateAttr(default=None)
     _webhook_headers: tuple[tuple[str, str], ...] = PrivateAttr(default=())
+    _amqp_password: SecretStr | None = PrivateAttr(default=None)
 
     @field_validator("prefix", mode="before")
     @classmethod
@@ -242,6 +245,9 @@ class Settings(BaseSettings):
         _check_readable("--webhook-ca-file", self.webhook_ca_file)
         if self.webhook_headers_file is not None:
             self._webhook_headers = read_headers_file("--webhook-headers-file", self.webhook_headers_file)
+        _check_readable("--amqp-ca-file", self.amqp_ca_file)
+        if self.amqp_password_file is not None:
+            self._amqp_password = SecretStr(read_secret_file("--amqp-password-file", self.amqp_password_file))
         self._address = address
         self._redis_username = username
         self._redis_password = password
@@ -287,7 +293,13 @@ class Settings(BaseSettings):
 
     def secrets(self) -> tuple[str, ...]:
         """Every secret value configured, for the log redaction processor."""
-        values = [self._redis_password, self._webhook_secret, self._address.password, self._sentinel_password]
+        values = [
+            self._redis_password,
+            self._webhook_secret,
+            self._address.password,
+            self._sentinel_password,
+            self._amqp_password,
+        ]
         header_values = tuple(value for _, value in self._webhook_headers)
         return tuple(v.get_secret_value() for v in values if v is not None) + header_values
 
@@ -330,6 +342,8 @@ class Settings(BaseSettings):
             webhook_headers=self._webhook_headers,
             webhook_gzip=self.webhook_gzip,
             webhook_ca_file=str(self.webhook_ca_file) if self.webhook_ca_file is not None else None,
+            amqp_password=self._amqp_password.get_secret_value() if self._amqp_password else None,
+            amqp_ca_file=str(self.amqp_ca_file) if self.amqp_ca_file is not None else None,
         )
 
 

@@ -14,6 +14,8 @@ import fakeredis
 import pytest
 import redis
 import redis.asyncio as aioredis
+from support.moto import MotoServer, start_moto
+from support.rabbitmq import RabbitServer, start_rabbitmq
 from support.redis_server import RedisServer, start_redis_server
 
 pytest_plugins = ["support.ci_rules"]
@@ -27,6 +29,24 @@ def redis_server() -> Iterator[RedisServer]:
     server = start_redis_server()
     yield server
     server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_server() -> Iterator[RabbitServer]:
+    """One RabbitMQ node for the session (per xdist worker; it boots in seconds); tests isolate by
+    exchange and queue names. A test that stops it starts it again before it ends."""
+    server = start_rabbitmq()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[MotoServer]:
+    """One moto server (SQS, SNS, Kinesis) for the session; tests isolate by queue, topic and
+    stream names. A test that stops it starts it again before it ends (empty: moto keeps nothing)."""
+    server = start_moto()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -201,6 +201,14 @@ ConsoleReplayRate = Annotated[
     _option("console_replay_rate", "Most dead letters the console replays per second.", CONSOLE),
 ]
 
+AmqpPasswordFile = Annotated[
+    Path | None, _option("amqp_password_file", "File holding the AMQP user's password (amqp sink).", SECURITY)
+]
+AmqpCaFile = Annotated[
+    Path | None,
+    _option("amqp_ca_file", "PEM CA bundle trusted for amqps:// instead of the system store.", SECURITY),
+]
+
 
 #: What every command that connects to Redis takes: where (declared first, so the Redis panel
 #: leads the help), then how to log and which credentials and TLS (declared last).

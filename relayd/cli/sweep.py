@@ -137,6 +137,8 @@ def sweep(  # noqa: PLR0917 - Typer builds one option per parameter
     webhook_headers_file: o.WebhookHeadersFile = None,
     webhook_gzip: o.WebhookGzip = False,
     webhook_ca_file: o.WebhookCaFile = None,
+    amqp_password_file: o.AmqpPasswordFile = None,
+    amqp_ca_file: o.AmqpCaFile = None,
 ) -> None:
     """Deliver outbox events, spawn intents and due timers to the sinks; ack what they confirmed."""
     import asyncio

@@ -32,7 +32,7 @@ from relayd.errors import RelaydError, SinkError
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
 from relayd.runtime.gc_tuning import relay_gc
-from relayd.sinks.base import Sink
+from relayd.sinks.base import Sink, not_ready_reason
 from relayd.state import RedisClient
 from relayd.state.lease import make_token
 from relayd.state.members import Membership
@@ -89,7 +89,10 @@ async def run_relay(
     except Exception as exc:
         await _close_sinks(started)
         raise SinkError(f"sink {getattr(sink, 'name', '?')!r} failed to start: {type(exc).__name__}") from exc
-    health.watch_sinks({f"{kind}:{sink.name}": sink.ready for kind, sink in sinks.items()})
+    health.watch_sinks(
+        {f"{kind}:{sink.name}": sink.ready for kind, sink in sinks.items()},
+        {f"{kind}:{sink.name}": reason for kind, sink in sinks.items() if (reason := not_ready_reason(sink))},
+    )
     locks = {id(sink): asyncio.Lock() for sink in unique}
     # One token per process, on every lease and registry: the shares count leases by holder.
     token = make_token()

@@ -6,7 +6,7 @@ order. relayd acks an entry only after its outcome is ``Delivered``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -50,6 +50,9 @@ class Sink(Protocol):
 
     Lifecycle: ``start()`` once before the first batch; ``deliver()`` any number of times,
     never concurrently with itself for one sink; ``close()`` once at shutdown.
+
+    Optionally a sink also defines ``not_ready_reason() -> str | None``: one line (no secret)
+    saying why ``ready()`` is False, which ``/readyz`` shows (``relayd.sinks.base.not_ready_reason``).
     """
 
     name: str
@@ -97,3 +100,13 @@ class SinkOptions:
     webhook_gzip: bool = False
     #: CA bundle for ``https://`` webhooks (None: the system trust store).
     webhook_ca_file: str | None = None
+    #: The AMQP user's password, read from ``--amqp-password-file`` (never from the spec).
+    amqp_password: str | None = field(default=None, repr=False)
+    #: CA bundle for ``amqps://`` brokers (None: the system trust store).
+    amqp_ca_file: str | None = None
+
+
+def not_ready_reason(sink: object) -> Callable[[], str | None] | None:
+    """The sink's optional ``not_ready_reason`` method (see ``Sink``), or None when it has none."""
+    method = getattr(sink, "not_ready_reason", None)
+    return method if callable(method) else None

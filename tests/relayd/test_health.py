@@ -65,3 +65,21 @@ def test_readyz_through_sentinels_names_the_failover_step_it_waits_for():
     assert (
         silent.reason == "redis: waiting for the master of 'cache' named by the sentinels (ConnectionError)"
     )
+
+
+def test_readyz_gives_the_reason_a_sink_states_for_not_being_ready():
+    """A sink's optional not_ready_reason() is shown; a ready sink's reason is not asked for."""
+    health = Health()
+    health.redis_ok()
+    state = {"ready": False}
+    health.watch_sinks(
+        {"outbox:amqp": lambda: state["ready"], "timer:log": lambda: True},
+        {"outbox:amqp": lambda: "amqp: 2 unroutable message(s)", "timer:log": lambda: 1 / 0},
+    )
+
+    answer = health.ready()
+    state["ready"] = True
+
+    assert answer.reason == "sink not ready: outbox:amqp (amqp: 2 unroutable message(s))"
+    assert answer.status == 503
+    assert health.ready().ok

@@ -300,3 +300,23 @@ def test_sentinel_urls_follow_the_same_rules(kwargs, message, tmp_path: Path):
         load_settings(**resolved)
 
     assert "s-pw" not in str(info.value)
+
+
+def test_amqp_password_file_and_ca_reach_sink_options_and_are_redacted(tmp_path: Path):
+    """The password is read from its file, is a secret for log redaction, and is not in a repr."""
+    password, ca = tmp_path / "amqp-password", tmp_path / "ca.pem"
+    password.write_text("rabbit-pw\n")
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+
+    settings = load_settings(amqp_password_file=password, amqp_ca_file=ca)
+    options = settings.sink_options()
+
+    assert options.amqp_password == "rabbit-pw"
+    assert options.amqp_ca_file == str(ca)
+    assert "rabbit-pw" in settings.secrets()
+    assert "rabbit-pw" not in repr(options)
+
+
+def test_an_unreadable_amqp_password_file_is_a_config_error_naming_the_option(tmp_path: Path):
+    with pytest.raises(ConfigError, match="--amqp-password-file: cannot read"):
+        load_settings(amqp_password_file=tmp_path / "missing")

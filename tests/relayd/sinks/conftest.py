@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog
 from support.tls import tls_redis_server
 
 from relayd.batch import Batch
@@ -94,3 +97,16 @@ def kind_runs(envelopes: list[Envelope]) -> list[Batch]:
 async def deliver_runs(sink: Sink, envelopes: list[Envelope]) -> list[Outcome]:
     """Deliver ``envelopes`` one kind-run at a time (``kind_runs``); every outcome, in order."""
     return [outcome for run in kind_runs(envelopes) for outcome in await sink.deliver(run)]
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """A test that runs a CLI command (which configures logging) leaves logging as it found it,
+    so later tests' ``capture_logs`` still sees debug lines."""
+    config = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    structlog.configure(**config)
+    root.handlers[:] = handlers
+    root.setLevel(level)

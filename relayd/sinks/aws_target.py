@@ -1,0 +1,123 @@
+"""Parse and check the AWS sink specs: ``sqs:QUEUE_URL``, ``sns:TOPIC_ARN``, ``kinesis:STREAM_NAME``.
+
+Pure: no I/O and no AWS SDK import, so a spec is checked before anything connects (and without
+the optional extra installed). Each takes ``?region=`` and ``?endpoint_url=`` (DESIGN §8)::
+
+    sqs:https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo
+    sns:arn:aws:sns:eu-west-1:123456789012:events
+    kinesis:events?region=eu-west-1
+    sqs:http://127.0.0.1:5000/123456789012/events?region=us-east-1&endpoint_url=http://127.0.0.1:5000
+
+- The region comes from ``?region=``, else from the queue URL's host or the topic ARN, else
+  from the standard AWS chain (``AWS_REGION``, ``AWS_DEFAULT_REGION``, the shared config).
+- Credentials never come from the spec: only the standard AWS chain (environment, shared
+  files, web identity for Kubernetes service accounts, instance roles).
+- ``endpoint_url`` (a VPC endpoint, LocalStack, moto) is never shown in a log line or error;
+  plaintext ``http://`` to a host that is not loopback needs ``--allow-plaintext``.
+- FIFO is read from the name: an SQS queue URL or SNS topic ARN ending in ``.fifo``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Final, Literal
+from urllib.parse import parse_qsl, urlsplit
+
+from relayd.errors import ConfigError
+from relayd.sinks.spec import is_loopback_host
+
+Service = Literal["sqs", "sns", "kinesis"]
+EXAMPLES: Final[dict[str, str]] = {
+    "sqs": "sqs:https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE",
+    "sns": "sns:arn:aws:sns:REGION:ACCOUNT:TOPIC",
+    "kinesis": "kinesis:STREAM_NAME?region=REGION",
+}
+_PARAMS: Final = ("region", "endpoint_url")
+_REGION: Final = re.compile(r"[a-z]{2}(-[a-z]+)+-\d+")
+_SQS_HOST_REGION: Final = re.compile(r"^sqs\.(?P<region>[a-z0-9-]+)\.amazonaws\.com")
+_STREAM_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class AwsTarget:
+    """Where an AWS sink sends (no credentials in it; ``endpoint_url`` kept out of ``repr``)."""
+
+    service: Service
+    name: str  # the queue URL, topic ARN or stream name (or stream ARN)
+    region: str | None = None
+    endpoint_url: str | None = field(default=None)
+    fifo: bool = False
+
+    def __repr__(self) -> str:
+        endpoint = ", endpoint_url=<set>" if self.endpoint_url else ""
+        return f"AwsTarget({self.service}, {self.name!r}, region={self.region!r}{endpoint})"
+
+
+def parse_aws_target(service: Service, text: str, *, allow_plaintext: bool = False) -> AwsTarget:
+    """Parse what follows ``sqs:``, ``sns:`` or ``kinesis:``.
+
+    Raises:
+        ConfigError: one line naming the problem (never the endpoint URL).
+    """
+    # a queue URL, topic ARN or stream name has no query of its own: everything after '?' is ours
+    name, _, query = text.partition("?")
+    params: dict[str, str] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key not in _PARAMS:
+            raise ConfigError(
+                f"sink {service!r}: unknown parameter {key[:40]!r} (known: {', '.join(_PARAMS)})"
+            )
+        params[key] = value
+    if not name:
+        raise ConfigError(f"sink {service!r} needs a target: {EXAMPLES[service]!r}")
+    region = params.get("region") or None
+    if region is not None and not _REGION.fullmatch(region):
+        raise ConfigError(f"sink {service!r}: {region[:40]!r} is not an AWS region name")
+    endpoint = params.get("endpoint_url") or None
+    if endpoint is not None:
+        _check_endpoint(service, endpoint, allow_plaintext=allow_plaintext)
+    fifo = False
+    if service == "sqs":
+        region = region or _sqs_region(name)
+        fifo = name.endswith(".fifo")
+    elif service == "sns":
+        region = region or _sns_region(name)
+        fifo = name.endswith(".fifo")
+    elif not (name.startswith("arn:aws") or _STREAM_NAME.fullmatch(name)):
+        raise ConfigError(f"sink 'kinesis': {name[:60]!r} is not a stream name or ARN")
+    return AwsTarget(service, name, region, endpoint, fifo)
+
+
+def _sqs_region(url: str) -> str | None:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise ConfigError("sink 'sqs': malformed queue URL") from None
+    if parts.scheme not in ("https", "http") or not parts.hostname or parts.path.count("/") < 2:
+        raise ConfigError(f"sink 'sqs' needs a queue URL: {EXAMPLES['sqs']!r}")
+    match = _SQS_HOST_REGION.match(parts.hostname)
+    return match["region"] if match else None
+
+
+def _sns_region(arn: str) -> str | None:
+    parts = arn.split(":")
+    if len(parts) != 6 or parts[0] != "arn" or parts[2] != "sns":
+        raise ConfigError(f"sink 'sns' needs a topic ARN: {EXAMPLES['sns']!r}")
+    return parts[3] or None
+
+
+def _check_endpoint(service: str, endpoint: str, *, allow_plaintext: bool) -> None:
+    try:
+        parts = urlsplit(endpoint)
+        parts.port  # noqa: B018 - urlsplit validates the port only when it is read
+    except ValueError:
+        raise ConfigError(f"sink {service!r}: endpoint_url is malformed") from None
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise ConfigError(f"sink {service!r}: endpoint_url must be an http:// or https:// URL")
+    if parts.username or parts.password:
+        raise ConfigError(f"sink {service!r}: no credentials in endpoint_url (the AWS chain provides them)")
+    if parts.scheme == "http" and not is_loopback_host(parts.hostname) and not allow_plaintext:
+        raise ConfigError(
+            f"sink {service!r}: a plaintext endpoint_url to a non-loopback host needs --allow-plaintext"
+        )
