@@ -225,11 +225,21 @@ class Settings(BaseSettings):
     webhook_secret_file: Path | None = None
     webhook_timeout: float = Field(10.0, gt=0, le=600)
     webhook_concurrency: int = Field(16, ge=1, le=10_000)
+    kafka_username_file: Path | None = None
+    kafka_password_file: Path | None = None
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
+    kafka_ca_file: Path | None = None
+    nats_creds_file: Path | None = None
+    nats_token_file: Path | None = None
+    nats_ca_file: Path | None = None
 
     _address: RedisAddress = PrivateAttr()
     _redis_username: str | None = PrivateAttr(default=None)
     _redis_password: SecretStr | None = PrivateAttr(default=None)
     _webhook_secret: SecretStr | None = PrivateAttr(default=None)
+    _kafka_username: str | None = PrivateAttr(default=None)
+    _kafka_password: SecretStr | None = PrivateAttr(default=None)
+    _nats_token: SecretStr | None = PrivateAttr(default=None)
 
     @field_validator("prefix", mode="before")
     @classmethod
@@ -295,6 +305,21 @@ class Settings(BaseSettings):
         self._redis_password = password
         return self
 
+    @model_validator(mode="after")
+    def _broker_secrets(self) -> Settings:
+        """The kafka and nats sinks' credential and CA files (read here, as every secret is)."""
+        _check_readable("--kafka-ca-file", self.kafka_ca_file)
+        _check_readable("--nats-ca-file", self.nats_ca_file)
+        _check_readable("--nats-creds-file", self.nats_creds_file)
+        if self.kafka_username_file is not None:
+            self._kafka_username = read_secret_file("--kafka-username-file", self.kafka_username_file)
+        if self.kafka_password_file is not None:
+            password = read_secret_file("--kafka-password-file", self.kafka_password_file)
+            self._kafka_password = SecretStr(password)
+        if self.nats_token_file is not None:
+            self._nats_token = SecretStr(read_secret_file("--nats-token-file", self.nats_token_file))
+        return self
+
     @property
     def redis(self) -> RedisAddress:
         """The parsed Redis URL (credentials from the URL only; see ``redis_credentials``)."""
@@ -312,6 +337,7 @@ class Settings(BaseSettings):
     def secrets(self) -> tuple[str, ...]:
         """Every secret value configured, for the log redaction processor."""
         values = [self._redis_password, self._webhook_secret, self._address.password]
+        values += [self._kafka_password, self._nats_token]
         return tuple(v.get_secret_value() for v in values if v is not None)
 
     def sink_specs(self) -> dict[str, str]:
@@ -344,7 +370,22 @@ class Settings(BaseSettings):
             webhook_concurrency=self.webhook_concurrency,
             redis_ca_file=str(self.redis_ca_file) if self.redis_ca_file is not None else None,
             allow_plaintext=self.allow_plaintext,
+            kafka_username=self._kafka_username,
+            kafka_password=_reveal(self._kafka_password),
+            kafka_sasl_mechanism=self.kafka_sasl_mechanism,
+            kafka_ca_file=_path_text(self.kafka_ca_file),
+            nats_creds_file=_path_text(self.nats_creds_file),
+            nats_token=_reveal(self._nats_token),
+            nats_ca_file=_path_text(self.nats_ca_file),
         )
+
+
+def _reveal(secret: SecretStr | None) -> str | None:
+    return secret.get_secret_value() if secret is not None else None
+
+
+def _path_text(path: Path | None) -> str | None:
+    return str(path) if path is not None else None
 
 
 def load_settings(**flags: Any) -> Settings:

@@ -7,7 +7,7 @@ order. relayd acks an entry only after its outcome is ``Delivered``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from relayd.envelope import Envelope
@@ -85,3 +85,16 @@ class SinkOptions:
     redis_ca_file: str | None = None
     #: Permit plaintext Redis to non-loopback hosts (DESIGN §7).
     allow_plaintext: bool = False
+    #: SASL credentials for the ``kafka`` sink, read from ``--kafka-username-file`` and
+    #: ``--kafka-password-file``; the mechanism from ``--kafka-sasl-mechanism``.
+    kafka_username: str | None = field(default=None, repr=False)
+    kafka_password: str | None = field(default=None, repr=False)
+    kafka_sasl_mechanism: str = "SCRAM-SHA-512"
+    #: CA bundle for the ``kafka`` sink's TLS (None: the system trust store).
+    kafka_ca_file: str | None = None
+    #: A NATS credentials file (JWT and seed) for the ``nats`` sink, from ``--nats-creds-file``.
+    nats_creds_file: str | None = None
+    #: A NATS token, read from ``--nats-token-file``.
+    nats_token: str | None = field(default=None, repr=False)
+    #: CA bundle for the ``nats`` sink's TLS (None: the system trust store).
+    nats_ca_file: str | None = None

@@ -1,0 +1,196 @@
+"""The ``nats`` sink: publish every envelope to NATS JetStream and wait for its PubAck.
+
+``nats:nats://HOST:PORT[,nats://HOST:PORT...]?subject=NAME[&timeout_s=S]`` (optional extra:
+``pip install 'relayd[nats]'``), on nats-py. Each envelope is one JetStream publish:
+
+- payload: the ``relayd/1`` JSON; header ``Nats-Msg-Id``: the envelope id, so JetStream drops a
+  redelivery within the stream's duplicate window (the PubAck says ``duplicate``: Delivered);
+- subject: NAME with ``{target}`` (the ordering key, ``_`` without one), ``{kind}`` and
+  ``{prefix}`` filled in: ``events.{target}`` gives every target its own subject.
+
+A batch is published without waiting (``publish_async``: the messages leave in batch order on
+one connection), then every PubAck is awaited together, at most ``timeout_s``. An entry is
+Delivered only on its PubAck. No stream listening on the subject is Retry and makes the sink
+not ready (an operator creates the stream; nothing is dropped); a payload over the server's
+``max_payload`` or the stream's message size limit is Permanent; anything else is Retry.
+
+``ready()`` is false while the connection is down (nats-py reconnects by itself, forever) and
+after a batch that found no stream, until a batch is confirmed.
+
+TLS (``tls://`` servers, or any with ``--nats-ca-file``) verifies the server; credentials come
+from ``--nats-creds-file`` (JWT and seed) or ``--nats-token-file``, never from the spec, and
+appear in no log line or error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Sequence
+from typing import Any, Final
+
+from relayd.envelope import Envelope, ids_of, keys_of, kind_of, render_all
+from relayd.errors import ConfigError, SinkError
+from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
+from relayd.sinks.broker_targets import (
+    check_plaintext,
+    fill_targets,
+    fill_template,
+    nats_subject_ok,
+    parse_nats_target,
+)
+from relayd.sinks.spec import SinkSpec
+
+INSTALL_HINT: Final = "sink 'nats' needs the nats extra: pip install 'relayd[nats]'"
+#: Seconds one connection attempt may take.
+CONNECT_TIMEOUT_S: Final = 2
+#: Seconds a first connection may take, all servers tried, before the batch is Retry.
+FIRST_CONNECT_S: Final = 5.0
+#: Seconds between reconnection attempts once connected (nats-py retries forever).
+RECONNECT_WAIT_S: Final = 0.5
+#: JetStream's error code for a message over the stream's ``max_msg_size``.
+_MESSAGE_TOO_LARGE: Final = 10054
+_NO_STREAM: Final = Retry(error="nats: no JetStream stream for the subject")
+
+
+class NatsSink:
+    """Publish envelopes to JetStream; see the module docstring for the contract."""
+
+    name = "nats"
+
+    def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
+        self._nats = _import_nats()  # without the extra, naming the sink fails at start-up
+        self._target = parse_nats_target(spec.target)
+        tls = self._target.tls or options.nats_ca_file is not None
+        credentials = options.nats_creds_file is not None or options.nats_token is not None
+        check_plaintext(
+            self._target.hosts,
+            "nats",
+            tls=tls,
+            credentials=credentials,
+            allow_plaintext=options.allow_plaintext,
+        )
+        self._connect_kwargs: dict[str, Any] = {
+            "servers": list(self._target.servers),
+            "connect_timeout": CONNECT_TIMEOUT_S,
+            "reconnect_time_wait": RECONNECT_WAIT_S,
+            "max_reconnect_attempts": -1,
+            "allow_reconnect": True,
+            "error_cb": _quiet,
+            "name": "relayd",
+        }
+        if options.nats_creds_file is not None:
+            self._connect_kwargs["user_credentials"] = options.nats_creds_file
+        if options.nats_token is not None:
+            self._connect_kwargs["token"] = options.nats_token
+        self._tls = tls
+        self._ca_file = options.nats_ca_file
+        self._connection: Any = None
+        self._stream: Any = None
+        self._no_stream = False
+        self._started = False
+
+    async def start(self) -> None:
+        if self._tls:
+            # verified TLS, always; the CA file replaces the system store when given
+            self._connect_kwargs["tls"] = ssl.create_default_context(cafile=self._ca_file)
+        self._started = True
+        await self._connect()
+
+    async def _connect(self) -> bool:
+        """Connect when not connected; False while no server answers."""
+        if self._connection is not None:
+            return True
+        try:
+            # nats-py retries a first connection as often as a reconnection (forever): bound it
+            self._connection = await asyncio.wait_for(
+                self._nats.connect(**self._connect_kwargs), min(self._target.timeout_s, FIRST_CONNECT_S)
+            )
+        except (OSError, TimeoutError, self._nats.errors.Error):
+            return False
+        self._stream = self._connection.jetstream(timeout=self._target.timeout_s)
+        return True
+
+    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+        if not self._started:
+            raise SinkError("sink 'nats' delivered to before start()")
+        if not batch:
+            return []
+        if not await self._connect():
+            return [Retry(error="nats unreachable")] * len(batch)
+        bodies, ids, keys, kind = render_all(batch), ids_of(batch), keys_of(batch), kind_of(batch)
+        prefix = batch[0].prefix  # one sweeper lane: one prefix per batch
+        subjects = self._subjects(batch, keys, kind, prefix)
+        outcomes: list[Outcome] = [Retry(error="nats PubAck not in time")] * len(batch)
+        pending: dict[asyncio.Future[Any], int] = {}
+        for index, body in enumerate(bodies):
+            subject = subjects[index]
+            if not nats_subject_ok(subject):
+                outcomes[index] = Permanent(reason="nats: the subject for this entry is not valid")
+                continue
+            try:
+                future = await self._stream.publish_async(
+                    subject, body, wait_stall=self._target.timeout_s, headers={"Nats-Msg-Id": ids[index]}
+                )
+            except self._nats.errors.MaxPayloadError:
+                outcomes[index] = Permanent(reason=f"nats: message too large ({len(body)} bytes)")
+                continue
+            except (self._nats.errors.Error, OSError) as exc:
+                outcomes[index] = Retry(error=f"nats publish failed ({type(exc).__name__})")
+                continue
+            pending[future] = index
+        if pending:
+            done, late = await asyncio.wait(pending, timeout=self._target.timeout_s)
+            for future in late:
+                future.cancel()
+            for future in done:
+                outcomes[pending[future]] = self._classify(future)
+        if DELIVERED in outcomes:
+            self._no_stream = False
+        elif _NO_STREAM in outcomes:
+            self._no_stream = True
+        return outcomes
+
+    def _classify(self, future: asyncio.Future[Any]) -> Outcome:
+        error = future.exception()
+        if error is None:
+            return DELIVERED
+        if isinstance(error, self._nats.js.errors.NoStreamResponseError):
+            return _NO_STREAM
+        if isinstance(error, self._nats.js.errors.APIError) and error.err_code == _MESSAGE_TOO_LARGE:
+            return Permanent(reason="nats: message over the stream's max_msg_size")
+        return Retry(error=f"nats publish failed ({type(error).__name__})")
+
+    def _subjects(
+        self, batch: Sequence[Envelope], keys: list[str | None], kind: str | None, prefix: str
+    ) -> list[str]:
+        template = self._target.subject
+        if kind is None and "{kind}" in template:
+            return [
+                fill_targets(fill_template(template, kind=envelope.kind, prefix=prefix), [key])[0]
+                for envelope, key in zip(batch, keys, strict=True)
+            ]
+        return fill_targets(fill_template(template, kind=kind or batch[0].kind, prefix=prefix), keys)
+
+    def ready(self) -> bool:
+        connection = self._connection
+        return connection is not None and connection.is_connected and not self._no_stream
+
+    async def close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await connection.close()
+
+
+async def _quiet(error: Exception) -> None:
+    """nats-py's error callback: reconnects are reported by ``ready()``, not by log lines."""
+
+
+def _import_nats() -> Any:
+    try:
+        import nats
+        import nats.errors
+        import nats.js.errors
+    except ImportError:
+        raise ConfigError(INSTALL_HINT) from None
+    return nats
