@@ -31,9 +31,10 @@ no log line or error.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
+import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -52,12 +53,19 @@ from relayd.sinks.spec import SinkSpec
 INSTALL_HINT: Final = "sink 'kafka' needs the kafka extra: pip install 'relayd[kafka]'"
 #: How long the report thread blocks in one ``poll`` (seconds): the latency of a shutdown.
 POLL_S: Final = 0.2
+#: Seconds between two looks for delivery reports while a batch waits for them.
+REPORT_GAP_S: Final = 0.001
 #: Seconds between metadata probes while the sink is not ready.
 PROBE_EVERY_S: Final = 1.0
 #: librdkafka errors that mean no broker can be used at all.
 _DOWN_ERRORS: Final = ("_ALL_BROKERS_DOWN", "_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_RESOLVE")
 #: Errors of a record too large for the producer's or the broker's limit.
 _TOO_LARGE: Final = ("MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE")
+#: Errors after which the broker no longer takes this producer's id or epoch: only a new
+#: producer (a new id) can produce again (seen after message timeouts: tests/faults).
+_PRODUCER_LOST: Final = frozenset(
+    {"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "UNKNOWN_PRODUCER_ID", "OUT_OF_ORDER_SEQUENCE_NUMBER"}
+)
 _SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
@@ -109,9 +117,13 @@ class _Reports:
         self._loop = loop
         self._waiting = size
         self._lock = threading.Lock()
+        #: a report said the producer must be replaced
+        self.producer_lost = False
 
     def report(self, index: int, error: Any, message: Any) -> None:
         """librdkafka's ``on_delivery`` for entry ``index`` (called in the report thread)."""
+        if error is not None and (error.fatal() or error.name() in _PRODUCER_LOST):
+            self.producer_lost = True
         self.settle(index, DELIVERED if error is None else _classify(error, len(message.value() or b"")))
 
     def settle(self, index: int, outcome: Outcome) -> None:
@@ -148,12 +160,17 @@ class KafkaSink:
         self._producer: Any = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._delivering = threading.Event()
         self._brokers_down = False
         self._fatal = False
         self._delivered_last = True
 
     async def start(self) -> None:
-        self._producer = self._library.Producer({**self._config, "error_cb": self._on_error})
+        # librdkafka's own log lines go through stdlib logging, so relayd's format and redaction
+        # apply (served by the report thread's poll)
+        self._producer = self._library.Producer(
+            {**self._config, "error_cb": self._on_error, "logger": logging.getLogger(__name__)}
+        )
         self._thread = threading.Thread(target=self._serve_reports, name="relayd-kafka-reports", daemon=True)
         self._thread.start()
 
@@ -169,6 +186,9 @@ class KafkaSink:
         producer = self._producer
         idle_s = 0.0
         while not self._stopping.is_set():
+            if self._delivering.is_set():  # deliver() serves the reports itself
+                self._stopping.wait(POLL_S)
+                continue
             producer.poll(POLL_S)
             if self.ready():
                 idle_s = 0.0
@@ -217,17 +237,34 @@ class KafkaSink:
                 reports.settle(index, Retry(error="kafka producer queue full"))
             except self._library.KafkaException as exc:  # refused before it was queued
                 reports.settle(index, _classify(exc.args[0], len(body)))
-        with contextlib.suppress(TimeoutError):
-            # librdkafka gives up on a record after message.timeout.ms: a little more bounds the wait
-            await asyncio.wait_for(asyncio.shield(reports.done), self._target.timeout_s + 5)
+        await self._await_reports(reports)
         outcomes = [
             outcome if outcome is not None else Retry(error="kafka delivery report not in time")
             for outcome in reports.outcomes
         ]
         self._delivered_last = DELIVERED in outcomes
+        if reports.producer_lost:
+            self._fatal = True
         if self._delivered_last:
             self._brokers_down = False
         return outcomes
+
+    async def _await_reports(self, reports: _Reports) -> None:
+        """Serve the batch's delivery reports in this thread until all are in (or time is up).
+
+        In the loop's own thread, not the report thread's: callbacks in another thread wait
+        for the GIL while the loop reads and acks (tests/benchmarks/bench_brokers.py).
+        librdkafka gives up on a record after ``message.timeout.ms``; a little more bounds this.
+        """
+        deadline = time.monotonic() + self._target.timeout_s + 5
+        poll = self._producer.poll
+        self._delivering.set()
+        try:
+            while not reports.done.done() and time.monotonic() < deadline:
+                if poll(0) == 0:
+                    await asyncio.wait([reports.done], timeout=REPORT_GAP_S)
+        finally:
+            self._delivering.clear()
 
     def _topics(self, keys: list[str | None], kinds: Sequence[str], prefix: str) -> list[str]:
         template = self._target.topic
@@ -239,7 +276,13 @@ class KafkaSink:
         return fill_targets(fill_template(template, kind=kinds[0], prefix=prefix), keys)
 
     async def _replace_producer(self) -> None:
-        """An idempotent producer that hit a fatal error cannot produce again: start a new one."""
+        """An idempotent producer that hit a fatal error cannot produce again: start a new one.
+
+        What the old one still holds is given up (its entries were reported Retry already).
+        """
+        producer = self._producer
+        if producer is not None:
+            producer.purge()
         await self.close()
         self._fatal = False
         self._stopping = threading.Event()

@@ -25,6 +25,7 @@ appear in no log line or error.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from collections.abc import Sequence
 from typing import Any, Final
@@ -48,6 +49,10 @@ CONNECT_TIMEOUT_S: Final = 2
 FIRST_CONNECT_S: Final = 5.0
 #: Seconds between reconnection attempts once connected (nats-py retries forever).
 RECONNECT_WAIT_S: Final = 0.5
+#: Publishes without a PubAck nats-py lets a connection hold: more than any batch (``--batch``
+#: is at most 100,000), so a publish never stalls on it (while the server is away, it would
+#: stall forever).
+MAX_PENDING: Final = 100_000
 #: JetStream's error code for a message over the stream's ``max_msg_size``.
 _MESSAGE_TOO_LARGE: Final = 10054
 _NO_STREAM: Final = Retry(error="nats: no JetStream stream for the subject")
@@ -108,7 +113,9 @@ class NatsSink:
             )
         except (OSError, TimeoutError, self._nats.errors.Error):
             return False
-        self._stream = self._connection.jetstream(timeout=self._target.timeout_s)
+        self._stream = self._connection.jetstream(
+            timeout=self._target.timeout_s, publish_async_max_pending=MAX_PENDING
+        )
         return True
 
     async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
@@ -122,34 +129,43 @@ class NatsSink:
         prefix = batch[0].prefix  # one sweeper lane: one prefix per batch
         subjects = self._subjects(batch, keys, kind, prefix)
         outcomes: list[Outcome] = [Retry(error="nats PubAck not in time")] * len(batch)
-        pending: dict[asyncio.Future[Any], int] = {}
+        sent = await self._publish_all(bodies, subjects, ids, outcomes)
+        if sent:
+            # one wait for every PubAck (one event, no callback per future: tests/benchmarks/bench_brokers.py)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stream.publish_async_completed(), self._target.timeout_s)
+            for index, future in sent:
+                if future.done():
+                    outcomes[index] = self._classify(future)
+                else:
+                    future.cancel()
+        if DELIVERED in outcomes:
+            self._no_stream = False
+        elif _NO_STREAM in outcomes:
+            self._no_stream = True
+        return outcomes
+
+    async def _publish_all(
+        self, bodies: list[bytes], subjects: list[str], ids: list[str], outcomes: list[Outcome]
+    ) -> list[tuple[int, asyncio.Future[Any]]]:
+        """Send every message without waiting; set the outcome of those refused at once."""
+        sent: list[tuple[int, asyncio.Future[Any]]] = []
+        publish = self._stream.publish_async
         for index, body in enumerate(bodies):
             subject = subjects[index]
             if not nats_subject_ok(subject):
                 outcomes[index] = Permanent(reason="nats: the subject for this entry is not valid")
                 continue
             try:
-                future = await self._stream.publish_async(
-                    subject, body, wait_stall=self._target.timeout_s, headers={"Nats-Msg-Id": ids[index]}
-                )
+                future = await publish(subject, body, headers={"Nats-Msg-Id": ids[index]})
             except self._nats.errors.MaxPayloadError:
                 outcomes[index] = Permanent(reason=f"nats: message too large ({len(body)} bytes)")
                 continue
             except (self._nats.errors.Error, OSError) as exc:
                 outcomes[index] = Retry(error=f"nats publish failed ({type(exc).__name__})")
                 continue
-            pending[future] = index
-        if pending:
-            done, late = await asyncio.wait(pending, timeout=self._target.timeout_s)
-            for future in late:
-                future.cancel()
-            for future in done:
-                outcomes[pending[future]] = self._classify(future)
-        if DELIVERED in outcomes:
-            self._no_stream = False
-        elif _NO_STREAM in outcomes:
-            self._no_stream = True
-        return outcomes
+            sent.append((index, future))
+        return sent
 
     def _classify(self, future: asyncio.Future[Any]) -> Outcome:
         error = future.exception()

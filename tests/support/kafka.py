@@ -27,6 +27,8 @@ from support.redis_server import free_port
 
 #: Seconds a broker may take to listen (it is ready in about 0.1 s when the machine is idle).
 START_TIMEOUT_S = 20.0
+#: Seconds without a new record after which a topic counts as read to its end.
+IDLE_S = 0.5
 
 
 def tansu_path() -> str:
@@ -90,9 +92,9 @@ class KafkaBroker:
         futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
         futures[name].result(30)
 
-    def read_topic(self, name: str, count: int, timeout_s: float = 60.0) -> list[Any]:
-        """Every record of ``name`` (at least ``count``, or what came within ``timeout_s``), each
-        partition in its own order, partitions one after another."""
+    def read_topic(self, name: str, count: int = 0, timeout_s: float = 60.0) -> list[Any]:
+        """Every record of ``name`` up to its end, each partition in its own order, partitions one
+        after another; waits up to ``timeout_s`` for at least ``count`` records to be there."""
         from confluent_kafka import Consumer, TopicPartition
 
         consumer = Consumer(
@@ -105,25 +107,24 @@ class KafkaBroker:
         )
         try:
             metadata = consumer.list_topics(name, timeout=30)
-            partitions = sorted(metadata.topics[name].partitions)
-            consumer.assign([TopicPartition(name, p, 0) for p in partitions])
+            consumer.assign([TopicPartition(name, p, 0) for p in sorted(metadata.topics[name].partitions)])
             records: list[Any] = []
             deadline = time.monotonic() + timeout_s
-            while len(records) < count and time.monotonic() < deadline:
-                for message in consumer.consume(1000, 0.5):
-                    if message.error() is None:
-                        records.append(message)
-            # let a few more arrive: a test asserting "no duplicates" must see them
-            records += [m for m in consumer.consume(1000, 0.5) if m.error() is None]
+            # tansu's watermark offsets are not the end of a partition: read until a poll stays empty
+            while time.monotonic() < deadline:
+                batch = [m for m in consumer.consume(1000, IDLE_S) if m.error() is None]
+                records += batch
+                if not batch and len(records) >= count:
+                    break
         finally:
             consumer.close()
         records.sort(key=lambda m: (m.partition(), m.offset()))
         return records
 
 
-def start_kafka(*, advertised_port: int | None = None) -> KafkaBroker:
-    """Start a tansu broker on a free loopback port (the caller stops it)."""
-    port = free_port()
+def start_kafka(*, port: int | None = None, advertised_port: int | None = None) -> KafkaBroker:
+    """Start a tansu broker on ``port`` (a free loopback port by default; the caller stops it)."""
+    port = port or free_port()
     log_dir = Path(tempfile.mkdtemp(prefix="relayd-tansu-"))
     broker = KafkaBroker(port=port, advertised_port=advertised_port or port, log_path=log_dir / "tansu.log")
     try:
