@@ -3,8 +3,8 @@
 ``Envelope`` is the value type shared by the engine and the sinks. The pure builders below turn
 raw stored entries (``store.backlog.RawEntry`` / ``RawTimer``) into envelopes; they import no
 Redis and read no clock (``relayed_at`` is a parameter). A window of outbox entries stays
-columns (``OutboxWindow``, a sequence of envelopes made on access); ``render_all``, ``ids_of``,
-``keys_of`` and ``kind_of`` read any batch. A stored value that cannot be decoded
+columns (``OutboxWindow``, the columnar ``relayd.batch.Batch`` that makes an envelope only when
+indexed). A stored value that cannot be decoded
 raises ``store.errors.MalformedEntry`` with one of the fixed reasons, so the engine can
 dead-letter it with a bounded ``reason_code``.
 """
@@ -12,12 +12,13 @@ dead-letter it with a bounded ``reason_code``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import ClassVar, Final, Literal, overload
 
 import msgspec
 import orjson
 
+from relayd.batch import Batch
 from store.backlog import RawEntry, RawTimer
 from store.codec import dumps
 from store.errors import MalformedEntry
@@ -25,12 +26,12 @@ from store.keys import parse_timer_member
 
 #: The envelope format tag; a receiver refuses what it does not know.
 ENVELOPE_VERSION: Final = "relayd/1"
-#: Checks that bytes are one JSON document without building it (a third of a decode's time).
+#: Checks that bytes are one JSON document without building it (cheaper than decoding it).
 _CHECK_JSON: Final = msgspec.json.Decoder(msgspec.Raw)
 #: Line breaks to spaces: in JSON text they can only be whitespace between tokens.
 _LINE_BREAKS_TO_SPACES: Final = bytes.maketrans(b"\r\n", b"  ")
 #: The line breaks as byte values: ``int in bytes`` is a memchr, while ``bytes in bytes`` first
-#: tries the needle as an int and builds and clears a TypeError (7x slower: 450 ns an entry).
+#: tries the needle as an int and builds and clears a TypeError (``relayd bench --kinds outbox``).
 _LF, _CR = ord("\n"), ord("\r")
 
 Kind = Literal["outbox", "spawn", "timer"]
@@ -48,10 +49,10 @@ class Envelope:
     """
 
     # A plain class with slots, not a dataclass: one envelope is built per entry on the hot
-    # path (a frozen dataclass built at a third of the speed).
+    # path, and a frozen dataclass builds slower (``relayd bench --kinds spawn,timer``).
     __slots__ = ("_body", "_json", "attempt", "id", "kind", "ordering_key", "prefix")
 
-    def __init__(  # noqa: PLR0917 - one per entry on the hot path: keywords cost a third more
+    def __init__(  # noqa: PLR0917 - one per entry on the hot path: positional is cheaper (relayd bench)
         self,
         id: str,
         kind: Kind,
@@ -124,9 +125,8 @@ class OutboxEnvelope(Envelope):
     parts, and what the envelopes of one delivery share (prefix, attempt, stamp) once per
     delivery (``_OutboxFrame``), instead of building a dict and serialising it: the bytes orjson
     gives for the body, with the event's stored text where its serialisation would be, at less
-    than half the CPU (1.68 -> 0.73 us an entry, micro-benchmark). ``body`` is built, and the
-    event decoded, only when read (the harel and log sinks; the stream, JSONL and webhook sinks
-    never do).
+    CPU (``tests/benchmarks/profile_drain.py``). ``body`` is built, and the event decoded, only
+    when read (the harel and log sinks; the stream, JSONL and webhook sinks never do).
     """
 
     __slots__ = ("_event", "_field", "_relayed_at", "_seq")
@@ -188,17 +188,16 @@ class OutboxEnvelope(Envelope):
         return self._json
 
 
-class OutboxWindow(Sequence[Envelope]):
+class OutboxWindow(Batch):
     """The outbox envelopes of one read window, kept as columns: the fast path's sink batch.
 
-    A drain hands a sink a thousand outbox envelopes per call. As objects they cost 1.1 us an
-    entry more to build, stamp and render (3.9 against 2.8 us, micro-benchmark), and drains ran
-    8-23 % faster without them and their frees. A window keeps the columns
-    ``outbox_envelopes`` parsed (fields, seqs, targets, events as stored) and one stamp, and is
-    a ``Sequence[Envelope]`` like any batch: indexing it makes that entry's ``OutboxEnvelope``
-    (equal, not identical, on each access), a slice is a window. ``render_all``, ``ids_of``,
-    ``keys_of`` and ``kind_of`` read the columns without making envelopes; the stream and JSONL
-    sinks use them, so their bytes come from the same ``_OutboxFrame.render``.
+    A drain hands a sink a thousand outbox envelopes per call; as objects they cost more to
+    build, stamp, render and free than the columns, and drains are faster without them
+    (``relayd bench --kinds outbox``). A window keeps the columns ``outbox_envelopes`` parsed
+    (fields, seqs, targets, events as stored) and one stamp, and is a ``Batch`` like any other:
+    indexing it makes that entry's ``OutboxEnvelope`` (equal, not identical, on each access), a
+    slice is a window, and ``render``, ``ids`` and ``keys`` read the columns without making
+    envelopes, so every sink's bytes come from the same ``_OutboxFrame.render``.
     """
 
     __slots__ = ("attempt", "events", "fields", "prefix", "relayed_at", "seqs", "targets")
@@ -220,6 +219,10 @@ class OutboxWindow(Sequence[Envelope]):
         self.seqs = seqs
         self.targets = targets
         self.events = events
+
+    @property
+    def kind(self) -> Kind:
+        return "outbox"
 
     def __len__(self) -> int:
         return len(self.fields)
@@ -268,34 +271,8 @@ class OutboxWindow(Sequence[Envelope]):
     def ids(self) -> list[str]:
         return [f"{self.prefix}:outbox:{field}" for field in self.fields]
 
-
-def render_all(batch: Sequence[Envelope]) -> list[bytes]:
-    """The JSON of every envelope of ``batch``, in order (an ``OutboxWindow`` from its columns)."""
-    if type(batch) is OutboxWindow:
-        return batch.render()
-    return [envelope.to_json() for envelope in batch]
-
-
-def ids_of(batch: Sequence[Envelope]) -> list[str]:
-    """The delivery id of every envelope of ``batch``, in order."""
-    if type(batch) is OutboxWindow:
-        return batch.ids()
-    return [envelope.id for envelope in batch]
-
-
-def keys_of(batch: Sequence[Envelope]) -> list[str | None]:
-    """The ordering key of every envelope of ``batch``, in order."""
-    if type(batch) is OutboxWindow:
-        return list(batch.targets)  # a copy: the window's own column stays the window's
-    return [envelope.ordering_key for envelope in batch]
-
-
-def kind_of(batch: Sequence[Envelope]) -> Kind | None:
-    """The one kind of every envelope of a non-empty ``batch``; None when they differ."""
-    if type(batch) is OutboxWindow:
-        return "outbox"
-    kind = batch[0].kind
-    return kind if all(envelope.kind == kind for envelope in batch) else None
+    def keys(self) -> list[str | None]:
+        return self.targets[:]  # a copy: the window's own column stays the window's
 
 
 class _OutboxFrame:
@@ -335,7 +312,8 @@ class _OutboxFrame:
     ) -> list[bytes]:
         """Envelopes' JSON: the bytes orjson gives for each body, with the event as stored.
 
-        One loop for a window: a call per entry would cost a third of the rendering.
+        One loop for a window: a call per entry costs more than the rendering can spare
+        (``tests/benchmarks/profile_drain.py``).
         """
         head, middle, dumps = self.head, self.middle, orjson.dumps
         rendered = []

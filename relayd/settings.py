@@ -35,6 +35,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from relayd.engine.options import SweepOptions
 from relayd.errors import ConfigError
 from relayd.sinks.base import SinkOptions
+from relayd.sinks.http_policy import parse_header_lines
 from store.keys import Keyspace
 
 #: URL schemes relayd accepts for its own Redis, mapped to (tls, cluster).
@@ -175,6 +176,19 @@ def read_secret_file(option: str, path: Path) -> str:
     return value
 
 
+def read_headers_file(option: str, path: Path) -> tuple[tuple[str, str], ...]:
+    """The extra headers in a mounted file (``relayd.sinks.http_policy.parse_header_lines``)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ValueError(f"{option}: cannot read {str(path)!r}: {reason}") from None
+    try:
+        return parse_header_lines(text)
+    except ValueError as exc:
+        raise ValueError(f"{option}: {str(path)!r} {exc}") from None
+
+
 def _check_readable(option: str, path: Path | None) -> None:
     if path is not None and not path.is_file():
         raise ValueError(f"{option}: {str(path)!r} is not a readable file")
@@ -225,6 +239,11 @@ class Settings(BaseSettings):
     webhook_secret_file: Path | None = None
     webhook_timeout: float = Field(10.0, gt=0, le=600)
     webhook_concurrency: int = Field(16, ge=1, le=10_000)
+    webhook_connect_timeout: float | None = Field(None, gt=0, le=600)
+    webhook_read_timeout: float | None = Field(None, gt=0, le=600)
+    webhook_headers_file: Path | None = None
+    webhook_gzip: bool = False
+    webhook_ca_file: Path | None = None
     kafka_username_file: Path | None = None
     kafka_password_file: Path | None = None
     kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
@@ -237,6 +256,7 @@ class Settings(BaseSettings):
     _redis_username: str | None = PrivateAttr(default=None)
     _redis_password: SecretStr | None = PrivateAttr(default=None)
     _webhook_secret: SecretStr | None = PrivateAttr(default=None)
+    _webhook_headers: tuple[tuple[str, str], ...] = PrivateAttr(default=())
     _kafka_username: str | None = PrivateAttr(default=None)
     _kafka_password: SecretStr | None = PrivateAttr(default=None)
     _nats_token: SecretStr | None = PrivateAttr(default=None)
@@ -300,6 +320,9 @@ class Settings(BaseSettings):
             self._webhook_secret = SecretStr(
                 read_secret_file("--webhook-secret-file", self.webhook_secret_file)
             )
+        _check_readable("--webhook-ca-file", self.webhook_ca_file)
+        if self.webhook_headers_file is not None:
+            self._webhook_headers = read_headers_file("--webhook-headers-file", self.webhook_headers_file)
         self._address = address
         self._redis_username = username
         self._redis_password = password
@@ -338,7 +361,8 @@ class Settings(BaseSettings):
         """Every secret value configured, for the log redaction processor."""
         values = [self._redis_password, self._webhook_secret, self._address.password]
         values += [self._kafka_password, self._nats_token]
-        return tuple(v.get_secret_value() for v in values if v is not None)
+        header_values = tuple(value for _, value in self._webhook_headers)
+        return tuple(v.get_secret_value() for v in values if v is not None) + header_values
 
     def sink_specs(self) -> dict[str, str]:
         """The sink spec per kind, ``--sink`` filling in the kinds not set on their own."""
@@ -370,6 +394,11 @@ class Settings(BaseSettings):
             webhook_concurrency=self.webhook_concurrency,
             redis_ca_file=str(self.redis_ca_file) if self.redis_ca_file is not None else None,
             allow_plaintext=self.allow_plaintext,
+            webhook_connect_timeout_s=self.webhook_connect_timeout,
+            webhook_read_timeout_s=self.webhook_read_timeout,
+            webhook_headers=self._webhook_headers,
+            webhook_gzip=self.webhook_gzip,
+            webhook_ca_file=str(self.webhook_ca_file) if self.webhook_ca_file is not None else None,
             kafka_username=self._kafka_username,
             kafka_password=_reveal(self._kafka_password),
             kafka_sasl_mechanism=self.kafka_sasl_mechanism,

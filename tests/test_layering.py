@@ -16,6 +16,7 @@ PURE_MODULES = [
     "relayd/engine/ordering.py",
     "relayd/engine/shares.py",
     "relayd/engine/notify.py",
+    "relayd/batch.py",
     "relayd/envelope.py",
     "relayd/health.py",
     "relayd/sinks/spec.py",
@@ -25,7 +26,7 @@ PURE_MODULES = [
     "store/codec.py",
     "store/keys.py",
 ]
-IMPURE_IMPORTS = ("redis", "structlog", "time", "asyncio", "httpx")
+IMPURE_IMPORTS = ("redis", "structlog", "time", "asyncio", "httpx", "aiohttp")
 
 
 def _imports(path: Path) -> set[str]:

@@ -3,10 +3,12 @@
 Suites (``--suite``, comma-separated or ``all``):
 
 - ``drain``: per kind, seed ``backlog`` entries through ``store``, drain them with ``run_relay``
-  (``once=True``) into the sink, then drain an identical backlog the incumbent's way
+  (``once=True``) into the sink, then measure the baseline on an identical backlog: the sink
+  scheme's own client baseline when ``relayd.bench.baselines`` has one (its client publishing
+  the same bodies, or its own relay draining the backlog), else the incumbent-style drain
   (``relayd.bench.seed.drain_like_incumbent``) into a fresh sink of the same spec; entries/s,
-  commit-to-delivery p50/p99, Redis commands per entry, peak RSS, CPU seconds (the relay's, and
-  the server's from INFO cpu) and the ratio.
+  commit-to-delivery p50/p99, Redis commands per entry, peak RSS, CPU seconds and CPU per entry
+  (the relay's, and the server's from INFO cpu) and the ratio.
 - ``scale``: per-pass cost (median of full passes, ``Sweeper.run_pass``) at a small and a large
   outbox backlog, and the peak RSS while draining the large one.
 - ``timers``: timers coming due at ``timer_rate`` per second for ``timer_duration_s``, relayed
@@ -15,8 +17,12 @@ Suites (``--suite``, comma-separated or ``all``):
 - ``wake``: single commits to an idle relay, commit-to-delivery with ``--wake`` on and off
   (``relayd.bench.wake``).
 
-Every prefix is ``bench<hex>`` and every key under it (the default stream sink included) is
-deleted when its scenario ends, even on failure; a redis-server started here is stopped.
+The sink spec may name what the bench provides: ``{redis_url}`` (the benchmarked Redis),
+``{prefix}`` (the scenario's prefix), ``{tmpdir}`` (a temporary directory, deleted after) and,
+for ``webhook:local``, an HTTP server the bench starts on loopback in its own process
+(``relayd.bench.http_target``). Every prefix is ``bench<hex>`` and every key under it (the
+default stream sink included) is deleted when its scenario ends, even on failure; a
+redis-server or HTTP server started here is stopped.
 """
 
 from __future__ import annotations
@@ -24,11 +30,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import resource
+import tempfile
 import time
 import uuid
 from array import array
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -37,7 +44,10 @@ import redis.asyncio as aioredis
 import redis.utils
 from prometheus_client import CollectorRegistry
 
-from relayd.bench.seed import drain_like_incumbent, live_count, seed
+from relayd.batch import Batch
+from relayd.bench.baselines import ClientBaseline, DrainBacklog, Publish, baseline_for
+from relayd.bench.http_target import LOCAL_PLACEHOLDER, http_target
+from relayd.bench.seed import drain_like_incumbent, live_count, render_backlog, seed
 from relayd.bench.server import bench_redis, command_calls, delete_prefix, server_cpu_s
 from relayd.bench.stats import (
     RunFigures,
@@ -83,6 +93,8 @@ class BenchConfig:
     idle_duration_s: float = 10.0
     wake_commits: int = 20
     poll_interval_s: float = SweepOptions().poll_interval_s
+    sink_options: SinkOptions = field(default_factory=SinkOptions)
+    http_server: str = "aiohttp"  # the server behind ``webhook:local`` (relayd.bench.http_target)
 
 
 #: Every this many confirmed deliveries, one commit-to-delivery latency is kept.
@@ -105,7 +117,7 @@ class TimingSink:
     async def start(self) -> None:
         await self.inner.start()
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         outcomes = await self.inner.deliver(batch)
         now = self.clock()
         confirmed: Sequence[Envelope]
@@ -152,16 +164,29 @@ def reset_peak_rss() -> None:
 class Bench:
     """One benchmark run on one Redis: every scenario, each on its own throwaway prefix."""
 
-    def __init__(self, config: BenchConfig, url: str, *, log: Callable[[str], None] = lambda _: None) -> None:
+    def __init__(
+        self,
+        config: BenchConfig,
+        url: str,
+        *,
+        log: Callable[[str], None] = lambda _: None,
+        sink: str | None = None,
+    ) -> None:
         self.config = config
         self.url = url
         self.log = log
+        self.sink = sink or config.sink  # the spec with the run's placeholders filled in
         self.sync = redis.Redis.from_url(url)
         self.client = aioredis.Redis.from_url(url)
+        self.client_baseline: ClientBaseline | None = baseline_for(self.sink)
+
+    def spec_for(self, prefix: str) -> str:
+        return self.sink.replace("{redis_url}", self.url).replace("{prefix}", prefix)
 
     def sink_for(self, prefix: str, *, sample_every: int = LATENCY_SAMPLE_EVERY) -> TimingSink:
-        spec = self.config.sink.replace("{redis_url}", self.url).replace("{prefix}", prefix)
-        return TimingSink(resolve_sink(spec, SinkOptions()), sample_every=sample_every)
+        return TimingSink(
+            resolve_sink(self.spec_for(prefix), self.config.sink_options), sample_every=sample_every
+        )
 
     @contextlib.asynccontextmanager
     async def prefix(self) -> AsyncIterator[str]:
@@ -181,12 +206,24 @@ class Bench:
         for kind in self.config.kinds:
             # On a shared machine one drain can be a fifth off the next: with ``repeat`` the
             # median drain is reported and every drain's rate is kept beside it.
-            runs = [await self.relay_drain(kind, self.config.backlog) for _ in range(self.config.repeat)]
+            # A client baseline is as noisy as the relay: with ``repeat`` it runs as often,
+            # alternating with the relay, and its median is the ratio's denominator. The
+            # incumbent drain (one round-trip per entry) runs once: it is far slower.
+            runs: list[RunFigures] = []
+            bases: list[RunFigures] = []
+            for _ in range(self.config.repeat):
+                runs.append(await self.relay_drain(kind, self.config.backlog))
+                if self.config.baseline and (self.client_baseline is not None or not bases):
+                    bases.append(await self.baseline_drain(kind, self.config.backlog))
             relay = median_run(runs)
-            baseline = await self.baseline_drain(kind, self.config.backlog) if self.config.baseline else None
-            row = kind_row(relay, baseline) | {"problems": sane([*runs, *filter(None, [baseline])])}
+            baseline = median_run(bases) if bases else None
+            row = kind_row(relay, baseline) | {"problems": sane([*runs, *bases])}
+            if baseline is not None:
+                row["baseline_by"] = self.baseline_name()
             if len(runs) > 1:
                 row["relay_entries_per_s"] = [run.summary()["entries_per_s"] for run in runs]
+            if len(bases) > 1:
+                row["baseline_entries_per_s"] = [run.summary()["entries_per_s"] for run in bases]
             rows.append(row)
         return rows
 
@@ -208,7 +245,44 @@ class Bench:
                 )
             return meter.figures("relay", kind, count, sink, left=live_count(self.sync, prefix, kind))
 
+    def baseline_name(self) -> str:
+        """What the baseline is, for the report."""
+        found = self.client_baseline
+        if found is None:
+            return "incumbent-style drain, one round-trip per entry"
+        if found.publish is not None:
+            return f"{found.scheme} client publishing the same bodies"
+        return f"{found.scheme}'s own relay draining an identical backlog"
+
     async def baseline_drain(self, kind: Kind, count: int) -> RunFigures:
+        found = self.client_baseline
+        if found is not None and found.publish is not None:
+            return await self.publish_baseline(kind, count, found.publish)
+        if found is not None and found.drain_backlog is not None:
+            return await self.drain_backlog_baseline(kind, count, found.drain_backlog)
+        return await self.incumbent_drain(kind, count)
+
+    async def publish_baseline(self, kind: Kind, count: int, publish: Publish) -> RunFigures:
+        """The sink's client publishing the bodies of an identical backlog (rendered unmetered)."""
+        async with self.prefix() as prefix:
+            seed(self.sync, prefix, kind, count, clock=time.time)
+            bodies, keys = await render_backlog(self.client, prefix, kind, relayed_at=time.time())
+            self.log(f"publishing {len(bodies)} {kind} bodies with the {self.baseline_name()}")
+            with _Meter(self.sync) as meter:
+                confirmed = await publish(self.spec_for(prefix), bodies, keys, self.config.sink_options)
+            return meter.baseline_figures(kind, count, confirmed, left=count - confirmed)
+
+    async def drain_backlog_baseline(self, kind: Kind, count: int, drain: DrainBacklog) -> RunFigures:
+        """Another relay draining an identical backlog its own way."""
+        async with self.prefix() as prefix:
+            seed(self.sync, prefix, kind, count, clock=time.time)
+            self.log(f"draining {kind} with the {self.baseline_name()}")
+            with _Meter(self.sync) as meter:
+                delivered = await drain(self.url, prefix, kind)
+            left = live_count(self.sync, prefix, kind)
+            return meter.baseline_figures(kind, count, delivered, left=left)
+
+    async def incumbent_drain(self, kind: Kind, count: int) -> RunFigures:
         async with self.prefix() as prefix:
             seed(self.sync, prefix, kind, count, clock=time.time)
             sink = self.sink_for(prefix)
@@ -395,11 +469,26 @@ class _Meter:
             peak_rss_mb=round(peak_rss_mb(), 1),
         )
 
+    def baseline_figures(self, kind: Kind, count: int, delivered: int, *, left: int) -> RunFigures:
+        """A client baseline's run: what it says it delivered, no latencies."""
+        return RunFigures(
+            method="baseline",
+            kind=kind,
+            entries=count,
+            delivered=delivered,
+            left=left,
+            duration_s=self.wall_s,
+            cpu_s=self.cpu_s,
+            commands=self.commands,
+            redis_cpu_s=None if self.redis_cpu_s is None else round(self.redis_cpu_s, 3),
+            peak_rss_mb=round(peak_rss_mb(), 1),
+        )
+
 
 async def _run(
-    config: BenchConfig, url: str, flavour: str, log: Callable[[str], None], *, owned: bool
+    config: BenchConfig, url: str, flavour: str, log: Callable[[str], None], *, owned: bool, sink: str
 ) -> dict[str, Any]:
-    bench = Bench(config, url, log=log)
+    bench = Bench(config, url, log=log, sink=sink)
     report: dict[str, Any] = {
         "redis": flavour,
         "hiredis": redis.utils.HIREDIS_AVAILABLE,
@@ -428,7 +517,15 @@ async def _run(
 
 def run_bench(config: BenchConfig, *, log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Run the configured suites on the configured (or a throwaway) Redis; return the report."""
-    with bench_redis(config.redis_url) as target:
+    with contextlib.ExitStack() as stack:
+        target = stack.enter_context(bench_redis(config.redis_url))
         log(f"benchmarking on {target.flavour} at {target.url}")
+        sink = config.sink
+        if "{tmpdir}" in sink:
+            tmpdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="relayd-bench-"))
+            sink = sink.replace("{tmpdir}", tmpdir)
+        if sink == f"webhook:{LOCAL_PLACEHOLDER}":
+            sink = "webhook:" + stack.enter_context(http_target(config.http_server))
+            log(f"started a {config.http_server} server at {sink.partition(':')[2]}")
         owned = config.redis_url is None  # a server the bench started: it may switch notifications on
-        return asyncio.run(_run(config, target.url, target.flavour, log, owned=owned))
+        return asyncio.run(_run(config, target.url, target.flavour, log, owned=owned, sink=sink))

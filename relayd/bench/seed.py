@@ -4,7 +4,10 @@ Seeding goes through the store's own commit (``CHUNK`` emits, spawns or timers p
 every entry has the exact wire shape an engine writes. Each outbox event and spawn context
 carries the commit time under ``committed_at``; a timer's reference time is its ``fire_at``.
 
-The baseline drains like the incumbent inline relay: read the whole structure at once
+``render_backlog`` renders a seeded backlog's envelopes as the relay would hand them to a sink
+(attempt 1, one stamp), for a client baseline to publish (``relayd.bench.baselines``).
+
+The incumbent baseline drains like the incumbent inline relay: read the whole structure at once
 (HGETALL / a full ZRANGEBYSCORE), then, in seq (fire_at) order, deliver one entry per sink call
 and delete it, one round-trip each.
 """
@@ -17,8 +20,9 @@ from typing import Any, Final
 import redis
 import redis.asyncio as aioredis
 
+from relayd.batch import Batch
 from relayd.bench.stats import COMMITTED_AT
-from relayd.envelope import Kind, outbox_envelope, spawn_envelope, timer_envelope
+from relayd.envelope import Kind, outbox_envelope, outbox_envelopes, spawn_envelope, timer_envelope
 from relayd.sinks.base import Delivered, Sink
 from store import Event, Execution, Keyspace, RedisStore, TimerOp
 from store.backlog import RawEntry, RawTimer
@@ -70,6 +74,37 @@ def live_count(client: redis.Redis, prefix: str, kind: Kind) -> int:
     return int(client.hlen(ks.outbox if kind == "outbox" else ks.spawns))
 
 
+async def render_backlog(
+    client: aioredis.Redis, prefix: str, kind: Kind, *, relayed_at: float
+) -> tuple[list[bytes], list[str | None]]:
+    """The ``relayd/1`` JSON and ordering key of every entry of ``kind`` under ``prefix``, in order."""
+    ks = Keyspace(prefix)
+    if kind == "timer":
+        rows: list[tuple[bytes, float]] = await client.zrange(ks.timers, 0, -1, withscores=True)  # type: ignore[assignment]  # withscores pairs
+        timers = Batch.of(
+            [
+                timer_envelope(
+                    RawTimer(member, float(score)), prefix=prefix, attempt=1, relayed_at=relayed_at
+                )
+                for member, score in rows
+            ],
+            kind,
+        )
+        return timers.render(), timers.keys()
+    stored: dict[bytes, bytes] = await client.hgetall(ks.outbox if kind == "outbox" else ks.spawns)  # type: ignore[assignment]  # decode_responses off
+    entries = sorted(
+        (RawEntry(f.decode(), parse_seq(f), v) for f, v in stored.items()),
+        key=lambda e: e.seq if e.seq is not None else -1,
+    )
+    if kind == "outbox":
+        window, _, _ = outbox_envelopes(entries, prefix=prefix, attempt=1, relayed_at=relayed_at)
+        return window.render(), window.keys()
+    batch = Batch.of(
+        [spawn_envelope(e, prefix=prefix, attempt=1, relayed_at=relayed_at) for e in entries], kind
+    )
+    return batch.render(), batch.keys()
+
+
 async def drain_like_incumbent(
     client: aioredis.Redis, prefix: str, kind: Kind, sink: Sink, *, clock: Callable[[], float]
 ) -> int:
@@ -100,5 +135,5 @@ async def drain_like_incumbent(
 
 
 async def _deliver_one(sink: Sink, envelope: Any) -> bool:
-    outcomes = await sink.deliver([envelope])
+    outcomes = await sink.deliver(Batch.of([envelope]))
     return bool(outcomes) and isinstance(outcomes[0], Delivered)

@@ -103,6 +103,7 @@ class RunFigures:
             "commands_per_entry": rounded(self.commands_per_entry, 3),
             "duration_s": round(self.duration_s, 4),
             "cpu_s": round(self.cpu_s, 4),
+            "cpu_per_entry_us": round(self.cpu_s / self.delivered * 1e6, 1) if self.delivered else None,
         }
         return out
 

@@ -8,6 +8,7 @@ Exit code 0 when every run drained everything it seeded, 1 otherwise.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any, cast
 
 import typer
@@ -16,6 +17,7 @@ from rich.table import Table
 
 from relayd.envelope import KINDS, Kind
 from relayd.errors import ConfigError
+from relayd.sinks.base import SinkOptions
 
 
 def _opt(*names: str, help_text: str, **extra: Any) -> Any:
@@ -36,10 +38,20 @@ def bench(  # noqa: PLR0917 - Typer builds one option per parameter
         str | None,
         _opt(
             "--sink",
-            help_text="Sink spec ('null', 'jsonl:PATH', 'redis-stream:URL?stream=NAME'); "
-            "'{prefix}' and '{redis_url}' are filled in. Default: one trimmed stream on the same Redis.",
+            help_text="Sink spec ('null', 'jsonl:PATH', 'redis-stream:URL?stream=NAME', 'webhook:URL'); "
+            "'{prefix}', '{redis_url}' and '{tmpdir}' are filled in, 'webhook:local' is an HTTP server "
+            "the bench starts on loopback. Default: one trimmed stream on the same Redis.",
         ),
     ] = None,
+    http_server: Annotated[
+        str, _opt("--http-server", help_text="The server behind 'webhook:local': aiohttp or uvicorn.")
+    ] = "aiohttp",
+    webhook_secret_file: Annotated[
+        Path | None, _opt("--webhook-secret-file", help_text="Sign webhook requests with this file's key.")
+    ] = None,
+    webhook_concurrency: Annotated[
+        int, _opt("--webhook-concurrency", help_text="Webhook requests in flight (sink and baseline).", min=1)
+    ] = SinkOptions().webhook_concurrency,
     backlog: Annotated[int, _opt("--backlog", help_text="Entries seeded per kind.", min=1)] = 100_000,
     kinds: Annotated[
         str, _opt("--kinds", help_text="Kinds to drain, comma-separated.")
@@ -51,7 +63,11 @@ def bench(  # noqa: PLR0917 - Typer builds one option per parameter
     ] = True,
     repeat: Annotated[
         int,
-        _opt("--repeat", help_text="Relay drains per kind; the median is reported, each rate listed.", min=1),
+        _opt(
+            "--repeat",
+            help_text="Relay drains per kind (and client-baseline runs, alternating); medians reported.",
+            min=1,
+        ),
     ] = 1,
     suite: Annotated[
         str, _opt("--suite", help_text="drain, scale, timers, idle, wake (comma-separated) or all.")
@@ -81,6 +97,14 @@ def bench(  # noqa: PLR0917 - Typer builds one option per parameter
     suites = SUITES if suite == "all" else tuple(s.strip() for s in suite.split(",") if s.strip())
     if not suites or any(s not in SUITES for s in suites):
         raise ConfigError(f"--suite takes a comma-separated subset of {','.join(SUITES)}, or 'all'")
+    secret = None
+    if webhook_secret_file is not None:
+        from relayd.settings import read_secret_file
+
+        try:
+            secret = read_secret_file("--webhook-secret-file", webhook_secret_file).encode()
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     config = BenchConfig(
         redis_url=redis_url,
         sink=sink or DEFAULT_SINK,
@@ -95,6 +119,8 @@ def bench(  # noqa: PLR0917 - Typer builds one option per parameter
         timer_duration_s=timer_duration,
         idle_duration_s=idle_duration,
         wake_commits=wake_commits,
+        sink_options=SinkOptions(webhook_secret=secret, webhook_concurrency=webhook_concurrency),
+        http_server=http_server,
     )
     # The relay logs one line per pass at info: only warnings, so the log does not skew the figures.
     configure_logging(log_format="console", log_level="warning")
@@ -185,9 +211,10 @@ def _render_drain(kinds: list[dict[str, Any]], console: Console) -> None:
         "CPU s",
         "Redis CPU s",
         "peak RSS MB",
+        "CPU us/entry",
     ):
         table.add_column(column, justify="left" if column in ("kind", "method") else "right")
-    table.add_column("speedup", justify="right")
+    table.add_column("ratio", justify="right")
     for row in kinds:
         for method in ("relay", "baseline"):
             fig = row.get(method)
@@ -203,13 +230,19 @@ def _render_drain(kinds: list[dict[str, Any]], console: Console) -> None:
                 _fmt(fig["cpu_s"], 2),
                 _fmt(fig["redis_cpu_s"], 2),
                 _fmt(fig["peak_rss_mb"], 0),
-                f"{row['speedup']:.1f}x" if method == "relay" and row.get("speedup") else "",
+                _fmt(fig.get("cpu_per_entry_us"), 1),
+                f"{row['speedup']:.2f}x" if method == "relay" and row.get("speedup") else "",
             )
     console.print(table)
     for row in kinds:
+        if "baseline_by" in row:
+            console.print(f"{row['kind']}: baseline = {row['baseline_by']}; ratio = relay rate / its rate")
         if "relay_entries_per_s" in row:
             rates = ", ".join(f"{rate:,.0f}" for rate in row["relay_entries_per_s"])
             console.print(f"{row['kind']}: relay drains in order {rates} entries/s (the median is above)")
+        if "baseline_entries_per_s" in row:
+            rates = ", ".join(f"{rate:,.0f}" for rate in row["baseline_entries_per_s"])
+            console.print(f"{row['kind']}: baseline runs in order {rates} entries/s (the median is above)")
 
 
 def register(app: typer.Typer) -> None:

@@ -150,6 +150,20 @@ WebhookTimeout = Annotated[
 WebhookConcurrency = Annotated[
     int | None, _option("webhook_concurrency", "Most webhook requests in flight at once.", SINKS)
 ]
+WebhookConnectTimeout = Annotated[
+    float | None, _option("webhook_connect_timeout", "Seconds to open a webhook connection.", SINKS)
+]
+WebhookReadTimeout = Annotated[
+    float | None, _option("webhook_read_timeout", "Seconds a webhook answer may pause between reads.", SINKS)
+]
+WebhookHeadersFile = Annotated[
+    Path | None,
+    _option("webhook_headers_file", "File of extra webhook headers, one 'Name: value' a line.", SECURITY),
+]
+WebhookGzip = Annotated[bool, _option("webhook_gzip", "Gzip webhook request bodies.", SINKS)]
+WebhookCaFile = Annotated[
+    Path | None, _option("webhook_ca_file", "PEM CA bundle trusted for https:// webhooks.", SECURITY)
+]
 
 KafkaUsernameFile = Annotated[
     Path | None, _option("kafka_username_file", "File holding the kafka sink's SASL username.", SECURITY)

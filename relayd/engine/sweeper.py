@@ -32,6 +32,7 @@ from typing import Final
 
 import structlog
 
+from relayd.batch import Batch
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock
 from relayd.engine.gauges import PrefixGauges
@@ -459,7 +460,8 @@ class Sweeper:
         )
         return raws
 
-    async def _deliver(self, lane: Lane, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def _deliver(self, lane: Lane, envelopes: Sequence[Envelope]) -> Sequence[Outcome]:
+        batch = Batch.of(envelopes, lane.kind)  # an outbox window as it is; a list wrapped, not copied
         started_s = self.clock.monotonic()
         try:
             async with lane.lock:

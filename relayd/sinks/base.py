@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from relayd.envelope import Envelope
+from relayd.batch import Batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +57,12 @@ class Sink(Protocol):
     async def start(self) -> None:
         """Open connections and files. Raises ``SinkError`` or ``ConfigError`` when it cannot."""
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         """Deliver ``batch`` and return one outcome per envelope, in order.
 
-        ``batch`` is a ``Sequence[Envelope]``: a list, or a window of outbox entries
-        (``relayd.envelope.OutboxWindow``) that makes each envelope when indexed;
-        ``relayd.envelope.render_all`` and its siblings read either without making them.
+        ``batch`` is a ``relayd.batch.Batch``: a ``Sequence[Envelope]`` of one kind with
+        ``batch.kind``, ``batch.ids()``, ``batch.keys()`` and ``batch.render()``, which read a
+        columnar window without making an envelope per entry (docs/sinks.md).
         An exception raised here counts as ``Retry`` for every envelope of the batch.
         """
 
@@ -85,6 +85,15 @@ class SinkOptions:
     redis_ca_file: str | None = None
     #: Permit plaintext Redis to non-loopback hosts (DESIGN §7).
     allow_plaintext: bool = False
+    #: Seconds to open a webhook connection, and between reads of an answer (None: only the total).
+    webhook_connect_timeout_s: float | None = None
+    webhook_read_timeout_s: float | None = None
+    #: Extra request headers from ``--webhook-headers-file`` (values may be credentials: no repr).
+    webhook_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    #: Send webhook bodies gzip-compressed (``Content-Encoding: gzip``).
+    webhook_gzip: bool = False
+    #: CA bundle for ``https://`` webhooks (None: the system trust store).
+    webhook_ca_file: str | None = None
     #: SASL credentials for the ``kafka`` sink, read from ``--kafka-username-file`` and
     #: ``--kafka-password-file``; the mechanism from ``--kafka-sasl-mechanism``.
     kafka_username: str | None = field(default=None, repr=False)

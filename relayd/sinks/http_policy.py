@@ -1,4 +1,5 @@
-"""Pure webhook rules: the signature scheme, HTTP status → outcome, and ``Retry-After`` parsing.
+"""Pure webhook rules: the signature scheme, HTTP status → outcome, ``Retry-After`` parsing and
+the operator's extra headers file.
 
 No I/O and no clock: callers pass ``now_s`` (epoch seconds). See ``relayd.sinks.webhook`` for
 the receiver-facing description of the signature.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from email.utils import parsedate_to_datetime
 from typing import Final
 
@@ -16,6 +18,24 @@ from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry
 #: Statuses that mean "not now": the receiver may accept the same request later.
 RETRYABLE_STATUSES: Final = frozenset({408, 425, 429})
 SIGNATURE_VERSION: Final = "v1"
+#: Header names the sink sets itself (or the HTTP client does): an extra headers file may not.
+RESERVED_HEADERS: Final = frozenset(
+    {
+        "content-type",
+        "content-length",
+        "content-encoding",
+        "transfer-encoding",
+        "connection",
+        "host",
+        "idempotency-key",
+        "x-relayd-timestamp",
+        "x-relayd-signature",
+    }
+)
+#: An RFC 9110 field name (a token).
+_FIELD_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+#: A field value: visible ASCII, spaces and tabs inside, nothing else (no CR, LF or NUL).
+_FIELD_VALUE: Final = re.compile(r"[\x21-\x7e]([\x20-\x7e\t]*[\x21-\x7e])?")
 
 
 def sign(secret: bytes, timestamp_s: int, body: bytes) -> str:
@@ -58,3 +78,31 @@ def classify_status(status: int, retry_after: str | None, now_s: float) -> Outco
     if status in RETRYABLE_STATUSES or status >= 500:
         return Retry(error=f"http {status}", after_s=parse_retry_after(retry_after, now_s))
     return Permanent(reason=f"http {status}")
+
+
+def parse_header_lines(text: str) -> tuple[tuple[str, str], ...]:
+    """The extra headers of a headers file: one ``Name: value`` a line, in order.
+
+    Blank lines and lines starting with ``#`` are skipped. A name is an HTTP token and not one
+    the sink sets itself (``RESERVED_HEADERS``); a value is non-empty visible ASCII. An error
+    names the line number and, at most, the header name: a value (a bearer token) never
+    appears in it.
+
+    Raises:
+        ValueError: a line that is not a valid ``Name: value`` header.
+    """
+    headers: list[tuple[str, str]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        name, colon, value = stripped.partition(":")
+        name, value = name.strip(), value.strip()
+        if not colon or not _FIELD_NAME.fullmatch(name):
+            raise ValueError(f"line {number} is not 'Name: value' with a valid header name")
+        if name.lower() in RESERVED_HEADERS:
+            raise ValueError(f"line {number}: {name!r} is set by relayd itself")
+        if not _FIELD_VALUE.fullmatch(value):
+            raise ValueError(f"line {number}: the value of {name!r} is empty or not printable ASCII")
+        headers.append((name, value))
+    return tuple(headers)

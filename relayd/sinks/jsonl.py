@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from relayd.envelope import Envelope, render_all
+from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
 from relayd.sinks.spec import SinkSpec
@@ -48,10 +48,10 @@ class JsonlSink:
         except OSError as exc:
             raise SinkError(f"sink 'jsonl': cannot open {str(self.path)!r}: {exc.strerror}") from exc
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         if self._file is None:
             raise SinkError("sink 'jsonl' delivered to before start()")
-        data = b"".join(line + b"\n" for line in render_all(batch))
+        data = b"".join(line + b"\n" for line in batch.render())
         try:
             await asyncio.to_thread(self._write, self._file, data)
         except OSError as exc:

@@ -38,7 +38,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Final
 
-from relayd.envelope import Envelope, ids_of, keys_of, kind_of, render_all
+from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
@@ -206,17 +206,16 @@ class KafkaSink:
         self._brokers_down = False
         self._delivered_last = True
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         if self._producer is None:
             raise SinkError("sink 'kafka' delivered to before start()")
         if not batch:
             return []
         if self._fatal:
             await self._replace_producer()
-        bodies, ids, keys, kind = render_all(batch), ids_of(batch), keys_of(batch), kind_of(batch)
-        kinds = [kind] * len(batch) if kind is not None else [envelope.kind for envelope in batch]
+        bodies, ids, keys, kind = batch.render(), batch.ids(), batch.keys(), batch.kind
         prefix = batch[0].prefix  # one sweeper lane: one prefix per batch
-        topics = self._topics(keys, kinds, prefix)
+        topics = fill_targets(fill_template(self._target.topic, kind=kind, prefix=prefix), keys)
         reports = _Reports(len(batch), asyncio.get_running_loop())
         produce = self._producer.produce
         for index, body in enumerate(bodies):
@@ -224,7 +223,7 @@ class KafkaSink:
             if not kafka_topic_ok(topic):
                 reports.settle(index, Permanent(reason="kafka: the topic name for this entry is not legal"))
                 continue
-            headers = [("relayd-id", ids[index]), ("relayd-kind", kinds[index])]
+            headers = [("relayd-id", ids[index]), ("relayd-kind", kind)]
             try:
                 produce(
                     topic,
@@ -265,15 +264,6 @@ class KafkaSink:
                     await asyncio.wait([reports.done], timeout=REPORT_GAP_S)
         finally:
             self._delivering.clear()
-
-    def _topics(self, keys: list[str | None], kinds: Sequence[str], prefix: str) -> list[str]:
-        template = self._target.topic
-        if "{kind}" in template and len(set(kinds)) > 1:
-            return [
-                fill_targets(fill_template(template, kind=kind, prefix=prefix), [key])[0]
-                for key, kind in zip(keys, kinds, strict=True)
-            ]
-        return fill_targets(fill_template(template, kind=kinds[0], prefix=prefix), keys)
 
     async def _replace_producer(self) -> None:
         """An idempotent producer that hit a fatal error cannot produce again: start a new one.

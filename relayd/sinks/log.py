@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from relayd.envelope import Envelope
+from relayd.batch import Batch
 from relayd.errors import ConfigError
 from relayd.sinks.base import DELIVERED, Outcome, SinkOptions
 from relayd.sinks.spec import SinkSpec
@@ -30,7 +30,7 @@ class LogSink:
     async def start(self) -> None:
         """Nothing to open."""
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         for envelope in batch:
             log.info(
                 "envelope",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from relayd.batch import Batch
 from relayd.envelope import Envelope
 from relayd.sinks.base import DELIVERED, Delivered, Outcome, Retry
 from relayd.sinks.per_key import HELD_BACK
@@ -42,7 +43,7 @@ class MemorySink:
     async def start(self) -> None:
         self.started = True
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         self.batches.append(list(batch))
         if self.raises is not None:
             exc, self.raises = self.raises, None

@@ -30,7 +30,7 @@ import ssl
 from collections.abc import Sequence
 from typing import Any, Final
 
-from relayd.envelope import Envelope, ids_of, keys_of, kind_of, render_all
+from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
@@ -118,16 +118,16 @@ class NatsSink:
         )
         return True
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         if not self._started:
             raise SinkError("sink 'nats' delivered to before start()")
         if not batch:
             return []
         if not await self._connect():
             return [Retry(error="nats unreachable")] * len(batch)
-        bodies, ids, keys, kind = render_all(batch), ids_of(batch), keys_of(batch), kind_of(batch)
+        bodies, ids, keys, kind = batch.render(), batch.ids(), batch.keys(), batch.kind
         prefix = batch[0].prefix  # one sweeper lane: one prefix per batch
-        subjects = self._subjects(batch, keys, kind, prefix)
+        subjects = fill_targets(fill_template(self._target.subject, kind=kind, prefix=prefix), keys)
         outcomes: list[Outcome] = [Retry(error="nats PubAck not in time")] * len(batch)
         sent = await self._publish_all(bodies, subjects, ids, outcomes)
         if sent:
@@ -176,17 +176,6 @@ class NatsSink:
         if isinstance(error, self._nats.js.errors.APIError) and error.err_code == _MESSAGE_TOO_LARGE:
             return Permanent(reason="nats: message over the stream's max_msg_size")
         return Retry(error=f"nats publish failed ({type(error).__name__})")
-
-    def _subjects(
-        self, batch: Sequence[Envelope], keys: list[str | None], kind: str | None, prefix: str
-    ) -> list[str]:
-        template = self._target.subject
-        if kind is None and "{kind}" in template:
-            return [
-                fill_targets(fill_template(template, kind=envelope.kind, prefix=prefix), [key])[0]
-                for envelope, key in zip(batch, keys, strict=True)
-            ]
-        return fill_targets(fill_template(template, kind=kind or batch[0].kind, prefix=prefix), keys)
 
     def ready(self) -> bool:
         connection = self._connection

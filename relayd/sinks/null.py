@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from relayd.envelope import Envelope
+from relayd.batch import Batch
 from relayd.errors import ConfigError
 from relayd.sinks.base import DELIVERED, Outcome, SinkOptions
 from relayd.sinks.spec import SinkSpec
@@ -23,7 +23,7 @@ class NullSink:
     async def start(self) -> None:
         """Nothing to open."""
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         self.delivered += len(batch)
         return [DELIVERED] * len(batch)
 

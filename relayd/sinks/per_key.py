@@ -5,7 +5,8 @@ with the same ``ordering_key`` are sent sequentially in batch order; once one of
 ``Delivered``, the later ones of that key are not sent and come back as ``Retry``, so a target
 never receives an entry before an earlier one it has not acknowledged. Envelopes whose
 ``ordering_key`` is ``None`` (an outbox entry without a target) have no order to keep and each
-go on their own. No I/O here: the caller passes ``send_one`` and bounds its concurrency.
+go on their own. No I/O here: the caller passes ``send_one`` and bounds its concurrency;
+``deliver_in_key_order`` takes the keys as a column (``Batch.keys()``) and sends by index.
 """
 
 from __future__ import annotations
@@ -20,30 +21,44 @@ from relayd.sinks.base import Delivered, Outcome, Retry
 HELD_BACK = "held back: an earlier entry of its target was not delivered"
 
 
-def group_by_key(batch: Sequence[Envelope]) -> list[list[int]]:
+def group_by_key(keys: Sequence[str | None]) -> list[list[int]]:
     """Return the batch's indexes grouped by ordering key, each group in batch order."""
     groups: dict[str, list[int]] = {}
     loners: list[list[int]] = []
-    for index, envelope in enumerate(batch):
-        if envelope.ordering_key is None:
+    for index, key in enumerate(keys):
+        if key is None:
             loners.append([index])
         else:
-            groups.setdefault(envelope.ordering_key, []).append(index)
+            groups.setdefault(key, []).append(index)
     return [*groups.values(), *loners]
+
+
+async def deliver_in_key_order(
+    keys: Sequence[str | None], send_one: Callable[[int], Awaitable[Outcome]]
+) -> list[Outcome]:
+    """Send entry ``i`` with ``send_one(i)`` for every ordering key of ``keys``, keeping per-key order.
+
+    One outcome per entry, in order; an entry held back behind a failure of its key is ``Retry``.
+    """
+    outcomes: list[Outcome] = [Retry(error=HELD_BACK)] * len(keys)
+
+    async def run_group(indexes: list[int]) -> None:
+        for index in indexes:
+            outcome = await send_one(index)
+            outcomes[index] = outcome
+            if not isinstance(outcome, Delivered):
+                return
+
+    await asyncio.gather(*(run_group(group) for group in group_by_key(keys)))
+    return outcomes
 
 
 async def deliver_per_key(
     batch: Sequence[Envelope], send_one: Callable[[Envelope], Awaitable[Outcome]]
 ) -> list[Outcome]:
-    """Send every envelope of ``batch`` with ``send_one``, keeping per-key order; one outcome each."""
-    outcomes: list[Outcome] = [Retry(error=HELD_BACK)] * len(batch)
+    """``deliver_in_key_order`` for a sink that sends envelope by envelope."""
 
-    async def run_group(indexes: list[int]) -> None:
-        for index in indexes:
-            outcome = await send_one(batch[index])
-            outcomes[index] = outcome
-            if not isinstance(outcome, Delivered):
-                return
+    async def send_index(index: int) -> Outcome:
+        return await send_one(batch[index])
 
-    await asyncio.gather(*(run_group(group) for group in group_by_key(batch)))
-    return outcomes
+    return await deliver_in_key_order([envelope.ordering_key for envelope in batch], send_index)

@@ -12,12 +12,12 @@ relay's own Redis or any other.
   then), by every XADD on the pipeline fallback.
 - A batch goes out as calls of a small Lua script (``XADD_BATCH``, ``CALL_SIZE`` entries each)
   that add every entry in batch order and answer the positions of the entries refused (none, as
-  a rule): one short reply per call instead of one per entry (8x less client CPU, profiled). The
-  calls are pipelined on one connection, each packed just before it is sent, so Redis runs one
-  while the next is prepared. It is not a transaction: an entry that fails (wrong key type, out
-  of memory) is Retry, the others are delivered. Where scripts are refused (``EVAL`` disabled or
-  not permitted by an ACL) the sink falls back to a non-transactional pipeline of XADDs, which
-  keeps the batch order as well.
+  a rule): one short reply per call instead of one per entry, far less client CPU to read
+  (``tests/benchmarks/profile_drain.py``). The calls are pipelined on one connection, each
+  packed just before it is sent, so Redis runs one while the next is prepared. It is not a
+  transaction: an entry that fails (wrong key type, out of memory) is Retry, the others are
+  delivered. Where scripts are refused (``EVAL`` disabled or not permitted by an ACL) the sink
+  falls back to a non-transactional pipeline of XADDs, which keeps the batch order as well.
 - ``rediss://`` verifies the server certificate (``options.redis_ca_file`` replaces the system
   store); plaintext to a non-loopback host needs ``options.allow_plaintext``.
 - A connection error or timeout makes the whole batch Retry (some entries may already be in
@@ -37,7 +37,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from relayd.envelope import Envelope, ids_of, keys_of, kind_of, render_all
+from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.packing import use_hiredis_packing
 from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
@@ -54,15 +54,16 @@ CALL_SIZE: Final = 200
 XADD_BATCH: Final = """
 -- KEYS     the distinct streams of the batch
 -- ARGV[1]  MAXLEN for approximate trimming, or '' for none
--- ARGV[2]  the kind of every entry, or '' when each entry carries its own
+-- ARGV[2]  the kind of every entry (a batch is one kind)
 -- ARGV[3]  '1' when each entry carries its stream's index into KEYS, '' when all go to KEYS[1]
--- ARGV     then per entry, in batch order: [index], envelope JSON, id, [kind]
+-- ARGV     then per entry, in batch order: [index], envelope JSON, id
 -- Returns the positions in the call (from 1) of the entries refused (wrong key type, out of
 -- memory, ...): empty when every entry was added.
 local maxlen, kind, routed = ARGV[1], ARGV[2], ARGV[3] == '1'
-local stride = 2 + (routed and 1 or 0) + (kind == '' and 1 or 0)
--- Each stream is trimmed once per call, by its last XADD, not by every XADD: 0.45 us of Redis
--- CPU less an entry, and no extra command. last[k]: where the last entry for KEYS[k] starts.
+local stride = 2 + (routed and 1 or 0)
+-- Each stream is trimmed once per call, by its last XADD, not by every XADD: less Redis CPU
+-- per entry (relayd bench, "Redis CPU s") and no extra command.
+-- last[k]: where the last entry for KEYS[k] starts.
 local last = {}
 if maxlen ~= '' then
   if routed then
@@ -84,18 +85,14 @@ while i <= #ARGV do
     i = i + 1
   end
   local key = KEYS[k]
-  local envelope, id, entry_kind = ARGV[i], ARGV[i + 1], kind
+  local envelope, id = ARGV[i], ARGV[i + 1]
   i = i + 2
-  if kind == '' then
-    entry_kind = ARGV[i]
-    i = i + 1
-  end
   local reply
   if last[k] == at then
     reply = redis.pcall('XADD', key, 'MAXLEN', '~', maxlen, '*',
-      'envelope', envelope, 'id', id, 'kind', entry_kind)
+      'envelope', envelope, 'id', id, 'kind', kind)
   else
-    reply = redis.pcall('XADD', key, '*', 'envelope', envelope, 'id', id, 'kind', entry_kind)
+    reply = redis.pcall('XADD', key, '*', 'envelope', envelope, 'id', id, 'kind', kind)
   end
   if type(reply) == 'table' and reply.err then
     refused[#refused + 1] = position
@@ -156,7 +153,7 @@ class RedisStreamSink:
                 ) from None
         use_hiredis_packing(self._client)
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         if self._client is None:
             raise SinkError("sink 'redis-stream' delivered to before start()")
         if not batch:
@@ -169,7 +166,7 @@ class RedisStreamSink:
         self._healthy = True
         return outcomes
 
-    async def _deliver_scripted(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def _deliver_scripted(self, batch: Batch) -> Sequence[Outcome]:
         calls = [batch[i : i + CALL_SIZE] for i in range(0, len(batch), CALL_SIZE)]
         replies = await self._send_calls(calls)
         if any(isinstance(r, NoScriptError) for r in replies):
@@ -205,13 +202,14 @@ class RedisStreamSink:
             return exc
         return None
 
-    async def _send_calls(self, calls: list[Sequence[Envelope]]) -> list[Any]:
+    async def _send_calls(self, calls: list[Batch]) -> list[Any]:
         """Send every call of a batch on one connection, then read the replies (in order).
 
         Each call is serialised and packed just before it is sent, so Redis runs the first
-        while the relay prepares the next (traced: packing a whole batch first left Redis idle
-        for a third of each delivery). One connection answers in order, so the stream keeps
-        the batch order. A connection left with unread replies is dropped, never reused.
+        while the relay prepares the next (packing a whole batch first leaves Redis idle for
+        part of each delivery: ``tests/benchmarks/profile_drain.py``). One connection answers
+        in order, so the stream keeps the batch order. A connection left with unread replies is
+        dropped, never reused.
         """
         assert self._client is not None
         pool = self._client.connection_pool
@@ -234,30 +232,25 @@ class RedisStreamSink:
         finally:
             await pool.release(conn)
 
-    def _call_args(self, call: Sequence[Envelope]) -> tuple[list[str], list[bytes | str | int]]:
+    def _call_args(self, call: Batch) -> tuple[list[str], list[bytes | str | int]]:
         """KEYS and ARGV of one ``XADD_BATCH`` call."""
-        # Only what varies per entry goes per entry: a batch is one kind (a sweeper lane) and,
-        # without {target}, one stream. Each argument costs client CPU to pack. The per-entry
-        # arguments are built a column at a time (an ``OutboxWindow`` renders from its own
-        # columns, making no envelope) and interleaved by slice assignment, in C.
-        kind = kind_of(call)
+        # Only what varies per entry goes per entry: a batch is one kind and, without {target},
+        # one stream. Each argument costs client CPU to pack. The per-entry arguments are built
+        # a column at a time (an ``OutboxWindow`` renders from its own columns, making no
+        # envelope) and interleaved by slice assignment, in C.
         routed = self._routed
         streams: dict[str, int] = {} if routed else {self._stream: 1}
         columns: list[Sequence[bytes | str | int]] = []
         if routed:
-            template = self._stream
-            columns.append(
-                [streams.setdefault(stream_name(template, key), len(streams) + 1) for key in keys_of(call)]
-            )
-        columns += (render_all(call), ids_of(call))
-        if kind is None:
-            columns.append([e.kind for e in call])
+            template, keys = self._stream, call.keys()
+            columns.append([streams.setdefault(stream_name(template, key), len(streams) + 1) for key in keys])
+        columns += (call.render(), call.ids())
         per_entry: list[bytes | str | int] = [""] * (len(columns) * len(call))
         for offset, column in enumerate(columns):
             per_entry[offset :: len(columns)] = column
-        return list(streams), [self._maxlen or "", kind or "", "1" if routed else "", *per_entry]
+        return list(streams), [self._maxlen or "", call.kind, "1" if routed else "", *per_entry]
 
-    async def _deliver_piped(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def _deliver_piped(self, batch: Batch) -> Sequence[Outcome]:
         assert self._client is not None
         pipe = self._client.pipeline(transaction=False)
         for envelope in batch:

@@ -31,12 +31,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.kafka import start_kafka
 from support.nats import start_nats
 
+from relayd.batch import Batch
 from relayd.bench.baselines import baseline_for
 from relayd.bench.seed import live_count, seed
 from relayd.bench.server import throwaway_redis_server
 from relayd.engine.loop import run_relay
 from relayd.engine.options import SweepOptions
-from relayd.envelope import KINDS, Envelope, keys_of, render_all
+from relayd.envelope import KINDS
 from relayd.health import Health
 from relayd.logs import configure_logging
 from relayd.metrics import RelayMetrics
@@ -56,7 +57,7 @@ class Recorder:
 
     def __init__(self, inner: Sink) -> None:
         self.inner, self.name = inner, inner.name
-        self.batches: list[Sequence[Envelope]] = []
+        self.batches: list[Batch] = []
         self.started = False
 
     async def start(self) -> None:
@@ -64,7 +65,7 @@ class Recorder:
             await self.inner.start()
             self.started = True
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         self.batches.append(batch)
         outcomes = await self.inner.deliver(batch)
         if not all_delivered(outcomes, len(batch)):
@@ -100,8 +101,10 @@ async def relay_round(
     )
     wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu
     assert live_count(sync, prefix, "outbox") == 0, "the relay left entries behind"
-    bodies = [body for batch in sink.batches for body in render_all(batch)]
-    keys = [key for batch in sink.batches for key in keys_of(batch)]
+    bodies = [body for batch in sink.batches for body in batch.render()]
+    keys: list[str | None] = []
+    for batch in sink.batches:
+        keys += batch.keys()
     await client.aclose()
     sync.close()
     return wall_s, cpu_s, bodies, keys

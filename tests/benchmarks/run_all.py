@@ -1,27 +1,48 @@
-"""Reproduce every figure of the README's Performance section with one command.
+"""Reproduce every figure of the README's Performance section and of docs/benchmarks.md with one command.
 
 Run: ``python tests/benchmarks/run_all.py [--json]``. It runs ``relayd bench --suite all``
 (three relay drains of a 100k backlog per kind, the median reported, and one baseline drain;
 per-pass cost at 1k and 1M; 10k timers/s for 30 s; 10 s idle; wake-up) on a throwaway
-redis-server, prints the tables (or the JSON document) and exits non-zero if any run left
-entries behind. Then, unless ``--json`` is given, ``bench_floor.py``: the relay against the
-least one Python process must do per outbox entry, three interleaved rounds. Takes about six
-minutes on a 2-core machine; the one-round-trip-per-entry baseline drains take a minute and a
-half of it.
+redis-server, then each built-in sink against its own client baseline in the same run
+(``SINK_RUNS``: the webhook against a local HTTP server, with and without a signing secret;
+JSONL; the harel sink against harel's own relay), prints the tables (or the JSON documents)
+and exits non-zero if any run left entries behind. Then, unless ``--json`` is given,
+``bench_floor.py``: the relay against the least one Python process must do per outbox entry,
+three interleaved rounds. Takes about eight minutes on a 2-core machine.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 BENCH = ["bench", "--suite", "all", "--backlog", "100000", "--repeat", "3", "--scale-backlog", "1000000"]
+#: Each built-in sink against its own baseline (``relayd.bench.baselines``); the stream is above.
+WEBHOOK = ["--sink", "webhook:local", "--kinds", "outbox", "--backlog", "20000"]
+SINK_RUNS = [
+    WEBHOOK,
+    [*WEBHOOK, "--webhook-secret-file", "{secret}"],
+    ["--sink", "jsonl:{tmpdir}/bench.jsonl", "--kinds", "outbox,spawn,timer", "--backlog", "100000"],
+    ["--sink", "harel:{redis_url}", "--kinds", "outbox,timer", "--backlog", "20000"],
+]
 
-if __name__ == "__main__":
-    args = sys.argv[1:]
+
+def main(args: list[str]) -> int:
     code = subprocess.call([sys.executable, "-m", "relayd", *BENCH, *args])
+    with tempfile.TemporaryDirectory(prefix="relayd-run-all-") as workdir:
+        secret = Path(workdir, "webhook-secret")
+        secret.write_text("bench-signing-secret\n")
+        for run in SINK_RUNS:
+            print(flush=True)
+            argv = [arg.replace("{secret}", str(secret)) for arg in run]
+            code = subprocess.call([sys.executable, "-m", "relayd", "bench", *argv, *args]) or code
     if code == 0 and "--json" not in args:
         print(flush=True)
         code = subprocess.call([sys.executable, str(Path(__file__).with_name("bench_floor.py"))])
-    sys.exit(code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -9,8 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from relayd.envelope import Envelope
-from relayd.sinks import Outcome, SinkOptions, SinkSpec, resolve_sink
+from relayd.sinks import Batch, Outcome, SinkOptions, SinkSpec, resolve_sink
 
 
 class SlowJsonl:
@@ -23,7 +22,7 @@ class SlowJsonl:
     async def start(self) -> None:
         await self._inner.start()
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         await asyncio.sleep(self._delay_s)
         return await self._inner.deliver(batch)
 

@@ -11,12 +11,8 @@ from harel.engine.core import timeout_event as harel_timeout_event
 
 from relayd.envelope import (
     OutboxWindow,
-    ids_of,
-    keys_of,
-    kind_of,
     outbox_envelope,
     outbox_envelopes,
-    render_all,
     spawn_envelope,
     timer_envelope,
     timer_event_id,
@@ -290,25 +286,6 @@ def _window(prefix: str = "p", count: int = 5) -> tuple[OutboxWindow, list[RawEn
     return window, entries
 
 
-def test_a_window_renders_what_its_envelopes_render_one_by_one():
-    """The stream and JSONL sinks read a window's columns (``render_all``, ``ids_of``,
-    ``keys_of``, ``kind_of``); each must give what the envelopes it stands for give."""
-    window, entries = _window('pre"fix')
-    stamp = 1_700_000_000.25
-    window.stamp(stamp)
-    envelopes = [outbox_envelope(e, prefix='pre"fix', attempt=1, relayed_at=stamp) for e in entries]
-
-    assert render_all(window) == [env.to_json() for env in envelopes]
-    assert ids_of(window) == [env.id for env in envelopes]
-    assert keys_of(window) == [env.ordering_key for env in envelopes]
-    assert kind_of(window) == "outbox"
-    # the same helpers over a plain list of envelopes
-    assert render_all(envelopes) == render_all(window)
-    assert ids_of(envelopes) == ids_of(window)
-    assert keys_of(envelopes) == keys_of(window)
-    assert kind_of(envelopes) == "outbox"
-
-
 def test_a_window_is_a_sequence_of_envelopes_and_a_slice_is_a_window():
     window, entries = _window(count=6)
     window.stamp(2.5)
@@ -318,22 +295,10 @@ def test_a_window_is_a_sequence_of_envelopes_and_a_slice_is_a_window():
     part = window[2:5]
     assert isinstance(part, OutboxWindow)
     assert list(part) == list(window)[2:5]
-    assert render_all(part) == render_all(window)[2:5]
+    assert part.render() == window.render()[2:5]
     more, _ = _window(count=2)
     window.extend(more)
     assert [env.id for env in window] == [f"p:outbox:{n}" for n in (1, 2, 3, 4, 5, 6, 1, 2)]
-
-
-def test_kind_of_a_mixed_batch_is_none():
-    window, _ = _window(count=1)
-    spawn = spawn_envelope(
-        RawEntry("9", 9, orjson.dumps({"p": "a", "c": "b", "r": "root", "x": {}})),
-        prefix="p",
-        attempt=1,
-        relayed_at=0.0,
-    )
-    assert kind_of([window[0], spawn]) is None
-    assert kind_of([spawn]) == "spawn"
 
 
 @pytest.mark.parametrize(

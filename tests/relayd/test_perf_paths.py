@@ -15,6 +15,7 @@ from redis.exceptions import DataError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from support.redis_server import RedisServer
 
+from relayd.batch import Batch
 from relayd.envelope import outbox_envelope
 from relayd.packing import use_hiredis_packing
 from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec
@@ -103,8 +104,8 @@ async def test_stream_sink_falls_back_to_a_pipeline_where_scripts_are_refused(
 
     monkeypatch.setattr(stream_sink, "_send_calls", refused)
 
-    first = await stream_sink.deliver([_envelope(prefix, 1, "a"), _envelope(prefix, 2, "b")])  # type: ignore[list-item]
-    second = await stream_sink.deliver([_envelope(prefix, 3, "a")])  # type: ignore[list-item]
+    first = await stream_sink.deliver(Batch.of([_envelope(prefix, 1, "a"), _envelope(prefix, 2, "b")]))  # type: ignore[list-item]
+    second = await stream_sink.deliver(Batch.of([_envelope(prefix, 3, "a")]))  # type: ignore[list-item]
 
     ids = [fields[b"id"] for _, fields in await async_client.xrange(f"{prefix}:s")]
     assert (list(first), list(second)) == ([DELIVERED, DELIVERED], [DELIVERED])
@@ -124,7 +125,7 @@ async def test_stream_sink_out_of_memory_is_retry_and_writes_nothing(
     admin.config_set("maxmemory-policy", "noeviction")
     admin.config_set("maxmemory", 1)
     try:
-        outcomes = await sink.deliver([_envelope(prefix, 1, "a")])  # type: ignore[list-item]
+        outcomes = await sink.deliver(Batch.of([_envelope(prefix, 1, "a")]))  # type: ignore[list-item]
     finally:
         admin.config_set("maxmemory", 0)
         await sink.close()

@@ -94,6 +94,53 @@ def test_bad_configuration_is_one_line_and_exit_2(args, message):
     assert "hunter2" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--sink", "webhook:ftp://127.0.0.1/hook"], "needs an http:// or https:// URL"),
+        (
+            ["--sink", "webhook:http://127.0.0.1:9/h", "--webhook-headers-file", "/nonexistent/h"],
+            "cannot read",
+        ),
+        (
+            ["--sink", "webhook:http://127.0.0.1:9/h", "--webhook-headers-file", "BAD"],
+            "line 2 is not 'Name: value'",
+        ),
+        (
+            ["--sink", "webhook:http://127.0.0.1:9/h", "--webhook-headers-file", "RESERVED"],
+            "set by relayd itself",
+        ),
+        (
+            ["--sink", "webhook:http://127.0.0.1:9/h", "--webhook-ca-file", "/nonexistent/ca"],
+            "--webhook-ca-file",
+        ),
+        (["--sink", "webhook:http://127.0.0.1:9/h", "--webhook-read-timeout", "0"], "--webhook-read-timeout"),
+    ],
+    ids=[
+        "not-http",
+        "unreadable-headers-file",
+        "bad-header-line",
+        "reserved-header",
+        "missing-ca",
+        "zero-timeout",
+    ],
+)
+def test_bad_webhook_configuration_is_one_line_and_exit_2(args, message, tmp_path):
+    """A header value (a token) never appears in the error, even when its line is the bad one."""
+    (tmp_path / "BAD").write_text("Authorization: Bearer ok\nBearer hunter2\n")
+    (tmp_path / "RESERVED").write_text("# the key is ours\nIdempotency-Key: hunter2\n")
+    args = [str(tmp_path / a) if a in ("BAD", "RESERVED") else a for a in args]
+
+    result = invoke(["sweep", "--once", *args])
+
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2
+    assert len(lines) == 1, result.stderr
+    assert message in lines[0]
+    assert "hunter2" not in result.output
+    assert "Traceback" not in result.output
+
+
 def test_bad_env_var_is_exit_2_too():
     result = invoke(["sweep", "--once"], env={"RELAYD_SINK": "nope"})
 

@@ -221,6 +221,28 @@ def test_webhook_secret_reaches_sink_options(tmp_path: Path):
     assert "sign-me" in settings.secrets()
 
 
+def test_webhook_options_reach_sink_options_and_header_values_are_secrets(tmp_path: Path):
+    headers = tmp_path / "headers"
+    headers.write_text("# mounted from a Secret\nAuthorization: Bearer s3cr3t\n\nX-Tenant:  acme \n")
+
+    settings = load_settings(
+        webhook_headers_file=headers,
+        webhook_gzip=True,
+        webhook_connect_timeout=1.5,
+        webhook_read_timeout=4.0,
+    )
+    options = settings.sink_options()
+
+    assert options.webhook_headers == (("Authorization", "Bearer s3cr3t"), ("X-Tenant", "acme"))
+    assert (options.webhook_gzip, options.webhook_connect_timeout_s, options.webhook_read_timeout_s) == (
+        True,
+        1.5,
+        4.0,
+    )
+    assert "Bearer s3cr3t" in settings.secrets()  # redacted from every log line
+    assert "s3cr3t" not in repr(options)
+
+
 def test_per_kind_sinks_default_to_sink():
     settings = load_settings(sink="jsonl:/tmp/x.jsonl", timer_sink="log")
 

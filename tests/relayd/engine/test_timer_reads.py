@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import pytest
 from prometheus_client import CollectorRegistry
 
+from relayd.batch import Batch
 from relayd.engine.options import SweepOptions
 from relayd.engine.sweeper import Sweeper
 from relayd.engine.timer_reads import (
@@ -121,7 +122,7 @@ class HookedSink(MemorySink):
         super().__init__()
         self.during = during
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         await self.during(len(self.batches))
         return await super().deliver(batch)
 

@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 from support.tls import tls_redis_server
 
+from relayd.batch import Batch
 from relayd.envelope import Envelope
+from relayd.sinks import Outcome, Sink
 
 # a fixture imported into a conftest is registered for the tests below it
 __all__ = ["tls_redis_server"]
@@ -76,3 +78,19 @@ def spawn(
 def hprefix(prefix: str) -> str:
     """The per-test prefix (already a harel-valid identifier)."""
     return prefix
+
+
+def kind_runs(envelopes: list[Envelope]) -> list[Batch]:
+    """``envelopes`` cut into batches of one kind each, in order (a sink gets one kind per call)."""
+    runs: list[list[Envelope]] = []
+    for envelope in envelopes:
+        if runs and runs[-1][0].kind == envelope.kind:
+            runs[-1].append(envelope)
+        else:
+            runs.append([envelope])
+    return [Batch.of(run) for run in runs]
+
+
+async def deliver_runs(sink: Sink, envelopes: list[Envelope]) -> list[Outcome]:
+    """Deliver ``envelopes`` one kind-run at a time (``kind_runs``); every outcome, in order."""
+    return [outcome for run in kind_runs(envelopes) for outcome in await sink.deliver(run)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 import time
@@ -15,11 +16,17 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Reply:
-    """What the server answers: status, headers, and how long it waits first."""
+    """What the server answers: status, headers, and how long it waits first.
+
+    ``hold`` (when set) is waited on before answering, for at most ``hold_timeout_s``: a test
+    releases it when what must come first has come (causal, not timed).
+    """
 
     status: int = 200
     headers: tuple[tuple[str, str], ...] = ()
     delay_s: float = 0.0
+    hold: threading.Event | None = None
+    hold_timeout_s: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,7 @@ class Request:
     raw: bytes
     body: dict[str, Any]
     done_at: float
+    client_port: int = 0
 
 
 #: ``script(body, nth)`` → the Reply; ``nth`` counts requests with that envelope id, from 1.
@@ -42,21 +50,32 @@ class ScriptedServer:
     def __init__(self, script: Script) -> None:
         self.script = script
         self.requests: list[Request] = []
+        self.in_flight = self.max_in_flight = 0
         self._seen: Counter[str] = Counter()
         self._lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as a real webhook receiver does
+
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers["Content-Length"]))
-                body = json.loads(raw)
+                decoded = gzip.decompress(raw) if self.headers.get("Content-Encoding") == "gzip" else raw
+                body = json.loads(decoded)
                 with server._lock:
                     server._seen[body["id"]] += 1
                     nth = server._seen[body["id"]]
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 reply = server.script(body, nth)
+                if reply.hold is not None:
+                    reply.hold.wait(reply.hold_timeout_s)
                 time.sleep(reply.delay_s)
                 with server._lock:
-                    server.requests.append(Request(dict(self.headers), raw, body, time.monotonic()))
+                    server.in_flight -= 1
+                    request = Request(dict(self.headers), raw, body, time.monotonic(), self.client_address[1])
+                    server.requests.append(request)
+                server.on_request(request)
                 try:
                     self.send_response(reply.status)
                     for name, value in reply.headers:
@@ -73,15 +92,20 @@ class ScriptedServer:
         self.httpd.daemon_threads = True
         self.httpd.block_on_close = False
 
+    def on_request(self, request: Request) -> None:
+        """Called after each request is recorded, before it is answered (tests override it)."""
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
 
 
 @contextmanager
-def serve(script: Script) -> Iterator[ScriptedServer]:
+def serve(script: Script, on_request: Callable[[Request], None] | None = None) -> Iterator[ScriptedServer]:
     """Run a ScriptedServer in a thread for the duration of the block."""
     server = ScriptedServer(script)
+    if on_request is not None:
+        server.on_request = on_request  # type: ignore[method-assign]
     thread = threading.Thread(target=server.httpd.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:

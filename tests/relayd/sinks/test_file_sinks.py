@@ -9,6 +9,7 @@ import orjson
 import pytest
 from structlog.testing import capture_logs
 
+from relayd.batch import Batch
 from relayd.envelope import Envelope
 from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Retry, SinkOptions, SinkSpec
@@ -16,7 +17,7 @@ from relayd.sinks.jsonl import JsonlSink
 from relayd.sinks.log import LogSink
 from relayd.sinks.null import NullSink
 
-from .conftest import outbox, spawn, timer
+from .conftest import deliver_runs, outbox, spawn, timer
 
 
 def batch(prefix: str = "p") -> list[Envelope]:
@@ -36,8 +37,8 @@ async def test_jsonl_appends_exact_envelopes_one_per_line(tmp_path: Path) -> Non
     envelopes = batch()
 
     await sink.start()
-    first = await sink.deliver(envelopes[:2])
-    second = await sink.deliver(envelopes[2:])
+    first = await sink.deliver(Batch.of(envelopes[:2]))
+    second = await deliver_runs(sink, envelopes[2:])
     await sink.close()
 
     lines = path.read_bytes().splitlines()
@@ -60,14 +61,14 @@ async def test_jsonl_fsyncs_the_batch_before_reporting_delivered(
 
     monkeypatch.setattr(os, "fsync", spy)
     sink = JsonlSink(SinkSpec("jsonl", str(path)), SinkOptions())
-    envelopes = batch()
+    envelopes = [outbox("p", seq, "a") for seq in range(1, 5)]
 
     await sink.start()
-    await sink.deliver(envelopes)
+    await sink.deliver(Batch.of(envelopes))
     size_when_returned = path.stat().st_size
     await sink.close()
 
-    assert [size_when_returned] == synced_sizes
+    assert [size_when_returned] == synced_sizes  # one fsync, after the whole batch
     assert sum(len(e.to_json()) + 1 for e in envelopes) == size_when_returned
 
 
@@ -78,17 +79,17 @@ async def test_jsonl_failed_write_is_retried_and_leaves_no_torn_line(
     path = tmp_path / "out.jsonl"
     sink = JsonlSink(SinkSpec("jsonl", str(path)), SinkOptions())
     await sink.start()
-    await sink.deliver([outbox("p", 1, "a")])
+    await sink.deliver(Batch.of([outbox("p", 1, "a")]))
     good_size = path.stat().st_size
 
     def failing_fsync(fd: int) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", failing_fsync)
-    outcomes = await sink.deliver([outbox("p", 2, "a"), outbox("p", 3, "b")])
+    outcomes = await sink.deliver(Batch.of([outbox("p", 2, "a"), outbox("p", 3, "b")]))
     monkeypatch.undo()
     ready_after_failure = sink.ready()
-    recovered = await sink.deliver([outbox("p", 2, "a")])
+    recovered = await sink.deliver(Batch.of([outbox("p", 2, "a")]))
     await sink.close()
 
     assert all(isinstance(o, Retry) and "No space left" in o.error for o in outcomes)
@@ -106,7 +107,7 @@ async def test_jsonl_dash_writes_stdout(capfdbinary: pytest.CaptureFixture[bytes
     envelopes = batch()
 
     await sink.start()
-    await sink.deliver(envelopes)
+    await deliver_runs(sink, envelopes)
     out = capfdbinary.readouterr().out
     await sink.close()
 
@@ -125,7 +126,7 @@ async def test_log_sink_logs_one_line_per_envelope_with_fixed_fields() -> None:
     envelopes = batch()
 
     with capture_logs() as logs:
-        outcomes = await sink.deliver(envelopes)
+        outcomes = await deliver_runs(sink, envelopes)
 
     assert list(outcomes) == [DELIVERED] * 4
     assert [
@@ -138,7 +139,7 @@ async def test_null_sink_delivers_and_counts() -> None:
     """The null sink reports everything delivered and keeps only a count."""
     sink = NullSink(SinkSpec("null"), SinkOptions())
 
-    outcomes = [*await sink.deliver(batch()), *await sink.deliver(batch()[:1])]
+    outcomes = [*await deliver_runs(sink, batch()), *await sink.deliver(Batch.of(batch()[:1]))]
 
     assert outcomes == [DELIVERED] * 5
     assert sink.delivered == 5

@@ -11,6 +11,7 @@ import pytest
 from support.kafka import KafkaBroker, start_kafka
 from support.redis_server import free_port
 
+from relayd.batch import Batch
 from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
 from relayd.sinks.kafka import KafkaSink, producer_config
@@ -47,7 +48,7 @@ async def test_every_record_carries_its_envelope_key_and_headers_in_target_order
     sink = await make_sink(f"{kafka.bootstrap}?topic={{prefix}}-events")
     batch = [outbox(prefix, seq, f"target-{seq % 5}" if seq % 7 else None) for seq in range(1, 201)]
 
-    outcomes = await sink.deliver(batch)
+    outcomes = await sink.deliver(Batch.of(batch))
 
     assert outcomes == [DELIVERED] * len(batch)
     assert sink.ready()
@@ -75,8 +76,8 @@ async def test_topic_templates_route_by_kind_and_target(kafka, make_sink, prefix
         kafka.create_topic(topic, partitions=1)
     sink = await make_sink(f"{kafka.bootstrap}?topic={{prefix}}.{{kind}}.{{target}}")
 
-    timers = await sink.deliver([timer(prefix, "exe-1", "root.wait", 1.5)])
-    spawns = await sink.deliver([spawn(prefix, 1, "exe-1", "child-1", root_path="r", context={})])
+    timers = await sink.deliver(Batch.of([timer(prefix, "exe-1", "root.wait", 1.5)]))
+    spawns = await sink.deliver(Batch.of([spawn(prefix, 1, "exe-1", "child-1", root_path="r", context={})]))
 
     assert timers == spawns == [DELIVERED]
     [timer_record] = kafka.read_topic(f"{prefix}.timer.exe-1", 1)
@@ -90,7 +91,7 @@ async def test_a_record_too_large_is_permanent_with_its_size_and_the_rest_delive
     sink = await make_sink(f"{kafka.bootstrap}?topic={prefix}-big")
     huge = outbox(prefix, 2, "t", {"id": "ev-2", "kind": "Blob", "data": {"x": "y" * 2_000_000}})
 
-    outcomes = await sink.deliver([outbox(prefix, 1, "t"), huge, outbox(prefix, 3, "u")])
+    outcomes = await sink.deliver(Batch.of([outbox(prefix, 1, "t"), huge, outbox(prefix, 3, "u")]))
 
     assert outcomes[0] == outcomes[2] == DELIVERED
     assert isinstance(outcomes[1], Permanent)
@@ -101,7 +102,7 @@ async def test_a_record_too_large_is_permanent_with_its_size_and_the_rest_delive
 async def test_an_illegal_topic_name_for_an_entry_is_permanent(kafka, make_sink, prefix):
     sink = await make_sink(f"{kafka.bootstrap}?topic=t-{{target}}")
 
-    [outcome] = await sink.deliver([outbox(prefix, 1, "not/legal here")])
+    [outcome] = await sink.deliver(Batch.of([outbox(prefix, 1, "not/legal here")]))
 
     assert isinstance(outcome, Permanent)
 
@@ -109,7 +110,7 @@ async def test_an_illegal_topic_name_for_an_entry_is_permanent(kafka, make_sink,
 async def test_an_unreachable_broker_is_retry_and_not_ready(make_sink, prefix):
     sink = await make_sink(f"127.0.0.1:{free_port()}?topic=nowhere&timeout_s=2")
 
-    outcomes = await sink.deliver([outbox(prefix, 1, "t"), outbox(prefix, 2, None)])
+    outcomes = await sink.deliver(Batch.of([outbox(prefix, 1, "t"), outbox(prefix, 2, None)]))
 
     assert all(isinstance(o, Retry) for o in outcomes)
     assert not sink.ready()

@@ -79,7 +79,7 @@ def test_group_by_key_keeps_batch_order_and_separates_untargeted() -> None:
         outbox("p", 5, None),
     ]
 
-    assert group_by_key(batch) == [[0, 3], [2], [1], [4]]
+    assert group_by_key([e.ordering_key for e in batch]) == [[0, 3], [2], [1], [4]]
 
 
 async def test_deliver_per_key_stops_a_key_at_its_first_failure() -> None:

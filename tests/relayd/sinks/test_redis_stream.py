@@ -12,11 +12,12 @@ from support.proxy import TcpProxy
 from support.redis_server import RedisServer, free_port
 from support.tls import TlsRedisServer
 
+from relayd.batch import Batch
 from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec, redis_stream
 from relayd.sinks.redis_stream import CALL_SIZE, RedisStreamSink
 
-from .conftest import outbox, spawn, timer
+from .conftest import deliver_runs, outbox, spawn, timer
 
 
 @pytest.fixture
@@ -62,7 +63,7 @@ async def test_every_envelope_arrives_in_order_with_its_fields(
         timer(prefix, "a", "w", 1.5),
     ]
 
-    outcomes = await sink.deliver(batch)
+    outcomes = await deliver_runs(sink, batch)
 
     entries = await read_stream(async_client, f"{prefix}:relay")
     assert list(outcomes) == [DELIVERED] * 4
@@ -80,7 +81,7 @@ async def test_target_placeholder_routes_per_ordering_key_in_order(
     batch = [outbox(prefix, seq, ["a", "b", None][seq % 3]) for seq in range(1, 31)]
 
     for chunk in (batch[:10], batch[10:]):
-        await sink.deliver(chunk)
+        await sink.deliver(Batch.of(chunk))
 
     for target, stream in (("a", "a"), ("b", "b"), (None, "_")):
         ids = [e[b"id"].decode() for e in await read_stream(async_client, f"{prefix}:ev:{stream}")]
@@ -88,17 +89,18 @@ async def test_target_placeholder_routes_per_ordering_key_in_order(
 
 
 @pytest.mark.parametrize("routed", [False, True], ids=["one-stream", "per-target"])
-@pytest.mark.parametrize("mixed", [False, True], ids=["one-kind", "mixed-kinds"])
+@pytest.mark.parametrize("kind", ["outbox", "timer"])
 async def test_every_argument_layout_keeps_fields_and_order(
-    make_sink: MakeSink, async_client: aioredis.Redis, prefix: str, routed: bool, mixed: bool
+    make_sink: MakeSink, async_client: aioredis.Redis, prefix: str, routed: bool, kind: str
 ) -> None:
-    """The script's four layouts (kind per batch or per entry, one stream or an index each)."""
+    """The script's layouts (one stream, or an index into KEYS per entry), for two kinds."""
     sink = await make_sink(f"stream={prefix}:lay" + (":{target}" if routed else ""))
-    batch = [outbox(prefix, seq, ["a", "b"][seq % 2]) for seq in range(1, 7)]
-    if mixed:
-        batch.insert(3, timer(prefix, "a", "w", 2.5))
+    if kind == "outbox":
+        batch = [outbox(prefix, seq, ["a", "b"][seq % 2]) for seq in range(1, 7)]
+    else:
+        batch = [timer(prefix, ["a", "b"][n % 2], f"w{n}", 2.5 + n) for n in range(1, 7)]
 
-    assert list(await sink.deliver(batch)) == [DELIVERED] * len(batch)
+    assert list(await sink.deliver(Batch.of(batch))) == [DELIVERED] * len(batch)
 
     for stream, key in (
         ((f"{prefix}:lay:a", "a"), (f"{prefix}:lay:b", "b")) if routed else ((f"{prefix}:lay", None),)
@@ -116,7 +118,7 @@ async def test_maxlen_trims_the_stream(
     sink = await make_sink(f"stream={prefix}:trim&maxlen=50")
 
     for start in range(0, 2000, 500):
-        await sink.deliver([outbox(prefix, seq, "a") for seq in range(start, start + 500)])
+        await sink.deliver(Batch.of([outbox(prefix, seq, "a") for seq in range(start, start + 500)]))
 
     length = await async_client.xlen(f"{prefix}:trim")
     assert 50 <= length < 500
@@ -133,7 +135,7 @@ async def test_maxlen_trims_every_routed_stream(
     envelopes = [outbox(prefix, seq, "ab"[seq % 2]) for seq in range(1200)]
 
     for start in range(0, len(envelopes), batch):
-        await sink.deliver(envelopes[start : start + batch])
+        await sink.deliver(Batch.of(envelopes[start : start + batch]))
 
     for target in "ab":
         assert 50 <= await async_client.xlen(f"{prefix}:rt:{target}") < 300
@@ -149,7 +151,7 @@ async def test_second_redis_server_as_destination(own_redis_server: RedisServer,
     sink = RedisStreamSink(spec, SinkOptions())
     await sink.start()
 
-    outcomes = await sink.deliver([outbox(prefix, 1, "a"), outbox(prefix, 2, "b")])
+    outcomes = await sink.deliver(Batch.of([outbox(prefix, 1, "a"), outbox(prefix, 2, "b")]))
     await sink.close()
 
     client = own_redis_server.client()
@@ -169,9 +171,9 @@ async def test_a_batch_of_many_calls_keeps_its_order_across_a_script_flush(
     first = [outbox(prefix, seq, f"t{seq % 7}") for seq in range(1, CALL_SIZE * 2 + 51)]
     second = [outbox(prefix, seq, f"t{seq % 7}") for seq in range(1000, 1000 + CALL_SIZE + 1)]
 
-    assert list(await sink.deliver(first)) == [DELIVERED] * len(first)
+    assert list(await sink.deliver(Batch.of(first))) == [DELIVERED] * len(first)
     await async_client.script_flush()
-    assert list(await sink.deliver(second)) == [DELIVERED] * len(second)
+    assert list(await sink.deliver(Batch.of(second))) == [DELIVERED] * len(second)
 
     ids = [e[b"id"].decode() for e in await read_stream(async_client, f"{prefix}:many")]
     assert ids == [e.id for e in first + second]
@@ -189,7 +191,7 @@ async def test_scripts_refused_by_acl_fall_back_to_one_xadd_each(
     await sink.start()
     batch = [outbox(prefix, seq, "a") for seq in range(1, CALL_SIZE + 11)]
 
-    outcomes = await sink.deliver(batch)
+    outcomes = await sink.deliver(Batch.of(batch))
     await sink.close()
 
     assert list(outcomes) == [DELIVERED] * len(batch)
@@ -205,7 +207,7 @@ async def test_unreachable_destination_is_retry_for_the_batch_and_not_ready(pref
     )
     await sink.start()
 
-    outcomes = await sink.deliver([outbox(prefix, 1, "a"), outbox(prefix, 2, "b")])
+    outcomes = await sink.deliver(Batch.of([outbox(prefix, 1, "a"), outbox(prefix, 2, "b")]))
     await sink.close()
 
     assert not sink.ready()
@@ -221,7 +223,9 @@ async def test_wrong_type_key_is_retry_per_entry(
     await async_client.set(f"{prefix}:ev:a", "not a stream")
     sink = await make_sink(f"stream={prefix}:ev:{{target}}")
 
-    outcomes = await sink.deliver([outbox(prefix, 1, "a"), outbox(prefix, 2, "b"), outbox(prefix, 3, "a")])
+    outcomes = await sink.deliver(
+        Batch.of([outbox(prefix, 1, "a"), outbox(prefix, 2, "b"), outbox(prefix, 3, "a")])
+    )
 
     assert isinstance(outcomes[0], Retry)
     assert outcomes[0].error == "redis-stream XADD failed (ResponseError)"
@@ -273,8 +277,8 @@ async def test_tls_destination_is_verified_with_the_configured_ca(tls_redis_serv
     for sink in (good, bad):
         await sink.start()
 
-    delivered = await good.deliver([outbox("p", 1, "a")])
-    refused = await bad.deliver([outbox("p", 2, "a")])
+    delivered = await good.deliver(Batch.of([outbox("p", 1, "a")]))
+    refused = await bad.deliver(Batch.of([outbox("p", 2, "a")]))
     for sink in (good, bad):
         await sink.close()
 
@@ -298,12 +302,12 @@ async def test_a_destination_that_stops_answering_is_retry_within_the_socket_tim
     with TcpProxy(redis_server.port) as proxy:
         sink = RedisStreamSink(parse_sink_spec(f"redis-stream:{proxy.url}?stream={prefix}:s"), SinkOptions())
         await sink.start()
-        assert await sink.deliver([outbox(prefix, 1, "a")]) == [DELIVERED]
+        assert await sink.deliver(Batch.of([outbox(prefix, 1, "a")])) == [DELIVERED]
         proxy.set_mode("blackhole")
         waits_s, outcomes = [], []
         for seq in (2, 3):  # the pooled connection, then (it was dropped) a new one
             started = time.monotonic()
-            outcomes += await sink.deliver([outbox(prefix, seq, "b")])
+            outcomes += await sink.deliver(Batch.of([outbox(prefix, seq, "b")]))
             waits_s.append(time.monotonic() - started)
         await sink.close()
     assert not sink.ready()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from relayd.batch import Batch
 from relayd.envelope import Envelope
 from relayd.errors import ConfigError, UnknownSink
 from relayd.sinks import DELIVERED, Outcome, Sink, SinkOptions, SinkSpec, known_sinks, resolve_sink
@@ -148,7 +149,7 @@ async def test_plugin_distribution_resolves_by_name(
 
     sink = resolve_sink("testsink:some/target", SinkOptions())
     await sink.start()
-    outcomes = await sink.deliver([outbox("p", 1, "t1"), outbox("p", 2, "t2")])
+    outcomes = await sink.deliver(Batch.of([outbox("p", 1, "t1"), outbox("p", 2, "t2")]))
     await sink.close()
 
     assert "testsink" in known_sinks()
@@ -176,7 +177,7 @@ async def test_deploy_plugin_example_installs_and_works(
 
     sink = resolve_sink(f"sqlite:{db}", SinkOptions())
     await sink.start()
-    outcomes = await sink.deliver([outbox("p", 1, "a"), outbox("p", 1, "a"), outbox("p", 2, "b")])
+    outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a"), outbox("p", 1, "a"), outbox("p", 2, "b")]))
     await sink.close()
 
     with sqlite3.connect(db) as conn:

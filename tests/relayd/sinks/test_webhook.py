@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import hmac
+import socket
+import threading
 import time
 from email.utils import formatdate
 
 from support.redis_server import free_port
 
+from relayd.batch import Batch
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, SinkSpec
 from relayd.sinks.per_key import HELD_BACK
 from relayd.sinks.webhook import WebhookSink
 
-from .conftest import outbox, timer
-from .http_server import Reply, ScriptedServer, serve
+from .conftest import outbox
+from .http_server import Reply, Request, ScriptedServer, serve
 
 SECRET = b"webhook-signing-secret"
 NOW_S = 1_750_000_000.0
@@ -37,8 +41,8 @@ async def test_503_is_retried_then_delivered_once_with_signed_requests() -> None
         sink = make_sink(server.url, webhook_secret=SECRET)
         await sink.start()
         envelope = outbox("p", 1, "a")
-        first = await sink.deliver([envelope])
-        second = await sink.deliver([envelope])
+        first = await sink.deliver(Batch.of([envelope]))
+        second = await sink.deliver(Batch.of([envelope]))
         await sink.close()
 
     assert [Retry(error="http 503")] == list(first)
@@ -58,7 +62,7 @@ async def test_no_signature_headers_without_a_secret() -> None:
     with serve(lambda body, nth: Reply(204)) as server:
         sink = make_sink(server.url)
         await sink.start()
-        outcomes = await sink.deliver([outbox("p", 1, "a")])
+        outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
         await sink.close()
 
     assert list(outcomes) == [DELIVERED]
@@ -71,7 +75,7 @@ async def test_429_retry_after_seconds_is_returned() -> None:
     with serve(lambda body, nth: Reply(429, (("Retry-After", "7"),))) as server:
         sink = make_sink(server.url)
         await sink.start()
-        outcomes = await sink.deliver([outbox("p", 1, "a")])
+        outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
         await sink.close()
 
     assert [Retry(error="http 429", after_s=7.0)] == list(outcomes)
@@ -83,7 +87,7 @@ async def test_503_retry_after_http_date_is_converted_to_seconds() -> None:
     with serve(lambda body, nth: Reply(503, (("Retry-After", header),))) as server:
         sink = make_sink(server.url)
         await sink.start()
-        outcomes = await sink.deliver([outbox("p", 1, "a")])
+        outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
         await sink.close()
 
     assert [Retry(error="http 503", after_s=30.0)] == list(outcomes)
@@ -95,7 +99,7 @@ async def test_statuses_map_to_outcomes() -> None:
     with serve(lambda body, nth: Reply(body["seq"])) as server:
         sink = make_sink(server.url)
         await sink.start()
-        outcomes = await sink.deliver([outbox("p", status, f"t{status}") for status in statuses])
+        outcomes = await sink.deliver(Batch.of([outbox("p", status, f"t{status}") for status in statuses]))
         await sink.close()
 
     assert [
@@ -116,7 +120,7 @@ async def test_hanging_server_times_out_into_retry() -> None:
         sink = make_sink(server.url, webhook_timeout_s=0.3)
         await sink.start()
         started = time.monotonic()
-        outcomes = await sink.deliver([outbox("p", 1, "a")])
+        outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
         elapsed_s = time.monotonic() - started
         await sink.close()
 
@@ -132,7 +136,7 @@ async def test_connection_refused_is_retry_and_not_ready_until_an_answer() -> No
     sink = make_sink(f"http://127.0.0.1:{port}/hook")
     await sink.start()
 
-    outcomes = await sink.deliver([outbox("p", 1, "a"), outbox("p", 2, "b")])
+    outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a"), outbox("p", 2, "b")]))
 
     assert not sink.ready()
     assert all(isinstance(o, Retry) and "connection error" in o.error for o in outcomes)
@@ -145,7 +149,7 @@ async def test_ready_again_after_an_answer() -> None:
     with serve(lambda body, nth: Reply(500)) as server:
         sink = make_sink(server.url)
         await sink.start()
-        await sink.deliver([outbox("p", 1, "a")])
+        await sink.deliver(Batch.of([outbox("p", 1, "a")]))
         await sink.close()
 
     assert sink.ready()
@@ -157,53 +161,116 @@ async def test_failure_holds_back_later_entries_of_its_target_only() -> None:
         sink = make_sink(server.url)
         await sink.start()
         batch = [outbox("p", 1, "a"), outbox("p", 2, "b"), outbox("p", 3, "a"), outbox("p", 4, "b")]
-        outcomes = await sink.deliver(batch)
+        outcomes = await sink.deliver(Batch.of(batch))
         await sink.close()
 
     assert [Retry(error="http 500"), DELIVERED, Retry(error=HELD_BACK), DELIVERED] == list(outcomes)
     assert sorted(r.body["id"] for r in server.requests) == ["p:outbox:1", "p:outbox:2", "p:outbox:4"]
 
 
-def delay_for_slow(body: dict[str, object], nth: int) -> Reply:
-    return Reply(200, delay_s=0.3 if body.get("target_id") == "slow" else 0.0)
-
-
 async def test_slow_target_does_not_stall_others_and_order_holds_per_target() -> None:
-    """Fast targets finish before the slow one's first answer; each target's requests arrive in seq order."""
+    """The slow target's server holds its first answer until every fast request is in: the sink
+    must send the fast targets' entries meanwhile; each target's requests arrive in seq order."""
     targets = ["slow", "f1", "f2", "f3", "f4"]
     batch = [outbox("p", n * len(targets) + i, t) for n in range(3) for i, t in enumerate(targets)]
-    batch.append(timer("p", "f1", "root.wait", 1_700_000_000.5))
-    with serve(delay_for_slow) as server:
+    fast_count = sum(1 for e in batch if e.ordering_key != "slow")
+    fast_all_in = threading.Event()
+    fast_seen: list[str] = []
+
+    def hold_slow(body: dict, nth: int) -> Reply:
+        return Reply(200, hold=fast_all_in) if body["target_id"] == "slow" else Reply(200)
+
+    def count_fast(request: Request) -> None:
+        if request.body["target_id"] != "slow":
+            fast_seen.append(request.body["id"])
+            if len(fast_seen) == fast_count:
+                fast_all_in.set()
+
+    with serve(hold_slow, on_request=count_fast) as server:
         sink = make_sink(server.url, webhook_concurrency=8)
         await sink.start()
-        started = time.monotonic()
-        outcomes = await sink.deliver(batch)
-        elapsed_s = time.monotonic() - started
+        outcomes = await sink.deliver(Batch.of(batch))
         await sink.close()
 
     assert [DELIVERED] * len(batch) == list(outcomes)
-    fast_done = [r.done_at for r in server.requests if r.body.get("target_id") != "slow"]
-    slow_done = [r.done_at for r in server.requests if r.body.get("target_id") == "slow"]
-    assert max(fast_done) < min(slow_done)
-    assert elapsed_s >= 0.9  # the slow target's three requests went one after another
+    assert fast_all_in.is_set()  # released by the fast requests, not by the hold's timeout
+    answered = [r.body["target_id"] for r in server.requests]
+    assert answered.index("slow") == fast_count  # no fast request waited behind the slow one
     for target in targets:
-        arrived = [r.body["id"] for r in server.requests if r.body.get("target_id") == target]
-        assert [e.id for e in batch if e.body.get("target_id") == target] == arrived
+        arrived = [r.body["id"] for r in server.requests if r.body["target_id"] == target]
+        assert [e.id for e in batch if e.ordering_key == target] == arrived
 
 
-async def test_concurrency_is_bounded_by_the_option() -> None:
-    """With webhook_concurrency=2, ten slow independent targets take five rounds."""
-    with serve(lambda body, nth: Reply(200, delay_s=0.1)) as server:
+async def test_concurrency_is_bounded_by_the_option_over_a_pool_of_that_size() -> None:
+    """With webhook_concurrency=2, never more than two requests in flight, over kept-alive connections."""
+    with serve(lambda body, nth: Reply(200, delay_s=0.02)) as server:
         sink = make_sink(server.url, webhook_concurrency=2)
         await sink.start()
-        started = time.monotonic()
-        outcomes = await sink.deliver([outbox("p", i, f"t{i}") for i in range(10)])
-        elapsed_s = time.monotonic() - started
+        outcomes = await sink.deliver(Batch.of([outbox("p", i, f"t{i}") for i in range(30)]))
         await sink.close()
 
-    assert list(outcomes) == [DELIVERED] * 10
-    assert len(server.requests) == 10
-    assert elapsed_s >= 0.5
+    assert list(outcomes) == [DELIVERED] * 30
+    assert 1 <= server.max_in_flight <= 2
+    assert len({r.client_port for r in server.requests}) <= 2  # keep-alive: no connection per request
+
+
+async def test_extra_headers_are_sent_and_gzip_bodies_verify_after_decompression() -> None:
+    """Headers from the file reach the server; a gzip body decompresses to the signed JSON."""
+    with serve(lambda body, nth: Reply(200)) as server:
+        sink = make_sink(
+            server.url,
+            webhook_secret=SECRET,
+            webhook_headers=(("Authorization", "Bearer t0ken"), ("X-Tenant", "acme")),
+            webhook_gzip=True,
+        )
+        await sink.start()
+        envelope = outbox("p", 1, "a")
+        outcomes = await sink.deliver(Batch.of([envelope]))
+        await sink.close()
+
+    (request,) = server.requests
+    assert list(outcomes) == [DELIVERED]
+    assert (request.headers["Authorization"], request.headers["X-Tenant"]) == ("Bearer t0ken", "acme")
+    assert request.headers["Content-Encoding"] == "gzip"
+    assert gzip.decompress(request.raw) == envelope.to_json()
+    assert verify_like_a_receiver(SECRET, request.headers, gzip.decompress(request.raw))
+
+
+async def test_read_timeout_is_its_own_timeout() -> None:
+    """A server that takes the request but does not answer trips the read timeout, not the total."""
+    with serve(lambda body, nth: Reply(200, delay_s=3.0)) as server:
+        sink = make_sink(server.url, webhook_timeout_s=60.0, webhook_read_timeout_s=0.2)
+        await sink.start()
+        outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
+        await sink.close()
+
+    assert [Retry(error="webhook timeout (SocketTimeoutError)")] == list(outcomes)
+
+
+async def test_connect_timeout_is_its_own_timeout() -> None:
+    """A listener whose accept queue is full never completes the handshake: the connect timeout trips."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = []
+        for _ in range(8):  # fill the accept queue; later SYNs are dropped
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+            fillers.append(filler)
+        try:
+            sink = make_sink(
+                f"http://127.0.0.1:{port}/hook", webhook_timeout_s=60.0, webhook_connect_timeout_s=0.3
+            )
+            await sink.start()
+            outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
+            await sink.close()
+        finally:
+            for filler in fillers:
+                filler.close()
+
+    assert [Retry(error="webhook timeout (ConnectionTimeoutError)")] == list(outcomes)
 
 
 def test_server_helper_is_a_real_socket_server() -> None:

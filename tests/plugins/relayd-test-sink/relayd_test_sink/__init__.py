@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from relayd.envelope import Envelope
-from relayd.sinks import DELIVERED, Outcome, SinkOptions, SinkSpec
+from relayd.sinks import DELIVERED, Batch, Outcome, SinkOptions, SinkSpec
 
 
 class TestSink:
@@ -21,8 +20,8 @@ class TestSink:
     async def start(self) -> None:
         """Nothing to open."""
 
-    async def deliver(self, batch: Sequence[Envelope]) -> Sequence[Outcome]:
-        self.ids.extend(envelope.id for envelope in batch)
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
+        self.ids += batch.ids()
         return [DELIVERED] * len(batch)
 
     def ready(self) -> bool:
