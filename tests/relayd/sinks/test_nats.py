@@ -17,7 +17,7 @@ from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
 from relayd.sinks.nats import NatsSink
 
-from .conftest import outbox, timer
+from .conftest import outbox
 
 pytestmark = pytest.mark.slow
 
