@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from relayd.errors import ConfigError
+from relayd.settings import load_settings
 from relayd.sinks.broker_targets import fill_targets, fill_template, parse_kafka_target, parse_nats_target
 
 
@@ -72,3 +74,36 @@ def test_targets_parse_hosts_topics_subjects_tls_and_timeouts():
     assert nats.servers == ("nats://n1:4222", "tls://n2:4222")
     assert (nats.subject, nats.tls, nats.timeout_s) == ("ev.{kind}", True, 30.0)
     assert nats.hosts == ("n1", "n2")
+
+
+def test_broker_credentials_come_from_files_reach_the_sinks_and_are_redacted(tmp_path: Path):
+    files = {
+        name: tmp_path / name for name in ("kafka-user", "kafka-password", "nats-token", "ca.pem", "creds")
+    }
+    for name, path in files.items():
+        path.write_text(f"{name}-value\n")
+
+    settings = load_settings(
+        kafka_username_file=files["kafka-user"],
+        kafka_password_file=files["kafka-password"],
+        kafka_sasl_mechanism="SCRAM-SHA-256",
+        kafka_ca_file=files["ca.pem"],
+        nats_token_file=files["nats-token"],
+        nats_creds_file=files["creds"],
+        nats_ca_file=files["ca.pem"],
+    )
+    options = settings.sink_options()
+
+    assert (options.kafka_username, options.kafka_password) == ("kafka-user-value", "kafka-password-value")
+    assert (options.kafka_sasl_mechanism, options.kafka_ca_file) == ("SCRAM-SHA-256", str(files["ca.pem"]))
+    assert (options.nats_token, options.nats_creds_file) == ("nats-token-value", str(files["creds"]))
+    assert {"kafka-password-value", "nats-token-value"} <= set(settings.secrets())
+    assert "kafka-password-value" not in repr(options)
+    assert "nats-token-value" not in repr(options)
+
+
+def test_an_unreadable_broker_credential_file_is_one_config_error_naming_the_option(tmp_path: Path):
+    with pytest.raises(ConfigError, match="--kafka-password-file") as caught:
+        load_settings(kafka_password_file=tmp_path / "missing")
+
+    assert "\n" not in str(caught.value)
