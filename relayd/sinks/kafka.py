@@ -20,7 +20,7 @@ and after a batch that delivered nothing, until a metadata request or a delivery
 
 Why librdkafka and not aiokafka: it is the field's standard producer, its idempotent mode works
 against the broker the tests run (aiokafka's does not), and it does the batching and the
-network I/O in its own C threads (tests/benchmarks/bench_brokers.py measures the relay against
+network I/O in its own C threads (``relayd bench --sink kafka:...`` measures the relay against
 this same client's plain produce-and-flush).
 
 TLS verifies the broker (``--kafka-ca-file`` replaces the system store); SASL credentials come
@@ -255,7 +255,7 @@ class KafkaSink:
         """Serve the batch's delivery reports in this thread until all are in (or time is up).
 
         In the loop's own thread, not the report thread's: callbacks in another thread wait
-        for the GIL while the loop reads and acks (tests/benchmarks/bench_brokers.py).
+        for the GIL while the loop reads and acks (relayd bench --sink kafka:...).
         librdkafka gives up on a record after ``message.timeout.ms``; a little more bounds this.
         """
         deadline = time.monotonic() + self._target.timeout_s + 5

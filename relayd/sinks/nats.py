@@ -94,6 +94,8 @@ class NatsSink:
         self._stream: Any = None
         self._no_stream = False
         self._started = False
+        #: a publish failed after nats-py registered its future (see ``_cancel_pending``)
+        self._orphans = False
 
     async def start(self) -> None:
         if self._tls:
@@ -130,15 +132,17 @@ class NatsSink:
         subjects = fill_targets(fill_template(self._target.subject, kind=kind, prefix=prefix), keys)
         outcomes: list[Outcome] = [Retry(error="nats PubAck not in time")] * len(batch)
         sent = await self._publish_all(bodies, subjects, ids, outcomes)
-        if sent:
-            # one wait for every PubAck (one event, no callback per future: tests/benchmarks/bench_brokers.py)
+        if sent and self._orphans:
+            # a refused publish left nats-py a future of its own: wait on ours alone
+            await asyncio.wait([future for _, future in sent], timeout=self._target.timeout_s)
+        elif sent:
+            # one wait for every PubAck (one event, no callback per future: relayd bench --sink nats:...)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stream.publish_async_completed(), self._target.timeout_s)
-            for index, future in sent:
-                if future.done():
-                    outcomes[index] = self._classify(future)
-                else:
-                    future.cancel()
+        for index, future in sent:
+            if future.done():
+                outcomes[index] = self._classify(future)
+        self._cancel_pending()
         if DELIVERED in outcomes:
             self._no_stream = False
         elif _NO_STREAM in outcomes:
@@ -156,12 +160,17 @@ class NatsSink:
             if not nats_subject_ok(subject):
                 outcomes[index] = Permanent(reason="nats: the subject for this entry is not valid")
                 continue
+            if len(body) > self._connection.max_payload:  # refused before nats-py registers it
+                outcomes[index] = Permanent(reason=f"nats: message too large ({len(body)} bytes)")
+                continue
             try:
                 future = await publish(subject, body, headers={"Nats-Msg-Id": ids[index]})
             except self._nats.errors.MaxPayloadError:
                 outcomes[index] = Permanent(reason=f"nats: message too large ({len(body)} bytes)")
                 continue
             except (self._nats.errors.Error, OSError) as exc:
+                # nats-py registered the PubAck future before the publish failed
+                self._orphans = True
                 outcomes[index] = Retry(error=f"nats publish failed ({type(exc).__name__})")
                 continue
             sent.append((index, future))
@@ -176,6 +185,17 @@ class NatsSink:
         if isinstance(error, self._nats.js.errors.APIError) and error.err_code == _MESSAGE_TOO_LARGE:
             return Permanent(reason="nats: message over the stream's max_msg_size")
         return Retry(error=f"nats publish failed ({type(error).__name__})")
+
+    def _cancel_pending(self) -> None:
+        """Cancel every PubAck future still pending: ours that timed out, and those nats-py
+        registered for a publish that then failed. Only this sink publishes on the context, and
+        a cancelled future frees its slot and lets ``publish_async_completed`` fire again; nats-py
+        has no public way to reach them."""
+        pending = getattr(self._stream, "_publish_async_futures", {})
+        for future in list(pending.values()):
+            if not future.done():
+                future.cancel()
+        self._orphans = False
 
     def ready(self) -> bool:
         connection = self._connection
