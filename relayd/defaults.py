@@ -54,6 +54,13 @@ class Defaults:
     webhook_ca_file: Path | None = None
     amqp_password_file: Path | None = None
     amqp_ca_file: Path | None = None
+    kafka_username_file: Path | None = None
+    kafka_password_file: Path | None = None
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
+    kafka_ca_file: Path | None = None
+    nats_creds_file: Path | None = None
+    nats_token_file: Path | None = None
+    nats_ca_file: Path | None = None
     console_addr: str = "127.0.0.1:9465"
     console_token_file: Path | None = None
     allow_actions: bool = False

@@ -174,6 +174,13 @@ class Settings(BaseSettings):
     webhook_ca_file: Path | None = DEFAULTS.webhook_ca_file
     amqp_password_file: Path | None = DEFAULTS.amqp_password_file
     amqp_ca_file: Path | None = DEFAULTS.amqp_ca_file
+    kafka_username_file: Path | None = DEFAULTS.kafka_username_file
+    kafka_password_file: Path | None = DEFAULTS.kafka_password_file
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = DEFAULTS.kafka_sasl_mechanism
+    kafka_ca_file: Path | None = DEFAULTS.kafka_ca_file
+    nats_creds_file: Path | None = DEFAULTS.nats_creds_file
+    nats_token_file: Path | None = DEFAULTS.nats_token_file
+    nats_ca_file: Path | None = DEFAULTS.nats_ca_file
 
     _address: RedisAddress = PrivateAttr()
     _redis_username: str | None = PrivateAttr(default=None)
@@ -183,6 +190,9 @@ class Settings(BaseSettings):
     _sentinel_password: SecretStr | None = PrivateAttr(default=None)
     _webhook_headers: tuple[tuple[str, str], ...] = PrivateAttr(default=())
     _amqp_password: SecretStr | None = PrivateAttr(default=None)
+    _kafka_username: str | None = PrivateAttr(default=None)
+    _kafka_password: SecretStr | None = PrivateAttr(default=None)
+    _nats_token: SecretStr | None = PrivateAttr(default=None)
 
     @field_validator("prefix", mode="before")
     @classmethod
@@ -268,6 +278,21 @@ class Settings(BaseSettings):
             password = SecretStr(read_secret_file("--sentinel-password-file", self.sentinel_password_file))
         return username, password
 
+    @model_validator(mode="after")
+    def _broker_secrets(self) -> Settings:
+        """The kafka and nats sinks' credential and CA files (read here, as every secret is)."""
+        _check_readable("--kafka-ca-file", self.kafka_ca_file)
+        _check_readable("--nats-ca-file", self.nats_ca_file)
+        _check_readable("--nats-creds-file", self.nats_creds_file)
+        if self.kafka_username_file is not None:
+            self._kafka_username = read_secret_file("--kafka-username-file", self.kafka_username_file)
+        if self.kafka_password_file is not None:
+            password = read_secret_file("--kafka-password-file", self.kafka_password_file)
+            self._kafka_password = SecretStr(password)
+        if self.nats_token_file is not None:
+            self._nats_token = SecretStr(read_secret_file("--nats-token-file", self.nats_token_file))
+        return self
+
     @property
     def redis(self) -> RedisAddress:
         """The parsed Redis URL (credentials from the URL only; see ``redis_credentials``)."""
@@ -300,6 +325,7 @@ class Settings(BaseSettings):
             self._sentinel_password,
             self._amqp_password,
         ]
+        values += [self._kafka_password, self._nats_token]
         header_values = tuple(value for _, value in self._webhook_headers)
         return tuple(v.get_secret_value() for v in values if v is not None) + header_values
 
@@ -344,7 +370,22 @@ class Settings(BaseSettings):
             webhook_ca_file=str(self.webhook_ca_file) if self.webhook_ca_file is not None else None,
             amqp_password=self._amqp_password.get_secret_value() if self._amqp_password else None,
             amqp_ca_file=str(self.amqp_ca_file) if self.amqp_ca_file is not None else None,
+            kafka_username=self._kafka_username,
+            kafka_password=_reveal(self._kafka_password),
+            kafka_sasl_mechanism=self.kafka_sasl_mechanism,
+            kafka_ca_file=_path_text(self.kafka_ca_file),
+            nats_creds_file=_path_text(self.nats_creds_file),
+            nats_token=_reveal(self._nats_token),
+            nats_ca_file=_path_text(self.nats_ca_file),
         )
+
+
+def _reveal(secret: SecretStr | None) -> str | None:
+    return secret.get_secret_value() if secret is not None else None
+
+
+def _path_text(path: Path | None) -> str | None:
+    return str(path) if path is not None else None
 
 
 def load_settings(**flags: Any) -> Settings:

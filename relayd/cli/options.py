@@ -208,6 +208,29 @@ AmqpCaFile = Annotated[
     Path | None,
     _option("amqp_ca_file", "PEM CA bundle trusted for amqps:// instead of the system store.", SECURITY),
 ]
+KafkaUsernameFile = Annotated[
+    Path | None, _option("kafka_username_file", "File holding the kafka sink's SASL username.", SECURITY)
+]
+KafkaPasswordFile = Annotated[
+    Path | None, _option("kafka_password_file", "File holding the kafka sink's SASL password.", SECURITY)
+]
+KafkaSaslMechanism = Annotated[
+    str | None,
+    _option("kafka_sasl_mechanism", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.", SECURITY),
+]
+KafkaCaFile = Annotated[
+    Path | None,
+    _option("kafka_ca_file", "PEM CA bundle for the kafka sink's TLS (implies TLS).", SECURITY),
+]
+NatsCredsFile = Annotated[
+    Path | None, _option("nats_creds_file", "The nats sink's credentials file (JWT and seed).", SECURITY)
+]
+NatsTokenFile = Annotated[
+    Path | None, _option("nats_token_file", "File holding the nats sink's token.", SECURITY)
+]
+NatsCaFile = Annotated[
+    Path | None, _option("nats_ca_file", "PEM CA bundle for the nats sink's TLS (implies TLS).", SECURITY)
+]
 
 
 #: What every command that connects to Redis takes: where (declared first, so the Redis panel

@@ -139,6 +139,13 @@ def sweep(  # noqa: PLR0917 - Typer builds one option per parameter
     webhook_ca_file: o.WebhookCaFile = None,
     amqp_password_file: o.AmqpPasswordFile = None,
     amqp_ca_file: o.AmqpCaFile = None,
+    kafka_username_file: o.KafkaUsernameFile = None,
+    kafka_password_file: o.KafkaPasswordFile = None,
+    kafka_sasl_mechanism: o.KafkaSaslMechanism = None,
+    kafka_ca_file: o.KafkaCaFile = None,
+    nats_creds_file: o.NatsCredsFile = None,
+    nats_token_file: o.NatsTokenFile = None,
+    nats_ca_file: o.NatsCaFile = None,
 ) -> None:
     """Deliver outbox events, spawn intents and due timers to the sinks; ack what they confirmed."""
     import asyncio

@@ -100,6 +100,19 @@ class SinkOptions:
     webhook_gzip: bool = False
     #: CA bundle for ``https://`` webhooks (None: the system trust store).
     webhook_ca_file: str | None = None
+    #: SASL credentials for the ``kafka`` sink, read from ``--kafka-username-file`` and
+    #: ``--kafka-password-file``; the mechanism from ``--kafka-sasl-mechanism``.
+    kafka_username: str | None = field(default=None, repr=False)
+    kafka_password: str | None = field(default=None, repr=False)
+    kafka_sasl_mechanism: str = "SCRAM-SHA-512"
+    #: CA bundle for the ``kafka`` sink's TLS (None: the system trust store).
+    kafka_ca_file: str | None = None
+    #: A NATS credentials file (JWT and seed) for the ``nats`` sink, from ``--nats-creds-file``.
+    nats_creds_file: str | None = None
+    #: A NATS token, read from ``--nats-token-file``.
+    nats_token: str | None = field(default=None, repr=False)
+    #: CA bundle for the ``nats`` sink's TLS (None: the system trust store).
+    nats_ca_file: str | None = None
     #: The AMQP user's password, read from ``--amqp-password-file`` (never from the spec).
     amqp_password: str | None = field(default=None, repr=False)
     #: CA bundle for ``amqps://`` brokers (None: the system trust store).

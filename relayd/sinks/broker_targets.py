@@ -1,0 +1,198 @@
+"""Parse the ``kafka:`` and ``nats:`` sink targets and fill their topic / subject templates.
+
+Pure: no I/O, no client library. The grammar (DESIGN §8)::
+
+    kafka:HOST:PORT[,HOST:PORT...]?topic=NAME[&tls=true][&timeout_s=S]
+    nats:nats://HOST:PORT[,nats://HOST:PORT...]?subject=NAME[&timeout_s=S]
+
+``NAME`` may hold ``{target}`` (the envelope's ordering key, ``_`` when it has none),
+``{kind}`` and ``{prefix}``. Kafka uses TLS with ``tls=true`` or when a CA file is configured;
+NATS uses it for ``tls://`` server URLs or when a CA file is configured. ``timeout_s`` bounds
+how long a batch waits for its confirmations (default ``DEFAULT_TIMEOUT_S``).
+
+Plaintext to a host that is not loopback needs ``--allow-plaintext``, and is refused outright
+when credentials are configured (DESIGN §7), as for Redis.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import parse_qsl, urlsplit
+
+from relayd.errors import ConfigError
+from relayd.sinks.spec import is_loopback_host
+
+#: What ``{target}`` becomes for an envelope without an ordering key (as the stream sink does).
+NO_TARGET: Final = "_"
+#: Seconds a batch waits for its broker confirmations unless the spec says ``timeout_s``.
+DEFAULT_TIMEOUT_S: Final = 30.0
+#: Kafka's own rule for topic names (legal characters, at most 249 of them).
+_KAFKA_TOPIC: Final = re.compile(r"[A-Za-z0-9._-]{1,249}")
+#: A NATS subject: dot-separated tokens without whitespace or wildcards.
+_NATS_TOKEN: Final = re.compile(r"[^\s.*>]+")
+_TEMPLATE_FIELDS: Final = ("{target}", "{kind}", "{prefix}")
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaTarget:
+    """A parsed ``kafka:`` target."""
+
+    bootstrap: tuple[tuple[str, int], ...]
+    topic: str
+    tls: bool
+    timeout_s: float
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """librdkafka's ``bootstrap.servers`` text."""
+        return ",".join(f"{host}:{port}" for host, port in self.bootstrap)
+
+
+@dataclass(frozen=True, slots=True)
+class NatsTarget:
+    """A parsed ``nats:`` target."""
+
+    servers: tuple[str, ...]
+    subject: str
+    tls: bool
+    timeout_s: float
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(urlsplit(server).hostname or "" for server in self.servers)
+
+
+def parse_kafka_target(text: str) -> KafkaTarget:
+    """Parse what follows ``kafka:``.
+
+    Raises:
+        ConfigError: one line naming what is wrong.
+    """
+    hosts_text, _, query = text.partition("?")
+    params = _params(query, "kafka", ("topic", "tls", "timeout_s"))
+    bootstrap = []
+    for item in (part.strip() for part in hosts_text.split(",")):
+        host, sep, port = item.rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"sink 'kafka' needs HOST:PORT[,HOST:PORT...], got {item[:60]!r}")
+        bootstrap.append((host, int(port)))
+    topic = params.get("topic", "")
+    if not topic:
+        raise ConfigError("sink 'kafka' needs a topic: 'kafka:HOST:PORT?topic=NAME'")
+    if not _has_template(topic) and not _KAFKA_TOPIC.fullmatch(topic):
+        raise ConfigError(f"sink 'kafka': {topic[:60]!r} is not a legal Kafka topic name")
+    tls = params.get("tls", "false").lower()
+    if tls not in ("true", "false"):
+        raise ConfigError("sink 'kafka': tls must be true or false")
+    return KafkaTarget(tuple(bootstrap), topic, tls == "true", _timeout(params, "kafka"))
+
+
+def parse_nats_target(text: str) -> NatsTarget:
+    """Parse what follows ``nats:``.
+
+    Raises:
+        ConfigError: one line naming what is wrong (a server URL's password is never shown).
+    """
+    servers_text, _, query = text.partition("?")
+    params = _params(query, "nats", ("subject", "timeout_s"))
+    servers = []
+    for item in (part.strip() for part in servers_text.split(",")):
+        try:
+            parts = urlsplit(item)
+            parts.port  # noqa: B018 - urlsplit validates the port only when it is read
+        except ValueError:
+            raise ConfigError("sink 'nats': malformed server URL") from None
+        if parts.scheme not in ("nats", "tls") or not parts.hostname:
+            raise ConfigError("sink 'nats' needs nats://HOST:PORT (or tls://) server URLs")
+        if parts.username or parts.password:
+            raise ConfigError("sink 'nats': credentials in the URL are refused; use --nats-creds-file")
+        servers.append(item)
+    subject = params.get("subject", "")
+    if not subject:
+        raise ConfigError("sink 'nats' needs a subject: 'nats:nats://HOST:PORT?subject=NAME'")
+    if not nats_subject_ok(_sample(subject)):
+        raise ConfigError(f"sink 'nats': {subject[:60]!r} is not a valid NATS subject")
+    tls = any(server.startswith("tls://") for server in servers)
+    return NatsTarget(tuple(servers), subject, tls, _timeout(params, "nats"))
+
+
+def check_plaintext(
+    hosts: Sequence[str], sink: str, *, tls: bool, credentials: bool, allow_plaintext: bool
+) -> None:
+    """Enforce DESIGN §7 on a broker connection.
+
+    Raises:
+        ConfigError: plaintext with credentials, or to a non-loopback host without permission.
+    """
+    if tls:
+        return
+    remote = [host for host in hosts if not is_loopback_host(host)]
+    if not remote:
+        return
+    if credentials:
+        raise ConfigError(f"sink {sink!r}: credentials over plaintext to {remote[0]!r} are refused; use TLS")
+    if not allow_plaintext:
+        raise ConfigError(
+            f"sink {sink!r}: plaintext to non-loopback host {remote[0]!r} needs --allow-plaintext (or TLS)"
+        )
+
+
+def fill_template(template: str, *, kind: str, prefix: str) -> str:
+    """``template`` with ``{kind}`` and ``{prefix}`` filled in (``{target}`` stays)."""
+    return template.replace("{kind}", kind).replace("{prefix}", prefix)
+
+
+def fill_targets(template: str, keys: Sequence[str | None]) -> list[str]:
+    """One name per ordering key: ``template`` with ``{target}`` filled in."""
+    if "{target}" not in template:
+        return [template] * len(keys)
+    head, _, tail = template.partition("{target}")
+    if "{target}" in tail:
+        return [template.replace("{target}", key or NO_TARGET) for key in keys]
+    return [f"{head}{key or NO_TARGET}{tail}" for key in keys]
+
+
+def kafka_topic_ok(topic: str) -> bool:
+    """Whether ``topic`` is a name Kafka accepts."""
+    return _KAFKA_TOPIC.fullmatch(topic) is not None
+
+
+def nats_subject_ok(subject: str) -> bool:
+    """Whether ``subject`` is a literal NATS subject a message can be published to."""
+    return all(_NATS_TOKEN.fullmatch(token) for token in subject.split("."))
+
+
+def _has_template(name: str) -> bool:
+    return any(field in name for field in _TEMPLATE_FIELDS)
+
+
+def _sample(template: str) -> str:
+    """``template`` with every field replaced by a legal token, to check the fixed text."""
+    for field in _TEMPLATE_FIELDS:
+        template = template.replace(field, "x")
+    return template
+
+
+def _params(query: str, sink: str, names: tuple[str, ...]) -> dict[str, str]:
+    params = dict(parse_qsl(query, keep_blank_values=True))
+    unknown = sorted(set(params) - set(names))
+    if unknown:
+        raise ConfigError(f"sink {sink!r}: unknown parameter {unknown[0]!r}; known: {', '.join(names)}")
+    return params
+
+
+def _timeout(params: dict[str, str], sink: str) -> float:
+    text = params.get("timeout_s")
+    if text is None:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 3600:
+        raise ConfigError(f"sink {sink!r}: timeout_s must be a number of seconds in (0, 3600]")
+    return value

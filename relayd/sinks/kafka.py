@@ -1,0 +1,302 @@
+"""The ``kafka`` sink: produce every envelope to a Kafka topic with librdkafka (confluent-kafka).
+
+``kafka:HOST:PORT[,HOST:PORT...]?topic=NAME[&tls=true][&timeout_s=S]`` (optional extra:
+``pip install 'relayd[kafka]'``). Each envelope becomes one record:
+
+- value: the ``relayd/1`` JSON; key: the ordering key (outbox target, spawned child, timer
+  execution), so one target stays on one partition, in order; no key for an untargeted entry;
+- headers ``relayd-id`` (the envelope id: consumers dedupe on it) and ``relayd-kind``;
+- topic: NAME with ``{target}``, ``{kind}`` and ``{prefix}`` filled in.
+
+The producer runs with ``acks=all`` and ``enable.idempotence=true`` (no duplicates or
+reordering from its own retries). A batch is produced in full without waiting, then awaited
+once: an entry is Delivered only when its delivery report says so. A report with an error is
+Retry, except a record too large for the producer or the broker (Permanent, with the size);
+a topic name Kafka cannot take is Permanent too. Reports not in within ``timeout_s`` leave
+their entries Retry (librdkafka gives up on them by then: ``message.timeout.ms``).
+
+``ready()`` is false while librdkafka reports every broker down (or the credentials refused)
+and after a batch that delivered nothing, until a metadata request or a delivery succeeds.
+
+Why librdkafka and not aiokafka: it is the field's standard producer, its idempotent mode works
+against the broker the tests run (aiokafka's does not), and it does the batching and the
+network I/O in its own C threads (``relayd bench --sink kafka:...`` measures the relay against
+this same client's plain produce-and-flush).
+
+TLS verifies the broker (``--kafka-ca-file`` replaces the system store); SASL credentials come
+from ``--kafka-username-file`` / ``--kafka-password-file``, never from the spec, and appear in
+no log line or error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, Final
+
+from relayd.batch import Batch
+from relayd.errors import ConfigError, SinkError
+from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
+from relayd.sinks.broker_targets import (
+    check_plaintext,
+    fill_targets,
+    fill_template,
+    kafka_topic_ok,
+    parse_kafka_target,
+)
+from relayd.sinks.spec import SinkSpec
+
+INSTALL_HINT: Final = "sink 'kafka' needs the kafka extra: pip install 'relayd[kafka]'"
+#: How long the report thread blocks in one ``poll`` (seconds): the latency of a shutdown.
+POLL_S: Final = 0.2
+#: Seconds between two looks for delivery reports while a batch waits for them.
+REPORT_GAP_S: Final = 0.001
+#: Seconds between metadata probes while the sink is not ready.
+PROBE_EVERY_S: Final = 1.0
+#: librdkafka errors that mean no broker can be used at all.
+_DOWN_ERRORS: Final = ("_ALL_BROKERS_DOWN", "_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_RESOLVE")
+#: Errors of a record too large for the producer's or the broker's limit.
+_TOO_LARGE: Final = ("MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE")
+#: Errors after which the broker no longer takes this producer's id or epoch: only a new
+#: producer (a new id) can produce again (seen after message timeouts: tests/faults).
+_PRODUCER_LOST: Final = frozenset(
+    {"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "UNKNOWN_PRODUCER_ID", "OUT_OF_ORDER_SEQUENCE_NUMBER"}
+)
+_SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def producer_config(spec: SinkSpec, options: SinkOptions) -> dict[str, Any]:
+    """librdkafka's configuration for ``spec`` (pure; secrets only from ``options``)."""
+    target = parse_kafka_target(spec.target)
+    tls = target.tls or options.kafka_ca_file is not None
+    credentials = options.kafka_username is not None or options.kafka_password is not None
+    check_plaintext(
+        [host for host, _ in target.bootstrap],
+        "kafka",
+        tls=tls,
+        credentials=credentials,
+        allow_plaintext=options.allow_plaintext,
+    )
+    config: dict[str, Any] = {
+        "bootstrap.servers": target.bootstrap_servers,
+        "acks": "all",
+        "enable.idempotence": True,
+        "message.timeout.ms": int(target.timeout_s * 1000),
+        "client.id": "relayd",
+    }
+    if credentials:
+        if options.kafka_username is None or options.kafka_password is None:
+            raise ConfigError("sink 'kafka': SASL needs both --kafka-username-file and --kafka-password-file")
+        if options.kafka_sasl_mechanism not in _SASL_MECHANISMS:
+            known = ", ".join(_SASL_MECHANISMS)
+            raise ConfigError(f"sink 'kafka': --kafka-sasl-mechanism must be one of {known}")
+        config |= {
+            "sasl.mechanism": options.kafka_sasl_mechanism,
+            "sasl.username": options.kafka_username,
+            "sasl.password": options.kafka_password,
+        }
+    config["security.protocol"] = ("sasl_" if credentials else "") + ("ssl" if tls else "plaintext")
+    if tls:
+        config["enable.ssl.certificate.verification"] = True
+        config["ssl.endpoint.identification.algorithm"] = "https"
+        if options.kafka_ca_file is not None:
+            config["ssl.ca.location"] = options.kafka_ca_file
+    return config
+
+
+class _Reports:
+    """The delivery reports of one batch, filled in by the report thread."""
+
+    def __init__(self, size: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.outcomes: list[Outcome | None] = [None] * size
+        self.done = loop.create_future()
+        self._loop = loop
+        self._waiting = size
+        self._lock = threading.Lock()
+        #: a report said the producer must be replaced
+        self.producer_lost = False
+
+    def report(self, index: int, error: Any, message: Any) -> None:
+        """librdkafka's ``on_delivery`` for entry ``index`` (called in the report thread)."""
+        if error is not None and (error.fatal() or error.name() in _PRODUCER_LOST):
+            self.producer_lost = True
+        self.settle(index, DELIVERED if error is None else _classify(error, len(message.value() or b"")))
+
+    def settle(self, index: int, outcome: Outcome) -> None:
+        with self._lock:
+            self.outcomes[index] = outcome
+            self._waiting -= 1
+            finished = self._waiting == 0
+        if finished:
+            self._loop.call_soon_threadsafe(_resolve, self.done)
+
+
+def _resolve(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
+
+
+def _classify(error: Any, size: int) -> Outcome:
+    """The outcome of a record ``size`` bytes long that librdkafka refused or failed with ``error``."""
+    name = error.name()
+    if name in _TOO_LARGE:
+        return Permanent(reason=f"kafka: record too large ({size} bytes; {name})")
+    return Retry(error=f"kafka delivery failed ({name})")
+
+
+class KafkaSink:
+    """Produce envelopes to Kafka; see the module docstring for the contract."""
+
+    name = "kafka"
+
+    def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
+        self._library = _import_confluent()  # without the extra, naming the sink fails at start-up
+        self._target = parse_kafka_target(spec.target)
+        self._config = producer_config(spec, options)
+        self._producer: Any = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._delivering = threading.Event()
+        self._brokers_down = False
+        self._fatal = False
+        self._delivered_last = True
+
+    async def start(self) -> None:
+        # librdkafka's own log lines go through stdlib logging, so relayd's format and redaction
+        # apply (served by the report thread's poll)
+        self._producer = self._library.Producer(
+            {**self._config, "error_cb": self._on_error, "logger": logging.getLogger(__name__)}
+        )
+        self._thread = threading.Thread(target=self._serve_reports, name="relayd-kafka-reports", daemon=True)
+        self._thread.start()
+
+    def _on_error(self, error: Any) -> None:
+        """librdkafka's ``error_cb`` (report thread): broker-wide trouble, never a secret."""
+        if error.fatal():
+            self._fatal = True
+        if error.name() in _DOWN_ERRORS:
+            self._brokers_down = True
+
+    def _serve_reports(self) -> None:
+        """Serve delivery reports and error callbacks; probe the brokers while not ready."""
+        producer = self._producer
+        idle_s = 0.0
+        while not self._stopping.is_set():
+            if self._delivering.is_set():  # deliver() serves the reports itself
+                self._stopping.wait(POLL_S)
+                continue
+            producer.poll(POLL_S)
+            if self.ready():
+                idle_s = 0.0
+                continue
+            idle_s += POLL_S
+            if idle_s >= PROBE_EVERY_S:
+                idle_s = 0.0
+                self._probe()
+
+    def _probe(self) -> None:
+        try:
+            self._producer.list_topics(timeout=PROBE_EVERY_S)
+        except Exception:  # any failure leaves the sink not ready; the next probe tries again
+            return
+        self._brokers_down = False
+        self._delivered_last = True
+
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
+        if self._producer is None:
+            raise SinkError("sink 'kafka' delivered to before start()")
+        if not batch:
+            return []
+        if self._fatal:
+            await self._replace_producer()
+        bodies, ids, keys, kind = batch.render(), batch.ids(), batch.keys(), batch.kind
+        prefix = batch[0].prefix  # one sweeper lane: one prefix per batch
+        topics = fill_targets(fill_template(self._target.topic, kind=kind, prefix=prefix), keys)
+        reports = _Reports(len(batch), asyncio.get_running_loop())
+        produce = self._producer.produce
+        for index, body in enumerate(bodies):
+            topic, key = topics[index], keys[index]
+            if not kafka_topic_ok(topic):
+                reports.settle(index, Permanent(reason="kafka: the topic name for this entry is not legal"))
+                continue
+            headers = [("relayd-id", ids[index]), ("relayd-kind", kind)]
+            try:
+                produce(
+                    topic,
+                    value=body,
+                    key=key,
+                    headers=headers,
+                    on_delivery=functools.partial(reports.report, index),
+                )
+            except BufferError:
+                reports.settle(index, Retry(error="kafka producer queue full"))
+            except self._library.KafkaException as exc:  # refused before it was queued
+                reports.settle(index, _classify(exc.args[0], len(body)))
+        # The whole batch is queued: send it now rather than after linger.ms, as flush() does
+        # (relayd bench --sink kafka:...); a zero timeout waits for nothing.
+        self._producer.flush(0)
+        await self._await_reports(reports)
+        outcomes = [
+            outcome if outcome is not None else Retry(error="kafka delivery report not in time")
+            for outcome in reports.outcomes
+        ]
+        self._delivered_last = DELIVERED in outcomes
+        if reports.producer_lost:
+            self._fatal = True
+        if self._delivered_last:
+            self._brokers_down = False
+        return outcomes
+
+    async def _await_reports(self, reports: _Reports) -> None:
+        """Serve the batch's delivery reports in this thread until all are in (or time is up).
+
+        In the loop's own thread, not the report thread's: callbacks in another thread wait
+        for the GIL while the loop reads and acks (relayd bench --sink kafka:...).
+        librdkafka gives up on a record after ``message.timeout.ms``; a little more bounds this.
+        """
+        deadline = time.monotonic() + self._target.timeout_s + 5
+        poll = self._producer.poll
+        self._delivering.set()
+        try:
+            while not reports.done.done() and time.monotonic() < deadline:
+                if poll(0) == 0:
+                    await asyncio.wait([reports.done], timeout=REPORT_GAP_S)
+        finally:
+            self._delivering.clear()
+
+    async def _replace_producer(self) -> None:
+        """An idempotent producer that hit a fatal error cannot produce again: start a new one.
+
+        What the old one still holds is given up (its entries were reported Retry already).
+        """
+        producer = self._producer
+        if producer is not None:
+            producer.purge()
+        await self.close()
+        self._fatal = False
+        self._stopping = threading.Event()
+        await self.start()
+
+    def ready(self) -> bool:
+        return not self._brokers_down and self._delivered_last and not self._fatal
+
+    async def close(self) -> None:
+        producer, thread = self._producer, self._thread
+        self._producer = self._thread = None
+        self._stopping.set()
+        if thread is not None:
+            await asyncio.to_thread(thread.join)
+        if producer is not None:
+            await asyncio.to_thread(producer.flush, self._target.timeout_s)
+
+
+def _import_confluent() -> Any:
+    try:
+        import confluent_kafka
+    except ImportError:
+        raise ConfigError(INSTALL_HINT) from None
+    return confluent_kafka

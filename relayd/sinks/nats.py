@@ -1,0 +1,221 @@
+"""The ``nats`` sink: publish every envelope to NATS JetStream and wait for its PubAck.
+
+``nats:nats://HOST:PORT[,nats://HOST:PORT...]?subject=NAME[&timeout_s=S]`` (optional extra:
+``pip install 'relayd[nats]'``), on nats-py. Each envelope is one JetStream publish:
+
+- payload: the ``relayd/1`` JSON; header ``Nats-Msg-Id``: the envelope id, so JetStream drops a
+  redelivery within the stream's duplicate window (the PubAck says ``duplicate``: Delivered);
+- subject: NAME with ``{target}`` (the ordering key, ``_`` without one), ``{kind}`` and
+  ``{prefix}`` filled in: ``events.{target}`` gives every target its own subject.
+
+A batch is published without waiting (``publish_async``: the messages leave in batch order on
+one connection), then every PubAck is awaited together, at most ``timeout_s``. An entry is
+Delivered only on its PubAck. No stream listening on the subject is Retry and makes the sink
+not ready (an operator creates the stream; nothing is dropped); a payload over the server's
+``max_payload`` or the stream's message size limit is Permanent; anything else is Retry.
+
+``ready()`` is false while the connection is down (nats-py reconnects by itself, forever) and
+after a batch that found no stream, until a batch is confirmed.
+
+TLS (``tls://`` servers, or any with ``--nats-ca-file``) verifies the server; credentials come
+from ``--nats-creds-file`` (JWT and seed) or ``--nats-token-file``, never from the spec, and
+appear in no log line or error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import Sequence
+from typing import Any, Final
+
+from relayd.batch import Batch
+from relayd.errors import ConfigError, SinkError
+from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
+from relayd.sinks.broker_targets import (
+    check_plaintext,
+    fill_targets,
+    fill_template,
+    nats_subject_ok,
+    parse_nats_target,
+)
+from relayd.sinks.spec import SinkSpec
+
+INSTALL_HINT: Final = "sink 'nats' needs the nats extra: pip install 'relayd[nats]'"
+#: Seconds one connection attempt may take.
+CONNECT_TIMEOUT_S: Final = 2
+#: Seconds a first connection may take, all servers tried, before the batch is Retry.
+FIRST_CONNECT_S: Final = 5.0
+#: Seconds between reconnection attempts once connected (nats-py retries forever).
+RECONNECT_WAIT_S: Final = 0.5
+#: Publishes without a PubAck nats-py lets a connection hold: more than any batch (``--batch``
+#: is at most 100,000), so a publish never stalls on it (while the server is away, it would
+#: stall forever).
+MAX_PENDING: Final = 100_000
+#: JetStream's error code for a message over the stream's ``max_msg_size``.
+_MESSAGE_TOO_LARGE: Final = 10054
+_NO_STREAM: Final = Retry(error="nats: no JetStream stream for the subject")
+
+
+class NatsSink:
+    """Publish envelopes to JetStream; see the module docstring for the contract."""
+
+    name = "nats"
+
+    def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
+        self._nats = _import_nats()  # without the extra, naming the sink fails at start-up
+        self._target = parse_nats_target(spec.target)
+        tls = self._target.tls or options.nats_ca_file is not None
+        credentials = options.nats_creds_file is not None or options.nats_token is not None
+        check_plaintext(
+            self._target.hosts,
+            "nats",
+            tls=tls,
+            credentials=credentials,
+            allow_plaintext=options.allow_plaintext,
+        )
+        self._connect_kwargs: dict[str, Any] = {
+            "servers": list(self._target.servers),
+            "connect_timeout": CONNECT_TIMEOUT_S,
+            "reconnect_time_wait": RECONNECT_WAIT_S,
+            "max_reconnect_attempts": -1,
+            "allow_reconnect": True,
+            "error_cb": _quiet,
+            "name": "relayd",
+        }
+        if options.nats_creds_file is not None:
+            self._connect_kwargs["user_credentials"] = options.nats_creds_file
+        if options.nats_token is not None:
+            self._connect_kwargs["token"] = options.nats_token
+        self._tls = tls
+        self._ca_file = options.nats_ca_file
+        self._connection: Any = None
+        self._stream: Any = None
+        self._no_stream = False
+        self._started = False
+        #: a publish failed after nats-py registered its future (see ``_cancel_pending``)
+        self._orphans = False
+
+    async def start(self) -> None:
+        if self._tls:
+            # verified TLS, always; the CA file replaces the system store when given
+            self._connect_kwargs["tls"] = ssl.create_default_context(cafile=self._ca_file)
+        self._started = True
+        await self._connect()
+
+    async def _connect(self) -> bool:
+        """Connect when not connected; False while no server answers."""
+        if self._connection is not None:
+            return True
+        try:
+            # nats-py retries a first connection as often as a reconnection (forever): bound it
+            self._connection = await asyncio.wait_for(
+                self._nats.connect(**self._connect_kwargs), min(self._target.timeout_s, FIRST_CONNECT_S)
+            )
+        except (OSError, TimeoutError, self._nats.errors.Error):
+            return False
+        self._stream = self._connection.jetstream(
+            timeout=self._target.timeout_s, publish_async_max_pending=MAX_PENDING
+        )
+        return True
+
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
+        if not self._started:
+            raise SinkError("sink 'nats' delivered to before start()")
+        if not batch:
+            return []
+        if not await self._connect():
+            return [Retry(error="nats unreachable")] * len(batch)
+        bodies, ids, keys, kind = batch.render(), batch.ids(), batch.keys(), batch.kind
+        prefix = batch[0].prefix  # one sweeper lane: one prefix per batch
+        subjects = fill_targets(fill_template(self._target.subject, kind=kind, prefix=prefix), keys)
+        outcomes: list[Outcome] = [Retry(error="nats PubAck not in time")] * len(batch)
+        sent = await self._publish_all(bodies, subjects, ids, outcomes)
+        if sent and self._orphans:
+            # a refused publish left nats-py a future of its own: wait on ours alone
+            await asyncio.wait([future for _, future in sent], timeout=self._target.timeout_s)
+        elif sent:
+            # one wait for every PubAck (one event, no callback per future: relayd bench --sink nats:...)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stream.publish_async_completed(), self._target.timeout_s)
+        for index, future in sent:
+            if future.done():
+                outcomes[index] = self._classify(future)
+        self._cancel_pending()
+        if DELIVERED in outcomes:
+            self._no_stream = False
+        elif _NO_STREAM in outcomes:
+            self._no_stream = True
+        return outcomes
+
+    async def _publish_all(
+        self, bodies: list[bytes], subjects: list[str], ids: list[str], outcomes: list[Outcome]
+    ) -> list[tuple[int, asyncio.Future[Any]]]:
+        """Send every message without waiting; set the outcome of those refused at once."""
+        sent: list[tuple[int, asyncio.Future[Any]]] = []
+        publish = self._stream.publish_async
+        for index, body in enumerate(bodies):
+            subject = subjects[index]
+            if not nats_subject_ok(subject):
+                outcomes[index] = Permanent(reason="nats: the subject for this entry is not valid")
+                continue
+            if len(body) > self._connection.max_payload:  # refused before nats-py registers it
+                outcomes[index] = Permanent(reason=f"nats: message too large ({len(body)} bytes)")
+                continue
+            try:
+                future = await publish(subject, body, headers={"Nats-Msg-Id": ids[index]})
+            except self._nats.errors.MaxPayloadError:
+                outcomes[index] = Permanent(reason=f"nats: message too large ({len(body)} bytes)")
+                continue
+            except (self._nats.errors.Error, OSError) as exc:
+                # nats-py registered the PubAck future before the publish failed
+                self._orphans = True
+                outcomes[index] = Retry(error=f"nats publish failed ({type(exc).__name__})")
+                continue
+            sent.append((index, future))
+        return sent
+
+    def _classify(self, future: asyncio.Future[Any]) -> Outcome:
+        error = future.exception()
+        if error is None:
+            return DELIVERED
+        if isinstance(error, self._nats.js.errors.NoStreamResponseError):
+            return _NO_STREAM
+        if isinstance(error, self._nats.js.errors.APIError) and error.err_code == _MESSAGE_TOO_LARGE:
+            return Permanent(reason="nats: message over the stream's max_msg_size")
+        return Retry(error=f"nats publish failed ({type(error).__name__})")
+
+    def _cancel_pending(self) -> None:
+        """Cancel every PubAck future still pending: ours that timed out, and those nats-py
+        registered for a publish that then failed. Only this sink publishes on the context, and
+        a cancelled future frees its slot and lets ``publish_async_completed`` fire again; nats-py
+        has no public way to reach them."""
+        pending = getattr(self._stream, "_publish_async_futures", {})
+        for future in list(pending.values()):
+            if not future.done():
+                future.cancel()
+        self._orphans = False
+
+    def ready(self) -> bool:
+        connection = self._connection
+        return connection is not None and connection.is_connected and not self._no_stream
+
+    async def close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await connection.close()
+
+
+async def _quiet(error: Exception) -> None:
+    """nats-py's error callback: reconnects are reported by ``ready()``, not by log lines."""
+
+
+def _import_nats() -> Any:
+    try:
+        import nats
+        import nats.errors
+        import nats.js.errors
+    except ImportError:
+        raise ConfigError(INSTALL_HINT) from None
+    return nats

@@ -1,0 +1,147 @@
+"""The nats sink against a real nats-server with JetStream: payloads, Nats-Msg-Id dedupe, order
+per subject, a missing stream, oversize, an unreachable server, the configuration it refuses."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import nats
+import orjson
+import pytest
+from nats.js.api import StreamConfig
+from support.nats import NatsServer, start_nats
+from support.redis_server import free_port
+
+from relayd.batch import Batch
+from relayd.errors import ConfigError
+from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
+from relayd.sinks.nats import NatsSink
+
+from .conftest import outbox
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def nats_server() -> Iterator[NatsServer]:
+    server = start_nats()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+async def jetstream(nats_server) -> AsyncIterator:
+    connection = await nats.connect(nats_server.url)
+    yield connection.jetstream()
+    await connection.close()
+
+
+@pytest.fixture
+async def make_sink() -> AsyncIterator:
+    sinks: list[NatsSink] = []
+
+    async def make(target: str, options: SinkOptions | None = None) -> NatsSink:
+        sink = NatsSink(parse_sink_spec(f"nats:{target}"), options or SinkOptions())
+        await sink.start()
+        sinks.append(sink)
+        return sink
+
+    yield make
+    for sink in sinks:
+        await sink.close()
+
+
+async def read_stream(js, stream: str) -> list:
+    """Every message of ``stream`` in stream order."""
+    info = await js.stream_info(stream)
+    return [await js.get_msg(stream, seq) for seq in range(1, info.state.last_seq + 1)]
+
+
+async def test_every_message_is_its_envelope_with_its_id_in_order_per_target_subject(
+    nats_server, jetstream, make_sink, prefix
+):
+    await jetstream.add_stream(StreamConfig(name=prefix, subjects=[f"{prefix}.>"]))
+    sink = await make_sink(f"{nats_server.url}?subject={{prefix}}.{{kind}}.{{target}}")
+    batch = [outbox(prefix, seq, f"target-{seq % 5}" if seq % 7 else None) for seq in range(1, 301)]
+
+    outcomes = await sink.deliver(Batch.of(batch))
+
+    assert outcomes == [DELIVERED] * len(batch)
+    assert sink.ready()
+    messages = await read_stream(jetstream, prefix)
+    assert [m.data for m in messages] == [e.to_json() for e in batch]  # one connection: batch order
+    for message, envelope in zip(messages, batch, strict=True):
+        assert message.headers["Nats-Msg-Id"] == envelope.id
+        assert message.subject == f"{prefix}.outbox.{envelope.ordering_key or '_'}"
+
+
+async def test_a_redelivery_is_delivered_and_stored_once(nats_server, jetstream, make_sink, prefix):
+    await jetstream.add_stream(StreamConfig(name=prefix, subjects=[f"{prefix}.events"]))
+    sink = await make_sink(f"{nats_server.url}?subject={prefix}.events")
+    batch = [outbox(prefix, 1, "t"), outbox(prefix, 2, None)]
+
+    first = await sink.deliver(Batch.of(batch))
+    again = await sink.deliver(Batch.of(batch))
+
+    assert first == again == [DELIVERED, DELIVERED]
+    messages = await read_stream(jetstream, prefix)
+    assert [orjson.loads(m.data)["id"] for m in messages] == [e.id for e in batch]
+
+
+async def test_no_stream_for_the_subject_is_retry_and_not_ready_until_one_exists(
+    nats_server, jetstream, make_sink, prefix
+):
+    sink = await make_sink(f"{nats_server.url}?subject={prefix}.nostream")
+
+    outcomes = await sink.deliver(Batch.of([outbox(prefix, 1, "t")]))
+
+    assert isinstance(outcomes[0], Retry)
+    assert "no JetStream stream" in outcomes[0].error
+    assert not sink.ready()
+    await jetstream.add_stream(StreamConfig(name=prefix, subjects=[f"{prefix}.nostream"]))
+    assert await sink.deliver(Batch.of([outbox(prefix, 1, "t")])) == [DELIVERED]
+    assert sink.ready()
+
+
+async def test_a_message_over_max_payload_is_permanent_and_the_rest_delivered(
+    nats_server, jetstream, make_sink, prefix
+):
+    await jetstream.add_stream(StreamConfig(name=prefix, subjects=[f"{prefix}.big"]))
+    sink = await make_sink(f"{nats_server.url}?subject={prefix}.big")
+    huge = outbox(prefix, 2, "t", {"id": "ev-2", "kind": "Blob", "data": {"x": "y" * 2_000_000}})
+
+    outcomes = await sink.deliver(Batch.of([outbox(prefix, 1, "t"), huge, outbox(prefix, 3, "t")]))
+
+    assert outcomes[0] == outcomes[2] == DELIVERED
+    assert isinstance(outcomes[1], Permanent)
+    assert "too large" in outcomes[1].reason
+
+
+async def test_an_unreachable_server_is_retry_and_not_ready(make_sink, prefix):
+    sink = await make_sink(f"nats://127.0.0.1:{free_port()}?subject=x&timeout_s=2")
+
+    outcomes = await sink.deliver(Batch.of([outbox(prefix, 1, "t")]))
+
+    assert isinstance(outcomes[0], Retry)
+    assert not sink.ready()
+
+
+@pytest.mark.parametrize(
+    ("target", "options", "message"),
+    [
+        ("nats://nats-1:4222?subject=e", SinkOptions(), "needs --allow-plaintext"),
+        ("nats://nats-1:4222?subject=e", SinkOptions(nats_token="t0k3n", allow_plaintext=True), "refused"),
+        ("nats://u:pw@127.0.0.1:4222?subject=e", SinkOptions(), "credentials in the URL"),
+        ("http://127.0.0.1:4222?subject=e", SinkOptions(), "nats://HOST:PORT"),
+        ("nats://127.0.0.1:4222", SinkOptions(), "needs a subject"),
+        ("nats://127.0.0.1:4222?subject=a.*", SinkOptions(), "not a valid NATS subject"),
+    ],
+    ids=["plaintext-remote", "token-plaintext", "url-credentials", "scheme", "no-subject", "wildcard"],
+)
+def test_a_spec_that_cannot_work_is_one_config_error(target, options, message):
+    with pytest.raises(ConfigError, match=message) as caught:
+        NatsSink(parse_sink_spec(f"nats:{target}"), options)
+
+    assert "\n" not in str(caught.value)
+    assert "t0k3n" not in str(caught.value)
+    assert "pw" not in str(caught.value)
