@@ -16,18 +16,21 @@ README = (ROOT / "README.md").read_text()
 BENCHMARK_COMMANDS = {"bench"}
 #: The console's own options are documented in its page's Options table (docs/console.md).
 CONSOLE_OPTIONS_DOC = ROOT / "docs" / "console.md"
+#: Each sink's own options are in the Sink options table of docs/sinks.md, in the README's form.
+SINKS_DOC = (ROOT / "docs" / "sinks.md").read_text()
 
 
-def _section(title: str) -> str:
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## )", README, re.S | re.M)
-    assert match, f"README has no '## {title}' section"
+def _section(title: str, text: str = README) -> str:
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    assert match, f"no '## {title}' section"
     return match.group(1)
 
 
 def _readme_options() -> dict[tuple[str, str], str]:
-    """``(--flag, ENV_VAR) -> default cell`` from the Configuration table."""
+    """``(--flag, ENV_VAR) -> default cell`` from the README's Configuration table and the sinks page's."""
     rows = {}
-    for line in _section("Configuration").splitlines():
+    tables = _section("Configuration") + _section("Sink options", SINKS_DOC)
+    for line in tables.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 4 and cells[0].startswith("`--"):
             flag = cells[0].split()[0].strip("`")  # "`--json` (status, dlq list)" names the flag first
