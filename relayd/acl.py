@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 from relayd.engine.notify import channel
-from store.keys import Keyspace
+from store import Keyspace
 
 #: Every command relayd sends (including those its Lua scripts call), with who sends it.
 COMMANDS: Final[Mapping[str, str]] = {

@@ -37,8 +37,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 
 from relayd.errors import RedisUnreachable
 from relayd.settings import Settings
-from store.clients import sentinel_options
-from store.urls import parse_url
+from store import parse_url, sentinel_options
 
 log = structlog.get_logger(__name__)
 

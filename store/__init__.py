@@ -16,6 +16,7 @@ import typing as _typing
 if _typing.TYPE_CHECKING:
     from store.async_redis_store import AsyncRedisStore
     from store.backlog import RawEntry, RawTimer, SeqWindow
+    from store.clients import async_client_from_url, sentinel_options, sync_client_from_url
     from store.codec import dumps, encode_outbox_value, encode_spawn_value, parse_seq
     from store.errors import MALFORMED_REASONS, MalformedEntry, StoreConflict, StoreError, StoreUnavailable
     from store.keys import Keyspace, parse_timer_member, timer_member
@@ -30,9 +31,11 @@ if _typing.TYPE_CHECKING:
         Status,
         TimerOp,
     )
+    from store.plans import glob_escape
     from store.protocols import AsyncExecutionStore, ExecutionStore
     from store.readers import AsyncBacklogReader, BacklogReader
     from store.redis_store import RedisStore
+    from store.urls import RedisUrl, parse_url, redact_url
 
 #: Each public name and the module that defines it.
 _HOMES: dict[str, str] = {
@@ -66,6 +69,13 @@ _HOMES: dict[str, str] = {
     "AsyncBacklogReader": "store.readers",
     "BacklogReader": "store.readers",
     "RedisStore": "store.redis_store",
+    "async_client_from_url": "store.clients",
+    "sentinel_options": "store.clients",
+    "sync_client_from_url": "store.clients",
+    "glob_escape": "store.plans",
+    "RedisUrl": "store.urls",
+    "parse_url": "store.urls",
+    "redact_url": "store.urls",
 }
 
 __all__ = [
@@ -86,6 +96,7 @@ __all__ = [
     "RawEntry",
     "RawTimer",
     "RedisStore",
+    "RedisUrl",
     "SeqWindow",
     "SpawnEntry",
     "Status",
@@ -93,11 +104,17 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "TimerOp",
+    "async_client_from_url",
     "dumps",
     "encode_outbox_value",
     "encode_spawn_value",
+    "glob_escape",
     "parse_seq",
     "parse_timer_member",
+    "parse_url",
+    "redact_url",
+    "sentinel_options",
+    "sync_client_from_url",
     "timer_member",
 ]
 

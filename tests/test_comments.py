@@ -27,6 +27,7 @@ FIGURE = re.compile(
     r"|\d(\.\d+)?\s?(µs|us|ns)\b"
 )
 
+
 def _texts(source: str) -> Iterator[tuple[int, str]]:
     """(line, text) of every comment and every docstring-like string statement."""
     for token in tokenize.generate_tokens(io.StringIO(source).readline):

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, Final
 
+from relayd.bench.server import free_port, stop_process
 from relayd.errors import ConfigError
 
 SERVERS: Final = ("aiohttp", "uvicorn")
@@ -70,12 +71,6 @@ def _serve_uvicorn(port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def http_target(server: str = "aiohttp") -> Iterator[str]:
     """Start the target server in a subprocess; yield its hook URL; stop it on exit."""
@@ -87,19 +82,14 @@ def http_target(server: str = "aiohttp") -> Iterator[str]:
         raise ConfigError(
             f"--http-server {server} needs the package {server!r}: pip install {server}"
         ) from None
-    port = _free_port()
+    port = free_port()
     argv = [sys.executable, "-m", "relayd.bench.http_target", "--server", server, "--port", str(port)]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
     try:
         _wait_for(port, proc)
         yield f"http://127.0.0.1:{port}/hook"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def _wait_for(port: int, proc: subprocess.Popen[bytes]) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Final
 import redis
 
 from relayd.bench.stats import parse_commandstats
+from store import glob_escape
 
 #: How long a started redis-server may take to answer PING.
 _START_TIMEOUT_S: Final = 10.0
@@ -34,7 +35,8 @@ class BenchRedis:
     flavour: str  # "redis-server (started)", "embedded fakeredis", or "given"
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (for a server the bench starts)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -70,7 +72,7 @@ def throwaway_redis_server(
     binary: str = "redis-server",
 ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """A redis-server without persistence on a free loopback port: ``(process, port)``."""
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="relayd-bench-") as workdir:
         argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         proc = subprocess.Popen(
@@ -80,12 +82,17 @@ def throwaway_redis_server(
             _wait_for(port, proc)
             yield proc, port
         finally:
-            proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM a server the bench started, SIGKILL it if it has not gone within five seconds."""
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _wait_for(port: int, proc: subprocess.Popen[bytes]) -> None:
@@ -127,7 +134,7 @@ def delete_prefix(client: redis.Redis, prefix: str) -> int:
     """UNLINK every key under ``prefix:`` (SCAN, so it works on a shared server); return how many."""
     deleted = 0
     batch: list[bytes] = []
-    for key in client.scan_iter(match=f"{_glob_escape(prefix)}:*", count=_CLEAN_CHUNK):
+    for key in client.scan_iter(match=f"{glob_escape(prefix)}:*", count=_CLEAN_CHUNK):
         batch.append(key)
         if len(batch) >= _CLEAN_CHUNK:
             deleted += int(client.delete(*batch))
@@ -135,7 +142,3 @@ def delete_prefix(client: redis.Redis, prefix: str) -> int:
     if batch:
         deleted += int(client.delete(*batch))
     return deleted
-
-
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + c if c in "\\*?[]" else c for c in text)

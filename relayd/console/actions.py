@@ -22,7 +22,7 @@ from relayd.state import RedisClient
 from relayd.state.audit import AuditRecord, record_action
 from relayd.state.deadletters import get_dead_letters, purge_dead_letters, replay_dead_letters
 from relayd.state.keys import RelayKeys
-from store.keys import Keyspace
+from store import Keyspace
 
 log = structlog.get_logger(__name__)
 

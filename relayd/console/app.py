@@ -39,7 +39,7 @@ from relayd.envelope import KINDS
 from relayd.state import RedisClient
 from relayd.state.audit import read_actions
 from relayd.state.deadletters import REASON_CODES
-from store.keys import Keyspace
+from store import Keyspace
 
 #: Dead letters per page (one HSCAN step of this COUNT per kind visited).
 PAGE_SIZE: Final = 50

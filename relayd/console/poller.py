@@ -21,7 +21,7 @@ from relayd.envelope import KINDS, Kind
 from relayd.state import RedisClient
 from relayd.state.deadletters import scan_dead_letters
 from relayd.status import StatusReport, collect_status
-from store.keys import Keyspace
+from store import Keyspace
 
 #: Shortest time between two overview reads, in seconds (the console never polls faster).
 MIN_INTERVAL_S: Final = 1.0

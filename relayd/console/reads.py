@@ -17,7 +17,7 @@ from relayd.envelope import Kind
 from relayd.state import RedisClient
 from relayd.state.deadletters import DeadLetter, get_dead_letters, scan_dead_letters
 from relayd.state.keys import RelayKeys
-from store.keys import Keyspace, parse_timer_member
+from store import Keyspace, parse_timer_member
 
 #: Most HSCAN / ZSCAN steps one page may take while a filter skips entries (bounds a page's cost).
 SCAN_STEPS_PER_PAGE: Final = 20

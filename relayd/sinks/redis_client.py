@@ -17,7 +17,7 @@ from redis.asyncio.sentinel import SentinelConnectionPool
 
 from relayd.errors import ConfigError
 from relayd.sinks.base import SinkOptions
-from store.clients import async_client_from_url
+from store import async_client_from_url
 
 
 class _BlockingSentinelPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):

@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from relayd.errors import ConfigError
 from relayd.redis_url import REDIS_SCHEMES as _OWN_REDIS_SCHEMES
 from relayd.redis_url import check_redis_url, is_loopback, redact_url
-from store.urls import parse_url
+from store import parse_url
 
 __all__ = ["REDIS_SCHEMES", "SinkSpec", "check_redis_url", "parse_sink_spec", "redact_url"]
 

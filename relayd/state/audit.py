@@ -15,7 +15,7 @@ import orjson
 
 from relayd.state import RedisClient
 from relayd.state.keys import RelayKeys
-from store.keys import Keyspace
+from store import Keyspace
 
 #: Most audit records kept per prefix (the oldest are trimmed).
 MAX_RECORDS: Final = 1000
