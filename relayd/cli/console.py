@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import typer
 
 from relayd.cli import options as o
@@ -23,6 +21,8 @@ def console(
     except ImportError as exc:
         missing = exc.name
         raise ConfigError(f"the console needs its extra: pip install 'relayd[console]' ({missing})") from None
+    import asyncio
+
     from relayd.connect import BRIEF, connect
 
     settings = o.settings_from(ctx)
