@@ -171,7 +171,7 @@ def test_readyz_says_it_waits_for_the_sentinels_to_name_a_master(
             stderr=sink,
         )  # fmt: skip
     try:
-        answer = _wait_for_readyz_mentioning("nosuchmaster", port, proc)
+        answer = _wait_for_readyz_mentioning("MasterNotFoundError", port, proc)
     finally:
         end_process(proc)
 
