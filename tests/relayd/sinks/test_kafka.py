@@ -123,6 +123,8 @@ def test_the_producer_is_idempotent_with_acks_all_and_secrets_only_from_options(
 
     assert config["acks"] == "all"
     assert config["enable.idempotence"] is True
+    # sparse connections leave a new producer waiting for librdkafka's producer-id retry timer
+    assert config["enable.sparse.connections"] is False
     assert config["bootstrap.servers"] == "kafka-1:9093,kafka-2:9093"
     assert config["security.protocol"] == "sasl_ssl"
     assert config["ssl.ca.location"] == "/ca.pem"
