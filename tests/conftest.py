@@ -7,6 +7,7 @@ A missing ``redis-server`` skips the real half locally; under ``CI`` every skip 
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -14,6 +15,7 @@ import fakeredis
 import pytest
 import redis
 import redis.asyncio as aioredis
+import structlog
 from support.moto import MotoServer, start_moto
 from support.rabbitmq import RabbitServer, start_rabbitmq
 from support.redis_server import RedisServer, start_redis_server
@@ -96,3 +98,16 @@ async def async_client(backend: str, request: pytest.FixtureRequest) -> AsyncIte
         client = fakeredis.FakeAsyncRedis(server=request.getfixturevalue("fake_server"))
     yield client
     await client.aclose()
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """A test that runs a CLI command (which configures logging) leaves logging as it found it,
+    so later tests' ``capture_logs`` still sees debug lines."""
+    config = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    structlog.configure(**config)
+    root.handlers[:] = handlers
+    root.setLevel(level)

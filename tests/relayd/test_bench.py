@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
-import structlog
 from typer.testing import CliRunner
 
 from relayd.batch import Batch
@@ -30,17 +28,8 @@ from relayd.demo.embedded import EmbeddedRedis
 from relayd.envelope import Envelope
 from relayd.sinks.base import DELIVERED, Delivered, Retry
 
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """``relayd bench`` configures logging onto CliRunner's stream; later tests must not log there."""
-    config = structlog.get_config()
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    structlog.configure(**config)
-    root.handlers[:] = handlers
-    root.setLevel(level)
+#: ``relayd bench`` configures logging onto CliRunner's stream; later tests must not log there.
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 @pytest.fixture

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pytest
 import redis.asyncio as aioredis
-import structlog
 from typer.testing import CliRunner
 
 from relayd.bench import runner
@@ -19,17 +17,8 @@ from relayd.envelope import Kind
 from relayd.sinks import SinkOptions, SinkSpec
 from relayd.sinks.null import NullSink
 
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """``relayd bench`` configures logging onto CliRunner's stream; later tests must not log there."""
-    config = structlog.get_config()
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    structlog.configure(**config)
-    root.handlers[:] = handlers
-    root.setLevel(level)
+#: ``relayd bench`` configures logging onto CliRunner's stream; later tests must not log there.
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 def _bench(*args: str) -> dict:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import pytest
-import structlog
 from support.tls import tls_redis_server
 
 from relayd.batch import Batch
 from relayd.envelope import Envelope
 from relayd.sinks import Outcome, Sink
+
+SinkT = TypeVar("SinkT", bound=Sink)
 
 # a fixture imported into a conftest is registered for the tests below it
 __all__ = ["tls_redis_server"]
@@ -100,13 +100,15 @@ async def deliver_runs(sink: Sink, envelopes: list[Envelope]) -> list[Outcome]:
 
 
 @pytest.fixture
-def restore_logging() -> Iterator[None]:
-    """A test that runs a CLI command (which configures logging) leaves logging as it found it,
-    so later tests' ``capture_logs`` still sees debug lines."""
-    config = structlog.get_config()
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    structlog.configure(**config)
-    root.handlers[:] = handlers
-    root.setLevel(level)
+async def started() -> AsyncIterator[Callable[[SinkT], Awaitable[SinkT]]]:
+    """Start a sink for the test and close it afterwards (every sink the test started)."""
+    sinks: list[Sink] = []
+
+    async def start(sink: SinkT) -> SinkT:
+        await sink.start()
+        sinks.append(sink)
+        return sink
+
+    yield start
+    for sink in sinks:
+        await sink.close()

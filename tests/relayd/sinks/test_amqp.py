@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import orjson
@@ -34,18 +34,11 @@ def names() -> tuple[str, str]:
 
 
 @pytest.fixture
-async def make_sink() -> AsyncIterator[MakeSink]:
-    sinks: list[AmqpSink] = []
-
+def make_sink(started) -> MakeSink:
     async def make(spec: str, **options: object) -> AmqpSink:
-        sink = AmqpSink(parse_sink_spec(spec), SinkOptions(**options))  # type: ignore[arg-type]
-        await sink.start()
-        sinks.append(sink)
-        return sink
+        return await started(AmqpSink(parse_sink_spec(spec), SinkOptions(**options)))  # type: ignore[arg-type]
 
-    yield make
-    for sink in sinks:
-        await sink.close()
+    return make
 
 
 async def test_every_envelope_arrives_persistent_as_json_with_its_id_in_batch_order(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -48,18 +48,11 @@ def name() -> str:
 
 
 @pytest.fixture
-async def make_sink() -> AsyncIterator[MakeSink]:
-    sinks: list[AnySink] = []
-
+def make_sink(started) -> MakeSink:
     async def make(cls: type[AnySink], spec: str) -> AnySink:
-        sink = cls(parse_sink_spec(spec), SinkOptions())
-        await sink.start()
-        sinks.append(sink)
-        return sink
+        return await started(cls(parse_sink_spec(spec), SinkOptions()))
 
-    yield make
-    for sink in sinks:
-        await sink.close()
+    return make
 
 
 async def test_sqs_standard_queue_gets_every_body_with_its_attributes(

@@ -4,7 +4,7 @@ oversize, an unreachable broker, and the configuration it builds."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import orjson
 import pytest
@@ -29,18 +29,11 @@ def kafka() -> Iterator[KafkaBroker]:
 
 
 @pytest.fixture
-async def make_sink() -> AsyncIterator:
-    sinks: list[KafkaSink] = []
-
+def make_sink(started):
     async def make(target: str, options: SinkOptions | None = None) -> KafkaSink:
-        sink = KafkaSink(parse_sink_spec(f"kafka:{target}"), options or SinkOptions())
-        await sink.start()
-        sinks.append(sink)
-        return sink
+        return await started(KafkaSink(parse_sink_spec(f"kafka:{target}"), options or SinkOptions()))
 
-    yield make
-    for sink in sinks:
-        await sink.close()
+    return make
 
 
 async def test_every_record_carries_its_envelope_key_and_headers_in_target_order(kafka, make_sink, prefix):

@@ -37,18 +37,11 @@ async def jetstream(nats_server) -> AsyncIterator:
 
 
 @pytest.fixture
-async def make_sink() -> AsyncIterator:
-    sinks: list[NatsSink] = []
-
+def make_sink(started):
     async def make(target: str, options: SinkOptions | None = None) -> NatsSink:
-        sink = NatsSink(parse_sink_spec(f"nats:{target}"), options or SinkOptions())
-        await sink.start()
-        sinks.append(sink)
-        return sink
+        return await started(NatsSink(parse_sink_spec(f"nats:{target}"), options or SinkOptions()))
 
-    yield make
-    for sink in sinks:
-        await sink.close()
+    return make
 
 
 async def read_stream(js, stream: str) -> list:

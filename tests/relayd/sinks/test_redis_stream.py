@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import orjson
 import pytest
@@ -21,11 +21,10 @@ from .conftest import deliver_runs, outbox, spawn, timer
 
 
 @pytest.fixture
-async def make_sink(
-    backend: str, async_client: aioredis.Redis, request: pytest.FixtureRequest
-) -> AsyncIterator[MakeSink]:
+def make_sink(
+    backend: str, async_client: aioredis.Redis, request: pytest.FixtureRequest, started
+) -> MakeSink:
     """Build a started sink on the test's backend: by URL for the real server, injected for fakeredis."""
-    sinks: list[RedisStreamSink] = []
 
     async def make(query: str) -> RedisStreamSink:
         if backend == "real":
@@ -34,13 +33,9 @@ async def make_sink(
         else:
             spec = parse_sink_spec(f"redis-stream:redis://127.0.0.1:6379/0?{query}")
             sink = RedisStreamSink(spec, SinkOptions(), client=async_client)
-        await sink.start()
-        sinks.append(sink)
-        return sink
+        return await started(sink)
 
-    yield make
-    for sink in sinks:
-        await sink.close()
+    return make
 
 
 MakeSink = Callable[[str], Awaitable[RedisStreamSink]]
