@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import parse_qsl
 
-from pydantic import SecretStr
-
 from relayd.errors import ConfigError
+from relayd.secret import Secret
 from store.urls import SCHEMES, parse_url, redact_url
 
 __all__ = [
@@ -51,7 +50,7 @@ class RedisAddress:
     port: int
     db: int
     username: str | None
-    password: SecretStr | None
+    password: Secret | None
     display: str  # the URL with any credentials replaced by ``***``, safe for logs and errors
     sentinel: bool = False
     #: every (host, port) of the URL: the server, the seed node, or the sentinels
@@ -91,7 +90,7 @@ def parse_redis_url(url: str) -> RedisAddress:
         port=parsed.port,
         db=parsed.db,
         username=parsed.username,
-        password=SecretStr(parsed.password) if parsed.password is not None else None,
+        password=Secret(parsed.password) if parsed.password is not None else None,
         display=parsed.display,
         sentinel=parsed.topology == "sentinel",
         nodes=parsed.nodes,

@@ -2,6 +2,10 @@
 
 Precedence: command-line flags (passed in as keyword arguments by the CLI) win over the
 environment, which wins over the defaults. Nothing else in relayd reads ``os.environ``.
+Values are checked and converted by msgspec (strings from the environment become ints, floats,
+booleans and paths) into a frozen dataclass: msgspec is loaded by the relay anyway, while
+pydantic-settings would add its import and model building to every command's start
+(``tests/benchmarks/bench_startup.py``).
 
 Security rules (DESIGN §7) are checked here, before anything connects:
 
@@ -22,17 +26,22 @@ slot; an untagged prefix is a ``ConfigError``.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, PrivateAttr, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+import msgspec
+from msgspec import Meta
 
-from relayd.defaults import DEFAULTS
+from relayd.defaults import DEFAULTS, Defaults
 from relayd.engine.options import SweepOptions
 from relayd.errors import ConfigError
 from relayd.redis_url import RedisAddress, parse_redis_url, plaintext_refusal
+from relayd.secret import Secret
 from relayd.sinks.base import SinkOptions
 from relayd.sinks.http_policy import parse_header_lines
 from store import Keyspace
@@ -123,31 +132,37 @@ def _require_hash_tags(prefixes: tuple[str, ...]) -> None:
         )
 
 
-class Settings(BaseSettings):
+#: Constraints of the numeric options (checked by msgspec, named in the error).
+Batch = Annotated[int, Meta(ge=1, le=100_000)]
+Seconds = Annotated[float, Meta(gt=0, le=3600)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
     """Every relayd option (DESIGN §5, §7), validated; ``RELAYD_<NAME>`` for each.
 
-    Defaults come from ``relayd.defaults`` (the CLI shows them without importing pydantic).
+    Build it with ``load_settings`` (flags over the environment over the defaults). The defaults
+    come from ``relayd.defaults``; the credentials and files are read once, here, and kept out of
+    ``repr``.
     """
 
-    model_config = SettingsConfigDict(env_prefix="RELAYD_", frozen=True, extra="forbid", case_sensitive=False)
-
     redis_url: str = DEFAULTS.redis_url
-    prefix: Annotated[tuple[str, ...], NoDecode] = DEFAULTS.prefix
+    prefix: tuple[str, ...] = DEFAULTS.prefix
     sink: str = DEFAULTS.sink
     outbox_sink: str | None = DEFAULTS.outbox_sink
     spawn_sink: str | None = DEFAULTS.spawn_sink
     timer_sink: str | None = DEFAULTS.timer_sink
-    batch: int = Field(DEFAULTS.batch, ge=1, le=100_000)
-    poll_interval: float = Field(DEFAULTS.poll_interval, gt=0, le=3600)
-    max_attempts: int = Field(DEFAULTS.max_attempts, ge=1)
-    retry_base: float = Field(DEFAULTS.retry_base, gt=0, le=3600)
-    retry_cap: float = Field(DEFAULTS.retry_cap, gt=0, le=86400)
+    batch: Batch = DEFAULTS.batch
+    poll_interval: Seconds = DEFAULTS.poll_interval
+    max_attempts: Annotated[int, Meta(ge=1)] = DEFAULTS.max_attempts
+    retry_base: Seconds = DEFAULTS.retry_base
+    retry_cap: Annotated[float, Meta(gt=0, le=86400)] = DEFAULTS.retry_cap
     metrics_addr: str = DEFAULTS.metrics_addr
-    lease_ttl: float = Field(DEFAULTS.lease_ttl, ge=0.3, le=3600)
+    lease_ttl: Annotated[float, Meta(ge=0.3, le=3600)] = DEFAULTS.lease_ttl
     wake: bool = DEFAULTS.wake
     log_format: Literal["json", "console"] | None = DEFAULTS.log_format
     log_level: Literal["debug", "info", "warning", "error"] = DEFAULTS.log_level
-    shutdown_grace: float = Field(DEFAULTS.shutdown_grace, ge=0, le=3600)
+    shutdown_grace: Annotated[float, Meta(ge=0, le=3600)] = DEFAULTS.shutdown_grace
     redis_username_file: Path | None = DEFAULTS.redis_username_file
     redis_password_file: Path | None = DEFAULTS.redis_password_file
     # The sentinels' own credentials (redis+sentinel://); the URL's and the files above are the master's.
@@ -158,17 +173,17 @@ class Settings(BaseSettings):
     redis_key_file: Path | None = DEFAULTS.redis_key_file
     allow_plaintext: bool = DEFAULTS.allow_plaintext
     webhook_secret_file: Path | None = DEFAULTS.webhook_secret_file
-    webhook_timeout: float = Field(DEFAULTS.webhook_timeout, gt=0, le=600)
-    webhook_concurrency: int = Field(DEFAULTS.webhook_concurrency, ge=1, le=10_000)
+    webhook_timeout: Annotated[float, Meta(gt=0, le=600)] = DEFAULTS.webhook_timeout
+    webhook_concurrency: Annotated[int, Meta(ge=1, le=10_000)] = DEFAULTS.webhook_concurrency
     # The operator console (relayd console): its own listener, loopback by default; the
     # loopback-or-token rule is checked by the console itself, so other commands never trip on it.
     console_addr: str = DEFAULTS.console_addr
     console_token_file: Path | None = DEFAULTS.console_token_file
     allow_actions: bool = DEFAULTS.allow_actions
     # Most dead letters the console replays per second, so a replay never floods a sink.
-    console_replay_rate: float = Field(DEFAULTS.console_replay_rate, gt=0, le=100_000)
-    webhook_connect_timeout: float | None = Field(DEFAULTS.webhook_connect_timeout, gt=0, le=600)
-    webhook_read_timeout: float | None = Field(DEFAULTS.webhook_read_timeout, gt=0, le=600)
+    console_replay_rate: Annotated[float, Meta(gt=0, le=100_000)] = DEFAULTS.console_replay_rate
+    webhook_connect_timeout: Annotated[float, Meta(gt=0, le=600)] | None = DEFAULTS.webhook_connect_timeout
+    webhook_read_timeout: Annotated[float, Meta(gt=0, le=600)] | None = DEFAULTS.webhook_read_timeout
     webhook_headers_file: Path | None = DEFAULTS.webhook_headers_file
     webhook_gzip: bool = DEFAULTS.webhook_gzip
     webhook_ca_file: Path | None = DEFAULTS.webhook_ca_file
@@ -182,47 +197,42 @@ class Settings(BaseSettings):
     nats_token_file: Path | None = DEFAULTS.nats_token_file
     nats_ca_file: Path | None = DEFAULTS.nats_ca_file
 
-    _address: RedisAddress = PrivateAttr()
-    _redis_username: str | None = PrivateAttr(default=None)
-    _redis_password: SecretStr | None = PrivateAttr(default=None)
-    _webhook_secret: SecretStr | None = PrivateAttr(default=None)
-    _sentinel_username: str | None = PrivateAttr(default=None)
-    _sentinel_password: SecretStr | None = PrivateAttr(default=None)
-    _webhook_headers: tuple[tuple[str, str], ...] = PrivateAttr(default=())
-    _amqp_password: SecretStr | None = PrivateAttr(default=None)
-    _kafka_username: str | None = PrivateAttr(default=None)
-    _kafka_password: SecretStr | None = PrivateAttr(default=None)
-    _nats_token: SecretStr | None = PrivateAttr(default=None)
+    # Read and checked in __post_init__ (the files' contents and the parsed URL), never shown.
+    _address: RedisAddress | None = field(default=None, init=False, repr=False, compare=False)
+    _redis_username: str | None = field(default=None, init=False, repr=False, compare=False)
+    _redis_password: Secret | None = field(default=None, init=False, repr=False, compare=False)
+    _webhook_secret: Secret | None = field(default=None, init=False, repr=False, compare=False)
+    _sentinel_username: str | None = field(default=None, init=False, repr=False, compare=False)
+    _sentinel_password: Secret | None = field(default=None, init=False, repr=False, compare=False)
+    _webhook_headers: tuple[tuple[str, str], ...] = field(default=(), init=False, repr=False, compare=False)
+    _amqp_password: Secret | None = field(default=None, init=False, repr=False, compare=False)
+    _kafka_username: str | None = field(default=None, init=False, repr=False, compare=False)
+    _kafka_password: Secret | None = field(default=None, init=False, repr=False, compare=False)
+    _nats_token: Secret | None = field(default=None, init=False, repr=False, compare=False)
 
-    @field_validator("prefix", mode="before")
-    @classmethod
-    def _split_prefixes(cls, value: object) -> tuple[str, ...]:
-        if isinstance(value, str):
-            return expand_prefixes([value])
-        if isinstance(value, list | tuple):
-            return expand_prefixes([str(v) for v in value])
-        raise ValueError("expected prefixes")
+    def __post_init__(self) -> None:
+        self._set("_address", self._check_redis())
+        if self.webhook_secret_file is not None:
+            self._set(
+                "_webhook_secret", Secret(read_secret_file("--webhook-secret-file", self.webhook_secret_file))
+            )
+        _check_readable("--webhook-ca-file", self.webhook_ca_file)
+        if self.webhook_headers_file is not None:
+            self._set(
+                "_webhook_headers", read_headers_file("--webhook-headers-file", self.webhook_headers_file)
+            )
+        _check_readable("--amqp-ca-file", self.amqp_ca_file)
+        if self.amqp_password_file is not None:
+            self._set(
+                "_amqp_password", Secret(read_secret_file("--amqp-password-file", self.amqp_password_file))
+            )
+        self._read_broker_secrets()
 
-    @field_validator("log_format", "log_level", mode="before")
-    @classmethod
-    def _lower(cls, value: object) -> object:
-        return value.lower() if isinstance(value, str) else value
+    def _set(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)  # the dataclass is frozen to everyone but __post_init__
 
-    @field_validator("metrics_addr", "console_addr")
-    @classmethod
-    def _host_port(cls, value: str) -> str:
-        parse_host_port(value)
-        return value
-
-    @field_validator("sink", "outbox_sink", "spawn_sink", "timer_sink")
-    @classmethod
-    def _non_empty_sink(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("a sink spec cannot be empty")
-        return value
-
-    @model_validator(mode="after")
-    def _security(self) -> Settings:
+    def _check_redis(self) -> RedisAddress:
+        """The Redis URL, TLS files and credentials under the DESIGN §7 rules."""
         address = parse_redis_url(self.redis_url)
         _check_readable("--redis-ca-file", self.redis_ca_file)
         _check_readable("--redis-cert-file", self.redis_cert_file)
@@ -236,7 +246,7 @@ class Settings(BaseSettings):
         if self.redis_username_file is not None:
             username = read_secret_file("--redis-username-file", self.redis_username_file)
         if self.redis_password_file is not None:
-            password = SecretStr(read_secret_file("--redis-password-file", self.redis_password_file))
+            password = Secret(read_secret_file("--redis-password-file", self.redis_password_file))
         sentinel_username, sentinel_password = self._read_sentinel_credentials(address)
         refusal = plaintext_refusal(
             (host for host, _ in address.nodes),
@@ -248,24 +258,13 @@ class Settings(BaseSettings):
             raise ValueError(refusal)
         if address.cluster:
             _require_hash_tags(self.prefix)
-        if self.webhook_secret_file is not None:
-            self._webhook_secret = SecretStr(
-                read_secret_file("--webhook-secret-file", self.webhook_secret_file)
-            )
-        _check_readable("--webhook-ca-file", self.webhook_ca_file)
-        if self.webhook_headers_file is not None:
-            self._webhook_headers = read_headers_file("--webhook-headers-file", self.webhook_headers_file)
-        _check_readable("--amqp-ca-file", self.amqp_ca_file)
-        if self.amqp_password_file is not None:
-            self._amqp_password = SecretStr(read_secret_file("--amqp-password-file", self.amqp_password_file))
-        self._address = address
-        self._redis_username = username
-        self._redis_password = password
-        self._sentinel_username = sentinel_username
-        self._sentinel_password = sentinel_password
-        return self
+        self._set("_redis_username", username)
+        self._set("_redis_password", password)
+        self._set("_sentinel_username", sentinel_username)
+        self._set("_sentinel_password", sentinel_password)
+        return address
 
-    def _read_sentinel_credentials(self, address: RedisAddress) -> tuple[str | None, SecretStr | None]:
+    def _read_sentinel_credentials(self, address: RedisAddress) -> tuple[str | None, Secret | None]:
         files = {"--sentinel-username-file": self.sentinel_username_file}
         files["--sentinel-password-file"] = self.sentinel_password_file
         given = [option for option, path in files.items() if path is not None]
@@ -275,36 +274,37 @@ class Settings(BaseSettings):
         if self.sentinel_username_file is not None:
             username = read_secret_file("--sentinel-username-file", self.sentinel_username_file)
         if self.sentinel_password_file is not None:
-            password = SecretStr(read_secret_file("--sentinel-password-file", self.sentinel_password_file))
+            password = Secret(read_secret_file("--sentinel-password-file", self.sentinel_password_file))
         return username, password
 
-    @model_validator(mode="after")
-    def _broker_secrets(self) -> Settings:
+    def _read_broker_secrets(self) -> None:
         """The kafka and nats sinks' credential and CA files (read here, as every secret is)."""
         _check_readable("--kafka-ca-file", self.kafka_ca_file)
         _check_readable("--nats-ca-file", self.nats_ca_file)
         _check_readable("--nats-creds-file", self.nats_creds_file)
         if self.kafka_username_file is not None:
-            self._kafka_username = read_secret_file("--kafka-username-file", self.kafka_username_file)
+            self._set("_kafka_username", read_secret_file("--kafka-username-file", self.kafka_username_file))
         if self.kafka_password_file is not None:
-            password = read_secret_file("--kafka-password-file", self.kafka_password_file)
-            self._kafka_password = SecretStr(password)
+            self._set(
+                "_kafka_password", Secret(read_secret_file("--kafka-password-file", self.kafka_password_file))
+            )
         if self.nats_token_file is not None:
-            self._nats_token = SecretStr(read_secret_file("--nats-token-file", self.nats_token_file))
-        return self
+            self._set("_nats_token", Secret(read_secret_file("--nats-token-file", self.nats_token_file)))
 
     @property
     def redis(self) -> RedisAddress:
         """The parsed Redis URL (credentials from the URL only; see ``redis_credentials``)."""
-        return self._address
+        address = self._address
+        assert address is not None  # set by __post_init__, which every Settings runs
+        return address
 
     @property
-    def redis_credentials(self) -> tuple[str | None, SecretStr | None]:
+    def redis_credentials(self) -> tuple[str | None, Secret | None]:
         """(username, password) with the files taking precedence over the URL."""
         return self._redis_username, self._redis_password
 
     @property
-    def sentinel_credentials(self) -> tuple[str | None, SecretStr | None]:
+    def sentinel_credentials(self) -> tuple[str | None, Secret | None]:
         """(username, password) for the sentinels themselves, from their own files."""
         return self._sentinel_username, self._sentinel_password
 
@@ -321,7 +321,7 @@ class Settings(BaseSettings):
         values = [
             self._redis_password,
             self._webhook_secret,
-            self._address.password,
+            self.redis.password,
             self._sentinel_password,
             self._amqp_password,
         ]
@@ -380,7 +380,7 @@ class Settings(BaseSettings):
         )
 
 
-def _reveal(secret: SecretStr | None) -> str | None:
+def _reveal(secret: Secret | None) -> str | None:
     return secret.get_secret_value() if secret is not None else None
 
 
@@ -388,20 +388,95 @@ def _path_text(path: Path | None) -> str | None:
     return str(path) if path is not None else None
 
 
+#: Every option's name: the fields of ``Defaults`` (Settings declares the same ones).
+OPTION_NAMES: Final = frozenset(f.name for f in dataclasses.fields(Defaults))
+#: Options that are switches: their environment values may also read yes/no and on/off.
+_SWITCHES: Final = frozenset(f.name for f in dataclasses.fields(Defaults) if isinstance(f.default, bool))
+_SWITCH_WORDS: Final = {"yes": "true", "on": "true", "y": "true", "no": "false", "off": "false", "n": "false"}
+
+
+def _lower(value: object) -> object:
+    return value.lower() if isinstance(value, str) else value
+
+
+def _prefixes(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return expand_prefixes([value])
+    if isinstance(value, list | tuple):
+        return expand_prefixes([str(v) for v in value])
+    raise ValueError("expected prefixes")
+
+
+def _host_port(value: object) -> object:
+    if isinstance(value, str):
+        parse_host_port(value)
+    return value
+
+
+def _sink_spec(value: object) -> object:
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("a sink spec cannot be empty")
+    return value
+
+
+#: What each option's raw value goes through before msgspec checks its type and range.
+_PREPARE: Final[Mapping[str, Callable[[object], object]]] = {
+    "prefix": _prefixes,
+    "log_format": _lower,
+    "log_level": _lower,
+    "metrics_addr": _host_port,
+    "console_addr": _host_port,
+    "sink": _sink_spec,
+    "outbox_sink": _sink_spec,
+    "spawn_sink": _sink_spec,
+    "timer_sink": _sink_spec,
+}
+
+
+def _from_environment(environ: Mapping[str, str]) -> dict[str, object]:
+    """The ``RELAYD_<NAME>`` variables that name an option (any letter case), by option name."""
+    wanted = {f"RELAYD_{name.upper()}": name for name in OPTION_NAMES}
+    found: dict[str, object] = {}
+    for variable, value in environ.items():
+        name = wanted.get(variable.upper())
+        if name is None:
+            continue
+        found[name] = _SWITCH_WORDS.get(value.strip().lower(), value) if name in _SWITCHES else value
+    return found
+
+
+def _path(kind: type, value: Any) -> Any:
+    """msgspec's hook for the one type it does not know: a path given as text."""
+    if kind is Path and isinstance(value, str | os.PathLike):
+        return Path(value)
+    raise NotImplementedError
+
+
+def _invalid(name: str, message: str) -> ConfigError:
+    return ConfigError(f"invalid --{name.replace('_', '-')} (RELAYD_{name.upper()}): {message}")
+
+
 def load_settings(**flags: Any) -> Settings:
     """Build Settings from explicit flags over the environment; errors become one-line ConfigError."""
+    unknown = sorted(set(flags) - OPTION_NAMES)
+    if unknown:
+        raise ConfigError(f"unknown option {unknown[0]!r}")
+    given = _from_environment(os.environ) | flags
+    for name, prepare in _PREPARE.items():
+        if name in given:
+            try:
+                given[name] = prepare(given[name])
+            except ValueError as exc:
+                raise _invalid(name, str(exc)) from None
     try:
-        return Settings(**flags)
-    except ValidationError as exc:
+        return msgspec.convert(given, Settings, strict=False, dec_hook=_path)
+    except msgspec.ValidationError as exc:
         raise ConfigError(describe_validation_error(exc)) from None
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    """The first problem as one line naming the option (``--batch`` / ``RELAYD_BATCH``)."""
-    error = exc.errors(include_input=False, include_url=False)[0]
-    message = str(error["msg"]).removeprefix("Value error, ")
-    loc = [str(part) for part in error["loc"] if not isinstance(part, int)]
-    if not loc:
-        return message
-    option = loc[0].replace("_", "-")
-    return f"invalid --{option} (RELAYD_{loc[0].upper()}): {message}"
+def describe_validation_error(exc: msgspec.ValidationError) -> str:
+    """The problem as one line naming the option (``--batch`` / ``RELAYD_BATCH``) when it is one."""
+    message, _, where = str(exc).rpartition(" - at `$.")
+    if not message:
+        return str(exc)  # a rule across options (__post_init__): its message names them
+    return str(_invalid(where.rstrip("`").split(".")[0].split("[")[0], message))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
@@ -16,12 +16,15 @@ from store import codec, plans
 from store.backlog import RawTimer
 from store.errors import MalformedEntry, StoreConflict, StoreUnavailable
 from store.keys import Keyspace
-from store.models import Event, Execution, OutboxEntry, SpawnEntry
 from store.protocols import ConflictFactory, JsonModel, VersionedModel
 from store.scripts import CAS_COMMIT, TIMER_COMPARE_DELETE
 
-ExeT = TypeVar("ExeT", bound=VersionedModel, default=Execution)
-EvtT = TypeVar("EvtT", bound=JsonModel, default=Event)
+if TYPE_CHECKING:
+    from store.models import Event, Execution, OutboxEntry, SpawnEntry
+
+# The defaults are named, not imported: the models load on first use (see ``execution_model``).
+ExeT = TypeVar("ExeT", bound=VersionedModel, default="Execution")
+EvtT = TypeVar("EvtT", bound=JsonModel, default="Event")
 
 #: The ring size of the per-execution trace (steps kept).
 DEFAULT_TRACE_MAX = 200
@@ -39,8 +42,8 @@ class StoreCore(Generic[ExeT, EvtT]):
         client: Any,
         *,
         prefix: str = "stm",
-        execution_model: type[ExeT] = Execution,  # type: ignore[assignment]  # the TypeVar default
-        event_model: type[EvtT] = Event,  # type: ignore[assignment]  # the TypeVar default
+        execution_model: type[ExeT] | None = None,
+        event_model: type[EvtT] | None = None,
         conflict_error: ConflictFactory = StoreConflict,
         trace_max: int = DEFAULT_TRACE_MAX,
         clock: Callable[[], float] = time.time,
@@ -50,8 +53,8 @@ class StoreCore(Generic[ExeT, EvtT]):
 
         self.client = client
         self.keyspace = Keyspace(prefix)
-        self.execution_model = execution_model
-        self.event_model = event_model
+        self._execution_model = execution_model
+        self._event_model = event_model
         self.conflict_error = conflict_error
         self.trace_max = trace_max
         self.clock = clock
@@ -62,6 +65,29 @@ class StoreCore(Generic[ExeT, EvtT]):
         self._timer_delete_script = client.register_script(TIMER_COMPARE_DELETE)
         # the store's own backlog readers (one per kind), behind pending_outbox/spawns(limit)
         self._readers: dict[str, Any] = {}
+
+    @property
+    def execution_model(self) -> type[ExeT]:
+        """The execution class given, or ``store.models.Execution``, imported on first use.
+
+        The relay reads and acks raw entries and never needs a model: importing them (and
+        pydantic) only when an engine loads or lists keeps ``relayd sweep`` quick to start
+        (``tests/benchmarks/bench_startup.py``).
+        """
+        if self._execution_model is None:
+            from store.models import Execution
+
+            self._execution_model = Execution  # type: ignore[assignment]  # the TypeVar default
+        return self._execution_model  # type: ignore[return-value]  # set just above when None
+
+    @property
+    def event_model(self) -> type[EvtT]:
+        """The event class given, or ``store.models.Event``, imported on first use."""
+        if self._event_model is None:
+            from store.models import Event
+
+            self._event_model = Event  # type: ignore[assignment]  # the TypeVar default
+        return self._event_model  # type: ignore[return-value]  # set just above when None
 
     @property
     def prefix(self) -> str:

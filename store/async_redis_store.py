@@ -8,15 +8,18 @@ from ``store.plans``; this module only executes them.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from store import codec, plans, purging
 from store._base import EvtT, ExeT, StoreCore
 from store.backlog import RawEntry, RawTimer
 from store.keys import timer_member
-from store.models import ExecutionPage, OutboxEntry, SpawnEntry, Status
 from store.protocols import SpawnIntent, TimerOpLike
 from store.readers import AsyncBacklogReader, BacklogKind
+
+if TYPE_CHECKING:
+    # Annotations only: the relay uses this store's backlog and acks, which need no models.
+    from store.models import ExecutionPage, OutboxEntry, SpawnEntry, Status
 
 
 class AsyncRedisStore(StoreCore[ExeT, EvtT]):

@@ -1,5 +1,9 @@
 """Pure JSON <-> model conversion for every stored value (exe, outbox, spawn, trace, timer).
 
+The models (and pydantic) are imported by the functions that build them, on first use: the
+relay reads and acks raw entries through this package and never loads them
+(``tests/benchmarks/bench_startup.py``).
+
 Writes produce exactly the wire shapes of DESIGN §2 (compact JSON through orjson; readers
 on both sides parse JSON, so spacing is not part of the contract). Reads of relay entries
 raise ``MalformedEntry`` with a reason from ``MALFORMED_REASONS`` so the relay can
@@ -9,15 +13,16 @@ dead-letter them with a bounded label.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
-import pydantic
 
 from store.errors import MalformedEntry
 from store.keys import parse_timer_member
-from store.models import ExecutionSummary, OutboxEntry, SpawnEntry
 from store.protocols import JsonModel
+
+if TYPE_CHECKING:
+    from store.models import ExecutionSummary, OutboxEntry, SpawnEntry
 
 M = TypeVar("M", bound=JsonModel)
 
@@ -96,6 +101,10 @@ def decode_outbox(field: bytes | str, value: bytes | str, event_model: type[M]) 
     seq = parse_seq(field)
     if seq is None:
         raise MalformedEntry("bad_seq", f"outbox field {_text(field)!r} is not a decimal seq")
+    import pydantic
+
+    from store.models import OutboxEntry
+
     doc = _object(value)
     if "t" not in doc or "e" not in doc:
         raise MalformedEntry("missing_field", "outbox value needs 't' and 'e'")
@@ -124,6 +133,8 @@ def decode_spawn(field: bytes | str, value: bytes | str) -> SpawnEntry:
     seq = parse_seq(field)
     if seq is None:
         raise MalformedEntry("bad_seq", f"spawn field {_text(field)!r} is not a decimal seq")
+    from store.models import SpawnEntry
+
     doc = _object(value)
     missing = [k for k in ("p", "c", "r", "x") if k not in doc]
     if missing:
@@ -146,6 +157,10 @@ def decode_timer(member: bytes | str, score: float) -> tuple[str, str, float]:
 
 def decode_summary(raw: bytes | str) -> ExecutionSummary | None:
     """A listing row from a stored execution; None when the JSON is not an execution."""
+    import pydantic
+
+    from store.models import ExecutionSummary
+
     try:
         doc = orjson.loads(raw)
         return ExecutionSummary.from_data(doc, doc.get("version", 0))

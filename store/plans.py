@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store import codec
 from store.keys import Keyspace, timer_member
-from store.models import ExecutionPage, ExecutionSummary, Status
 from store.protocols import JsonModel, SpawnIntent, TimerOpLike
 from store.scripts import CONFLICT_TAG
+
+if TYPE_CHECKING:
+    from store.models import ExecutionPage, ExecutionSummary, Status
 
 #: One Redis command for a pipeline: the redis-py method name and its positional arguments.
 Command = tuple[str, tuple[Any, ...]]
@@ -203,6 +205,8 @@ def listing_page(
     roots_only: bool,
 ) -> ExecutionPage:
     """Filter one SCAN batch client-side; order within the page by id (SCAN has no order)."""
+    from store.models import ExecutionPage, Status  # on first use: see store.codec
+
     wanted = {Status(s) for s in status} if status is not None else None
     items: list[ExecutionSummary] = []
     for raw in rows:

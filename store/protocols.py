@@ -9,9 +9,10 @@ implement (plus the relay extensions, which are concrete methods, not part of th
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
-from store.models import Execution, ExecutionPage, OutboxEntry, SpawnEntry, Status
+if TYPE_CHECKING:
+    from store.models import Execution, ExecutionPage, OutboxEntry, SpawnEntry, Status
 
 
 class JsonModel(Protocol):

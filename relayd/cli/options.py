@@ -282,12 +282,12 @@ def with_connection_options(command: Callable[_P, None]) -> Callable[_P, None]:
 
 def settings_from(ctx: typer.Context) -> Settings:
     """Settings from the options typed on the command line over the environment and defaults."""
-    from relayd.settings import Settings, load_settings
+    from relayd.settings import OPTION_NAMES, load_settings
 
     flags = {
         name: value
         for name, value in ctx.params.items()
-        if name in Settings.model_fields and ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+        if name in OPTION_NAMES and ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
     }
     return load_settings(**flags)
 
