@@ -1,7 +1,7 @@
 """Every option's default, in one place that imports nothing.
 
 ``Settings`` validates with these defaults; the CLI shows them in ``--help`` and the README
-table, without importing ``Settings`` (pydantic), so ``relayd --help`` starts fast.
+table, without importing ``Settings`` and its validation, so ``relayd --help`` starts fast.
 """
 
 from __future__ import annotations
