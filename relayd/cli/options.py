@@ -251,6 +251,7 @@ def settings_from(ctx: click.Context) -> Settings:
     """Settings from the options typed on the command line over the environment and defaults."""
     from relayd.settings import load_settings
 
+    # A repeatable option (--prefix) arrives as a tuple; Settings takes a list of values.
     flags = {
         name: list(value) if isinstance(value, tuple) else value
         for name, value in ctx.params.items()
