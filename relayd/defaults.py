@@ -6,7 +6,7 @@ table, without importing ``Settings`` and its validation, so ``relayd --help`` s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Final, Literal
 
@@ -68,3 +68,6 @@ class Defaults:
 
 
 DEFAULTS: Final = Defaults()
+
+#: Every option's name (``Settings`` declares the same fields; the CLI forwards only these).
+OPTION_NAMES: Final = frozenset(field.name for field in fields(Defaults))

@@ -37,7 +37,7 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import Meta
 
-from relayd.defaults import DEFAULTS, Defaults
+from relayd.defaults import DEFAULTS, OPTION_NAMES, Defaults
 from relayd.engine.options import SweepOptions
 from relayd.errors import ConfigError
 from relayd.redis_url import RedisAddress, parse_redis_url, plaintext_refusal
@@ -388,8 +388,6 @@ def _path_text(path: Path | None) -> str | None:
     return str(path) if path is not None else None
 
 
-#: Every option's name: the fields of ``Defaults`` (Settings declares the same ones).
-OPTION_NAMES: Final = frozenset(f.name for f in dataclasses.fields(Defaults))
 #: Options that are switches: their environment values may also read yes/no and on/off.
 _SWITCHES: Final = frozenset(f.name for f in dataclasses.fields(Defaults) if isinstance(f.default, bool))
 _SWITCH_WORDS: Final = {"yes": "true", "on": "true", "y": "true", "no": "false", "off": "false", "n": "false"}

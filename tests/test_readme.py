@@ -6,8 +6,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import typer.main
-
 from relayd.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +47,7 @@ def _cli_options() -> dict[tuple[str, str], Any]:
             if type(param).__name__.endswith("Option") and param.envvar:
                 found[param.opts[0], param.envvar] = param
 
-    root = typer.main.get_command(app)
+    root = app
     for name, command in root.commands.items():  # type: ignore[attr-defined]
         if name not in BENCHMARK_COMMANDS:
             walk(command)

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import typer
+import rich_click as click
 
 from relayd.cli import options as o
 from relayd.errors import ConfigError
 
 
-def console(
-    ctx: typer.Context,
-    console_addr: o.ConsoleAddr = None,
-    console_token_file: o.ConsoleTokenFile = None,
-    allow_actions: o.AllowActions = False,
-    console_replay_rate: o.ConsoleReplayRate = None,
-) -> None:
+@click.command("console")
+@o.with_connection_options
+@o.CONSOLE_ADDR
+@o.CONSOLE_TOKEN_FILE
+@o.ALLOW_ACTIONS
+@o.CONSOLE_REPLAY_RATE
+@click.pass_context
+def console(ctx: click.Context, /, **_: object) -> None:
     """Serve the web console: backlog, dead letters, timers; replay and purge with --allow-actions."""
     try:
         from relayd.console.server import ConsoleOptions, serve_console
@@ -32,12 +33,12 @@ def console(
     async def run() -> None:
         client = await connect(settings, BRIEF)
         try:
-            await serve_console(client, options, redis_display=settings.redis.display, announce=typer.echo)
+            await serve_console(client, options, redis_display=settings.redis.display, announce=click.echo)
         finally:
             await client.aclose()
 
     asyncio.run(run())
 
 
-def register(app: typer.Typer) -> None:
-    app.command("console")(o.with_connection_options(console))
+def register(app: click.Group) -> None:
+    app.add_command(console)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
+import rich_click as click
 
 from relayd.cli import options as o
 
@@ -12,42 +12,45 @@ if TYPE_CHECKING:
     from relayd.settings import Settings
 
 
+@click.command("demo")
+@o.in_panels
+@click.option(
+    "--duration",
+    type=click.FloatRange(3.0, 3600.0),
+    default=10.0,
+    show_default=True,
+    envvar="RELAYD_DEMO_DURATION",
+    show_envvar=True,
+    help="Seconds the workload runs before the demo stops.",
+)
+@click.option(
+    "--metrics-addr",
+    default="127.0.0.1:0",
+    show_default=True,
+    # Its own variable: RELAYD_METRICS_ADDR is set to 0.0.0.0:9464 in containers.
+    envvar="RELAYD_DEMO_METRICS_ADDR",
+    show_envvar=True,
+    help="HOST:PORT for /metrics during the demo (port 0: any free port).",
+)
+@o.LOG_LEVEL
+@click.option(
+    "--console",
+    is_flag=True,
+    envvar="RELAYD_DEMO_CONSOLE",
+    show_envvar=True,
+    help="Open the web console on the demo (with malformed entries and a failing target); "
+    "runs until Ctrl-C. Needs the console extra.",
+)
+@o.CONSOLE_ADDR
+@click.pass_context
 def demo(
-    ctx: typer.Context,
-    *,
-    duration: Annotated[
-        float,
-        typer.Option(
-            "--duration",
-            envvar="RELAYD_DEMO_DURATION",
-            show_envvar=True,
-            min=3.0,
-            max=3600.0,
-            help="Seconds the workload runs before the demo stops.",
-        ),
-    ] = 10.0,
-    metrics_addr: Annotated[
-        str,
-        typer.Option(
-            "--metrics-addr",
-            # Its own variable: RELAYD_METRICS_ADDR is set to 0.0.0.0:9464 in containers.
-            envvar="RELAYD_DEMO_METRICS_ADDR",
-            show_envvar=True,
-            help="HOST:PORT for /metrics during the demo (port 0: any free port).",
-        ),
-    ] = "127.0.0.1:0",
-    log_level: o.LogLevel = None,
-    console: Annotated[
-        bool,
-        typer.Option(
-            "--console",
-            envvar="RELAYD_DEMO_CONSOLE",
-            show_envvar=True,
-            help="Open the web console on the demo (with malformed entries and a failing target); "
-            "runs until Ctrl-C. Needs the console extra.",
-        ),
-    ] = False,
-    console_addr: o.ConsoleAddr = None,
+    ctx: click.Context,
+    /,
+    duration: float,
+    metrics_addr: str,
+    log_level: str | None,
+    console: bool,
+    **_: object,
 ) -> None:
     """Run relayd against an embedded Redis while a generated workload commits; print a summary."""
     from relayd.demo.run import run_demo
@@ -64,10 +67,10 @@ def demo(
     if console:
         # The console shows every dead letter; the terminal keeps to errors.
         configure_logging(log_format=settings.log_format, log_level=log_level or "error")
-        raise typer.Exit(_run_with_console(settings, duration))
+        ctx.exit(_run_with_console(settings, duration))
     # The live display owns the terminal; only warnings go to the log.
     configure_logging(log_format=settings.log_format, log_level=log_level or "warning")
-    raise typer.Exit(run_demo(duration_s=duration, host=host, port=port))
+    ctx.exit(run_demo(duration_s=duration, host=host, port=port))
 
 
 def _run_with_console(settings: Settings, duration: float) -> int:
@@ -79,8 +82,8 @@ def _run_with_console(settings: Settings, duration: float) -> int:
     except ImportError as exc:
         missing = exc.name
         raise ConfigError(f"--console needs the extra: pip install 'relayd[console]' ({missing})") from None
-    return run_demo_console(ConsoleOptions.from_settings(settings), duration_s=duration, announce=typer.echo)
+    return run_demo_console(ConsoleOptions.from_settings(settings), duration_s=duration, announce=click.echo)
 
 
-def register(app: typer.Typer) -> None:
-    app.command("demo")(demo)
+def register(app: click.Group) -> None:
+    app.add_command(demo)

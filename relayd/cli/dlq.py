@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import typer
+import rich_click as click
 
 from relayd.cli import options as o
+from relayd.cli.ordered import OrderedGroup
 from relayd.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -20,23 +21,25 @@ if TYPE_CHECKING:
     from relayd.settings import Settings
     from store import Keyspace
 
-dlq_app = typer.Typer(help="List, replay or purge dead letters.", no_args_is_help=True)
-
 T = TypeVar("T")
 
-KindOption = Annotated[
-    str | None,
-    typer.Option(
-        "--kind",
-        envvar="RELAYD_KIND",
-        show_envvar=True,
-        help="Only this kind: outbox, spawn or timer.",
-        show_default=False,
-    ),
-]
-JsonOption = Annotated[
-    bool, typer.Option("--json", envvar="RELAYD_JSON", show_envvar=True, help="JSON instead of a table.")
-]
+
+@click.group("dlq", cls=OrderedGroup, no_args_is_help=True)
+@o.in_panels
+def dlq_group() -> None:
+    """List, replay or purge dead letters."""
+
+
+KIND = click.option(
+    "--kind",
+    envvar="RELAYD_KIND",
+    show_envvar=True,
+    help="Only this kind: outbox, spawn or timer.",
+    show_default=False,
+)
+JSON = click.option(
+    "--json", "as_json", is_flag=True, envvar="RELAYD_JSON", show_envvar=True, help="JSON instead of a table."
+)
 
 
 def _check_kind(kind: str | None) -> Kind | None:
@@ -99,11 +102,12 @@ def dead_letter_table(rows: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
-def list_(
-    ctx: typer.Context,
-    as_json: JsonOption = False,
-    kind: KindOption = None,
-) -> None:
+@dlq_group.command("list")
+@o.with_connection_options
+@JSON
+@KIND
+@click.pass_context
+def list_(ctx: click.Context, /, as_json: bool, kind: str | None, **_: object) -> None:
     """List the dead letters: id, kind, reason, attempts and attempt times."""
     from relayd.state.deadletters import list_dead_letters
 
@@ -119,20 +123,21 @@ def list_(
     if as_json:
         import orjson
 
-        typer.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2, default=str).decode())
+        click.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2, default=str).decode())
     else:
         from rich.console import Console
 
         Console().print(dead_letter_table(rows))
 
 
+@dlq_group.command("replay")
+@o.with_connection_options
+@click.argument("ids", nargs=-1, help="Dead-letter ids to replay.")
+@click.option("--all", "replay_all", is_flag=True, help="Replay every dead letter.")
+@KIND
+@click.pass_context
 def replay(
-    ctx: typer.Context,
-    ids: Annotated[
-        list[str] | None, typer.Argument(help="Dead-letter ids to replay.", show_default=False)
-    ] = None,
-    replay_all: Annotated[bool, typer.Option("--all", help="Replay every dead letter.")] = False,
-    kind: KindOption = None,
+    ctx: click.Context, /, ids: tuple[str, ...], replay_all: bool, kind: str | None, **_: object
 ) -> None:
     """Put dead letters back where they came from (original seq or score), attempts reset."""
     from relayd.state.deadletters import replay_dead_letters
@@ -146,20 +151,21 @@ def replay(
         raise ConfigError("pass either dead-letter ids or --all, not both")
     settings = o.settings_from(ctx)
     o.configure_logs(settings)
-    wanted = None if replay_all else list(ids or ())
+    wanted = None if replay_all else list(ids)
 
     async def action(client: AsyncRedis, keyspace: Keyspace) -> int:
         return int(await replay_dead_letters(client, keyspace, ids=wanted, kind=only))
 
     count = sum(_per_prefix(settings, action))
-    typer.echo(f"replayed {count} dead letter(s)")
+    click.echo(f"replayed {count} dead letter(s)")
 
 
-def purge(
-    ctx: typer.Context,
-    yes: Annotated[bool, typer.Option("--yes", help="Confirm: dead letters are deleted for good.")] = False,
-    kind: KindOption = None,
-) -> None:
+@dlq_group.command("purge")
+@o.with_connection_options
+@click.option("--yes", is_flag=True, help="Confirm: dead letters are deleted for good.")
+@KIND
+@click.pass_context
+def purge(ctx: click.Context, /, yes: bool, kind: str | None, **_: object) -> None:
     """Delete dead letters for good (requires --yes)."""
     from relayd.state.deadletters import purge_dead_letters
 
@@ -173,13 +179,8 @@ def purge(
         return int(await purge_dead_letters(client, keyspace, kind=only))
 
     count = sum(_per_prefix(settings, action))
-    typer.echo(f"purged {count} dead letter(s)")
+    click.echo(f"purged {count} dead letter(s)")
 
 
-dlq_app.command("list")(o.with_connection_options(list_))
-dlq_app.command("replay")(o.with_connection_options(replay))
-dlq_app.command("purge")(o.with_connection_options(purge))
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(dlq_app, name="dlq")
+def register(app: click.Group) -> None:
+    app.add_command(dlq_group)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
+import rich_click as click
 
 from relayd.cli import options as o
 
@@ -26,15 +26,18 @@ async def gather_reports(settings: Settings) -> list[StatusReport]:
         await client.aclose()
 
 
-def status(
-    ctx: typer.Context,
-    as_json: Annotated[
-        bool,
-        typer.Option(
-            "--json", envvar="RELAYD_JSON", show_envvar=True, help="One JSON document instead of a table."
-        ),
-    ] = False,
-) -> None:
+@click.command("status")
+@o.with_connection_options
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    envvar="RELAYD_JSON",
+    show_envvar=True,
+    help="One JSON document instead of a table.",
+)
+@click.pass_context
+def status(ctx: click.Context, /, as_json: bool, **_: object) -> None:
     """Show per prefix: backlog of each kind, due timers, oldest timer lag, dead letters, active replica."""
     import asyncio
 
@@ -47,12 +50,12 @@ def status(
     o.configure_logs(settings)
     reports = asyncio.run(gather_reports(settings))
     if as_json:
-        typer.echo(
+        click.echo(
             orjson.dumps({"prefixes": [r.to_json() for r in reports]}, option=orjson.OPT_INDENT_2).decode()
         )
     else:
         Console().print(render_table(reports))
 
 
-def register(app: typer.Typer) -> None:
-    app.command("status")(o.with_connection_options(status))
+def register(app: click.Group) -> None:
+    app.add_command(status)

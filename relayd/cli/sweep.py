@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
+import rich_click as click
 
 from relayd.cli import options as o
 
@@ -105,48 +105,47 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
     return int(summary.exit_code)
 
 
-def sweep(  # noqa: PLR0917 - Typer builds one option per parameter
-    ctx: typer.Context,
-    once: Annotated[
-        bool,
-        typer.Option(
-            "--once",
-            envvar="RELAYD_ONCE",
-            show_envvar=True,
-            help="One bounded pass: deliver everything due now, then exit.",
-        ),
-    ] = False,
-    sink: o.Sink = None,
-    outbox_sink: o.OutboxSink = None,
-    spawn_sink: o.SpawnSink = None,
-    timer_sink: o.TimerSink = None,
-    batch: o.Batch = None,
-    poll_interval: o.PollInterval = None,
-    max_attempts: o.MaxAttempts = None,
-    retry_base: o.RetryBase = None,
-    retry_cap: o.RetryCap = None,
-    lease_ttl: o.LeaseTtl = None,
-    wake: o.Wake = None,
-    shutdown_grace: o.ShutdownGrace = None,
-    metrics_addr: o.MetricsAddr = None,
-    webhook_secret_file: o.WebhookSecretFile = None,
-    webhook_timeout: o.WebhookTimeout = None,
-    webhook_concurrency: o.WebhookConcurrency = None,
-    webhook_connect_timeout: o.WebhookConnectTimeout = None,
-    webhook_read_timeout: o.WebhookReadTimeout = None,
-    webhook_headers_file: o.WebhookHeadersFile = None,
-    webhook_gzip: o.WebhookGzip = False,
-    webhook_ca_file: o.WebhookCaFile = None,
-    amqp_password_file: o.AmqpPasswordFile = None,
-    amqp_ca_file: o.AmqpCaFile = None,
-    kafka_username_file: o.KafkaUsernameFile = None,
-    kafka_password_file: o.KafkaPasswordFile = None,
-    kafka_sasl_mechanism: o.KafkaSaslMechanism = None,
-    kafka_ca_file: o.KafkaCaFile = None,
-    nats_creds_file: o.NatsCredsFile = None,
-    nats_token_file: o.NatsTokenFile = None,
-    nats_ca_file: o.NatsCaFile = None,
-) -> None:
+@click.command("sweep")
+@o.with_connection_options
+@click.option(
+    "--once",
+    is_flag=True,
+    envvar="RELAYD_ONCE",
+    show_envvar=True,
+    help="One bounded pass: deliver everything due now, then exit.",
+)
+@o.SINK
+@o.OUTBOX_SINK
+@o.SPAWN_SINK
+@o.TIMER_SINK
+@o.BATCH
+@o.POLL_INTERVAL
+@o.MAX_ATTEMPTS
+@o.RETRY_BASE
+@o.RETRY_CAP
+@o.LEASE_TTL
+@o.WAKE
+@o.SHUTDOWN_GRACE
+@o.METRICS_ADDR
+@o.WEBHOOK_SECRET_FILE
+@o.WEBHOOK_TIMEOUT
+@o.WEBHOOK_CONCURRENCY
+@o.WEBHOOK_CONNECT_TIMEOUT
+@o.WEBHOOK_READ_TIMEOUT
+@o.WEBHOOK_HEADERS_FILE
+@o.WEBHOOK_GZIP
+@o.WEBHOOK_CA_FILE
+@o.AMQP_PASSWORD_FILE
+@o.AMQP_CA_FILE
+@o.KAFKA_USERNAME_FILE
+@o.KAFKA_PASSWORD_FILE
+@o.KAFKA_SASL_MECHANISM
+@o.KAFKA_CA_FILE
+@o.NATS_CREDS_FILE
+@o.NATS_TOKEN_FILE
+@o.NATS_CA_FILE
+@click.pass_context
+def sweep(ctx: click.Context, /, once: bool, **_: object) -> None:
     """Deliver outbox events, spawn intents and due timers to the sinks; ack what they confirmed."""
     import asyncio
 
@@ -154,8 +153,8 @@ def sweep(  # noqa: PLR0917 - Typer builds one option per parameter
     o.configure_logs(settings)
     sinks = resolve_sinks(settings)
     code = asyncio.run(run_sweep(settings, once=once, sinks=sinks))
-    raise typer.Exit(code)
+    ctx.exit(code)
 
 
-def register(app: typer.Typer) -> None:
-    app.command("sweep")(o.with_connection_options(sweep))
+def register(app: click.Group) -> None:
+    app.add_command(sweep)

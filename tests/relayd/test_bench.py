@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from relayd.batch import Batch
 from relayd.bench.runner import TimingSink

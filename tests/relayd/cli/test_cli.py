@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import orjson
 import pytest
 import redis
-import typer.main
+from click.testing import CliRunner
 from support.seeding import Entries
-from typer.testing import CliRunner
 
 from relayd.cli.app import app
-from relayd.settings import OPTION_NAMES
+from relayd.defaults import OPTION_NAMES
 
 WIDE = {"COLUMNS": "300", "TERMINAL_WIDTH": "300"}
 
@@ -25,7 +26,7 @@ def invoke(args: list[str], env: dict[str, str] | None = None):
 
 
 def _command(path: list[str]):
-    command = typer.main.get_command(app)
+    command = app
     for name in path:
         command = command.commands[name]  # type: ignore[attr-defined]
     return command
@@ -51,7 +52,7 @@ def test_sweep_help_covers_every_setting():
     """``sweep`` exposes every Settings field (but the console's own) as --name with RELAYD_NAME."""
     result = invoke(["sweep", "--help"])
 
-    for name in set(OPTION_NAMES) - CONSOLE_SETTINGS:
+    for name in OPTION_NAMES - CONSOLE_SETTINGS:
         assert f"--{name.replace('_', '-')}" in result.output
         assert f"RELAYD_{name.upper()}" in result.output
 
@@ -67,7 +68,7 @@ def test_console_help_covers_its_own_settings():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--bogus"], "No such option: --bogus"),
+        (["--bogus"], "No such option"),
         (["--batch", "many"], "Invalid value for '--batch'"),
         (["--batch", "0"], "invalid --batch (RELAYD_BATCH)"),
         (["--sink", "nope"], "unknown sink 'nope'"),
@@ -300,3 +301,32 @@ def test_a_sweep_configured_with_a_password_never_logs_it(tmp_path: Path, passwo
     assert "pass_finished" in result.output or "timeout:x:p" in result.output
     assert "right-pw" not in result.output
     assert client.hlen(f"{prefix}:outbox") == 0
+
+
+#: Printed by the child process after the command: every module it loaded, one line.
+_MODULES_AFTER = """
+import sys
+from relayd.cli.app import main
+try:
+    main(sys.argv[1:])
+finally:
+    print("MODULES", " ".join(sorted(sys.modules)))
+"""
+
+
+def test_a_sweep_loads_no_help_renderer(redis_url: str, prefix: str):
+    """``sweep --once`` runs on click alone: rich and rich-click's help rendering load only for help."""
+    args = ["sweep", "--once", "--redis-url", redis_url, "--prefix", prefix, "--sink", "null"]
+    done = subprocess.run(
+        [sys.executable, "-c", _MODULES_AFTER, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("MODULES ")]
+    loaded = set(line.split()[1:])
+    assert "relayd.engine.loop" in loaded  # the relay really ran
+    assert {"rich", "typer", "rich_click.rich_help_rendering"} & loaded == set()
