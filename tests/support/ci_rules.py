@@ -4,7 +4,8 @@ Locally a test may skip when the machine lacks what it needs (no ``redis-server`
 ``promtool``, no IPv6 loopback) and ``-ra`` says why. ``.ci/run`` installs everything and sets
 ``CI``, so there a skip can only mean a broken machine or a test that stopped running: either
 way the run must fail, not go green with fewer tests. One rule for every skip, wherever it is
-raised (``pytest.skip``, a ``skipif`` mark, a fixture), instead of a check at each call site.
+raised (``pytest.skip``, a ``skipif`` mark, a fixture, a module), instead of a check at each call
+site; an ``xfail`` called at run time (not a mark) gives up on a test the same way and counts alike.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ def in_ci() -> bool:
 
 
 def _fail_skip(report: Any) -> None:
-    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-    reason = reason.removeprefix("Skipped: ")
+    if hasattr(report, "wasxfail"):
+        reason = str(report.wasxfail)
+    else:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
     report.outcome = "failed"
     report.longrepr = f"skipped under CI, where every test must run: {reason}"
 
@@ -31,8 +35,16 @@ def _fail_skip(report: Any) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and in_ci() and not hasattr(report, "wasxfail"):
+    if report.skipped and in_ci() and _gave_up(item, report):
         _fail_skip(report)
+
+
+def _gave_up(item: pytest.Item, report: Any) -> bool:
+    """A skip, or an ``xfail`` called from a test or fixture: both stop a test without running it.
+
+    Only an ``xfail`` mark is a known failure the run may carry (``xfail_strict`` keeps it honest).
+    """
+    return not hasattr(report, "wasxfail") or item.get_closest_marker("xfail") is None
 
 
 @pytest.hookimpl(hookwrapper=True)

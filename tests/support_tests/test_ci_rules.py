@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
+PYTEST = [sys.executable, "-m", "pytest"]
 
 INNER = """
 import pytest
@@ -25,22 +26,54 @@ def test_marked():
 def test_needs_a_missing_program():
     require_binaries("relayd-no-such-program")
 
+@pytest.fixture(scope="module")
+def server_of_the_module():
+    pytest.skip("no server for this module")
+
+def test_needs_the_module_server(server_of_the_module):
+    pass
+
 @pytest.mark.xfail(reason="known", strict=True)
 def test_expected_failure():
     assert False
+
+def test_gives_up_at_run_time():
+    pytest.xfail("no broker today")
 
 def test_runs():
     assert True
 """
 
+#: A module that skips itself whole while it is collected.
+SKIPPED_MODULE = """
+import pytest
 
-def _run(tmp_path: Path, *, ci: bool) -> subprocess.CompletedProcess[str]:
+pytest.skip("nothing to test here", allow_module_level=True)
+
+def test_never_collected():
+    pass
+"""
+
+
+def _run(tmp_path: Path, *, ci: bool, workers: int) -> subprocess.CompletedProcess[str]:
     (tmp_path / "test_inner.py").write_text(INNER)
+    (tmp_path / "test_skipped_module.py").write_text(SKIPPED_MODULE)
     env = {k: v for k, v in os.environ.items() if k != "CI"} | {"PYTHONPATH": str(TESTS_DIR)}
     if ci:
         env["CI"] = "true"
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "support.ci_rules", "-p", "no:cacheprovider", "-q", "-rA"],
+        [
+            *PYTEST,
+            "-p",
+            "support.ci_rules",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rA",
+            "-n",
+            str(workers),
+            "--continue-on-collection-errors",
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -50,20 +83,32 @@ def _run(tmp_path: Path, *, ci: bool) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "xdist"])
 @pytest.mark.parametrize("ci", [False, True], ids=["local", "ci"])
-def test_a_skip_fails_only_under_ci(tmp_path: Path, ci: bool) -> None:
-    result = _run(tmp_path, ci=ci)
+def test_a_skip_fails_only_under_ci(tmp_path: Path, ci: bool, workers: int) -> None:
+    """Every way a test can skip (in the test, a mark, a module fixture, the module itself) or
+    give up at run time (``pytest.xfail``) fails under CI, with or without xdist workers (CI runs
+    ``pytest -n 2``); an ``xfail`` mark stays an expected failure."""
+    result = _run(tmp_path, ci=ci, workers=workers)
     summary = result.stdout.strip().splitlines()[-1]
 
     if ci:
         assert result.returncode == 1, result.stdout
-        # a skip raised in the test fails it; one from a mark (setup) reports as an error
-        assert "2 failed, 1 passed, 1 xfailed, 1 error" in summary
-        reason = "skipped under CI, where every test must run: relayd-no-such-program not on PATH"
-        assert reason in result.stdout
+        # a skip raised in the test fails it; one in setup (a mark, a fixture) or collection errors
+        assert "3 failed, 1 passed, 1 xfailed, 3 errors" in summary
+        reasons = [
+            "no broker today",
+            "relayd-no-such-program not on PATH",
+            "no such thing here",
+            "marked",
+            "no server for this module",
+            "nothing to test here",
+        ]
+        for reason in reasons:
+            assert f"skipped under CI, where every test must run: {reason}" in result.stdout
     else:
         assert result.returncode == 0, result.stdout
-        assert "1 passed, 3 skipped, 1 xfailed" in summary
+        assert "1 passed, 5 skipped, 2 xfailed" in summary
 
 
 def test_the_suite_itself_runs_under_the_rule(pytestconfig: pytest.Config) -> None:
