@@ -6,7 +6,7 @@ import asyncio
 import uuid
 
 import orjson
-from support.harel_backlog import commit_harel_backlog, order_violations
+from support.harel_backlog import assert_backlog_empty, commit_harel_backlog, order_violations
 from support.rabbitmq import RabbitServer, declare, drain
 from support.redis_server import RedisServer
 
@@ -48,6 +48,4 @@ def test_sweep_once_publishes_a_harel_backlog_in_per_queue_order_and_empties_it(
         assert order_violations(envelopes) == []
     outbox = [orjson.loads(m.body) for m in received[f"{stem}-outbox"]]
     assert [e["seq"] for e in outbox] == sorted(e["seq"] for e in outbox)  # one queue: seq order
-    assert client.hlen(f"{prefix}:outbox") == 0
-    assert client.hlen(f"{prefix}:spawns") == 0
-    assert client.zcard(f"{prefix}:timers") == backlog.future_timers
+    assert_backlog_empty(client, backlog)

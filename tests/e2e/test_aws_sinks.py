@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
-from support.harel_backlog import commit_harel_backlog, order_violations
+from support.harel_backlog import assert_backlog_empty, commit_harel_backlog, order_violations
 from support.moto import AWS_ENV, MotoServer, kinesis_records, receive_all, subscribe_queue
 from support.redis_server import RedisServer
 
@@ -70,6 +70,4 @@ def test_sweep_once_delivers_a_harel_backlog_with_attributes_and_fifo_order(
     assert {e["v"] for e in envelopes} == {"relayd/1"}
     if case != "sqs-standard":  # a standard queue promises no order
         assert order_violations(envelopes) == []
-    assert client.hlen(f"{prefix}:outbox") == 0
-    assert client.hlen(f"{prefix}:spawns") == 0
-    assert client.zcard(f"{prefix}:timers") == backlog.future_timers
+    assert_backlog_empty(client, backlog)

@@ -15,10 +15,10 @@ import nats
 import orjson
 import pytest
 from nats.js.api import StreamConfig
+from support.harel_backlog import assert_backlog_empty, assert_relayed, commit_harel_backlog, order_violations
 from support.kafka import KafkaBroker, start_kafka
 from support.nats import NatsServer, start_nats
 
-from tests.e2e.broker_backlog import assert_backlog_empty, assert_relayed, commit_harel_backlog, out_of_order
 from tests.e2e.conftest import run_relayd
 
 pytestmark = pytest.mark.slow
@@ -49,7 +49,7 @@ def test_sweep_once_drains_a_harel_backlog_into_kafka(redis_server, kafka, prefi
     )  # fmt: skip
 
     assert result.returncode == 0, result.stderr[-2000:]
-    records = kafka.read_topic(f"{prefix}.relay", len(backlog.due_ids))
+    records = kafka.read_topic(f"{prefix}.relay", len(backlog.due))
     assert_relayed(
         prefix,
         backlog,
@@ -62,7 +62,7 @@ def test_sweep_once_drains_a_harel_backlog_into_kafka(redis_server, kafka, prefi
         assert dict(record.headers())["relayd-kind"].decode() == envelope["kind"]
         per_partition[record.partition()].append(envelope)
     assert len(per_partition) > 1, "targets spread over the partitions"
-    assert [wrong for stream in per_partition.values() for wrong in out_of_order(stream)] == []
+    assert [wrong for stream in per_partition.values() for wrong in order_violations(stream)] == []
     assert_backlog_empty(client, backlog)
     client.close()
 
@@ -90,6 +90,6 @@ async def test_sweep_once_drains_a_harel_backlog_into_nats_jetstream(redis_serve
         target = envelope.get("target_id", envelope.get("child_id", envelope.get("execution_id"))) or "_"
         assert message.subject == f"{prefix}.{envelope['kind']}.{target}"
         per_subject[message.subject].append(envelope)
-    assert [wrong for stream in per_subject.values() for wrong in out_of_order(stream)] == []
+    assert [wrong for stream in per_subject.values() for wrong in order_violations(stream)] == []
     assert_backlog_empty(client, backlog)
     client.close()

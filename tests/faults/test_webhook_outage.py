@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 from faults.harness import RecordProperty, RelayProcess, sample
+from support.harel_backlog import order_violations
 from support.ledger import assert_ledger, ledger_from_jsonl, report_ledger, wait_delivered
 from support.redis_server import RedisServer
 from support.waiting import wait_until
@@ -87,27 +87,6 @@ def receiver(tmp_path: Path) -> Iterator[Receiver]:
     thread.join(5)
 
 
-def out_of_order(accepted: list[dict[str, object]]) -> list[str]:
-    """Ids accepted before an earlier entry of their own target (first acceptance counts)."""
-    last: dict[str, float] = defaultdict(lambda: float("-inf"))
-    seen: set[object] = set()
-    wrong = []
-    for envelope in accepted:
-        if envelope["id"] in seen:
-            continue
-        seen.add(envelope["id"])
-        if envelope["kind"] == "outbox" and envelope["target_id"] is not None:
-            key, rank = f"outbox:{envelope['target_id']}", float(envelope["seq"])  # type: ignore[arg-type]
-        elif envelope["kind"] == "timer":
-            key, rank = f"timer:{envelope['execution_id']}", float(envelope["fire_at"])  # type: ignore[arg-type]
-        else:
-            continue
-        if rank < last[key]:
-            wrong.append(str(envelope["id"]))
-        last[key] = max(last[key], rank)
-    return wrong
-
-
 def test_webhook_503_for_half_a_minute_backlog_rises_then_drains_in_order(
     redis_process: RedisServer, receiver: Receiver, tmp_path: Path, record_property: RecordProperty
 ) -> None:
@@ -160,4 +139,4 @@ def test_webhook_503_for_half_a_minute_backlog_rises_then_drains_in_order(
     assert late[1] > early[1] > 0, "the oldest due entry must age during the outage"
     assert late[1] >= OUTAGE_S / 2
     assert after[1] < early[1]
-    assert out_of_order(receiver.accepted) == []
+    assert order_violations(receiver.accepted) == []

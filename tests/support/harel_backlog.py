@@ -3,7 +3,9 @@
 ``commit_harel_backlog`` commits through harel 0.9's own ``RedisStore`` (the engine in the
 wild): every execution emits outbox events to a few shared targets (and some untargeted),
 spawns a child, and arms timers that are already due plus one in the future. It returns the
-delivery ids (DESIGN §3) a relay must deliver now. ``order_violations`` reads envelopes in the
+delivery ids (DESIGN §3) a relay must deliver now; ``assert_relayed`` and
+``assert_backlog_empty`` are the checks every consumer side and the drained Redis must pass.
+``order_violations`` reads envelopes in the
 order a consumer received them and names every id that came before an earlier entry of its own
 target (outbox: seq per ``target_id``; timers: fire_at per execution); the first receipt counts,
 so a redelivered duplicate is not a violation.
@@ -16,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from harel.engine.execution import Execution as HarelExecution
 from harel.engine.store import RedisStore as HarelRedisStore
 from harel.engine.store import TimerOp as HarelTimerOp
@@ -89,3 +92,19 @@ def order_violations(envelopes: Iterable[Mapping[str, Any]]) -> list[str]:
             wrong.append(entry_id)
         last[key] = max(last.get(key, float("-inf")), rank)
     return wrong
+
+
+def assert_relayed(prefix: str, backlog: HarelBacklog, bodies: list[bytes], dedupe_ids: list[str]) -> None:
+    """Every due entry arrived once as its relayd/1 JSON, with its id in the broker's dedupe field."""
+    envelopes = [orjson.loads(body) for body in bodies]
+    assert all(e["v"] == "relayd/1" and e["prefix"] == prefix for e in envelopes)
+    assert [e["id"] for e in envelopes] == dedupe_ids
+    assert sorted(dedupe_ids) == sorted(backlog.due), "each due entry exactly once"
+
+
+def assert_backlog_empty(client: Any, backlog: HarelBacklog) -> None:
+    """Everything due was acked: the hashes are empty and only the future timers are left."""
+    prefix = backlog.prefix
+    assert client.hlen(f"{prefix}:outbox") == 0
+    assert client.hlen(f"{prefix}:spawns") == 0
+    assert client.zcard(f"{prefix}:timers") == backlog.future_timers
