@@ -14,13 +14,12 @@ import json
 import random
 import subprocess
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.health import readyz
 from support.ledger import assert_ledger, ledger_from_jsonl
 from support.ports import pick_ports
 from support.processes import end_process
@@ -185,14 +184,7 @@ def _wait_for_readyz_mentioning(text: str, port: int, proc: subprocess.Popen[byt
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while time.monotonic() < deadline:
         assert proc.poll() is None, "relayd sweep exited"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-                status, body = response.status, response.read().decode()
-        except urllib.error.HTTPError as error:
-            status, body = error.code, error.read().decode()
-        except OSError:
-            time.sleep(0.1)
-            continue
+        status, body = readyz(port)
         if text in body:
             return status, body
         time.sleep(0.1)

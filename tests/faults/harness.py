@@ -200,14 +200,3 @@ def sample(
 ) -> float | None:
     """One sample's value by name and exact labels."""
     return samples.get((name, tuple(sorted(labels.items()))))
-
-
-def readyz(port: int) -> tuple[int, str]:
-    """Status and body of the relay's /readyz (0 when it does not answer)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-    except OSError:
-        return 0, ""

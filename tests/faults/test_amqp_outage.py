@@ -16,8 +16,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from faults.harness import RecordProperty, RelayProcess, readyz, sample, seed_backlog
+from faults.harness import RecordProperty, RelayProcess, sample, seed_backlog
 from support.harel_backlog import order_violations
+from support.health import readyz
 from support.ledger import assert_ledger, compute_ledger, report_ledger
 from support.rabbitmq import RabbitServer, declare, drain
 from support.redis_server import RedisServer

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +20,7 @@ import nats
 import pytest
 from faults.harness import RecordProperty, RelayProcess, sample, seed_backlog
 from nats.js.api import StreamConfig
+from support.health import readyz
 from support.kafka import KafkaBroker, start_kafka
 from support.ledger import assert_ledger, compute_ledger, report_ledger
 from support.nats import NatsServer, start_nats
@@ -39,17 +38,6 @@ pytestmark = [pytest.mark.faults, pytest.mark.slow]
 OUTAGE_S = 4.0
 SEEDED_OUTBOX = 20_000
 RELAY_FLAGS = ("--batch", "100", "--max-attempts", "1000", "--retry-cap", "1", "--poll-interval", "0.2")
-
-
-def readyz(relay: RelayProcess) -> tuple[int, str]:
-    """(status, body) of the relay's /readyz; (0, "") while it does not answer."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{relay.metrics_port}/readyz", timeout=2) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-    except OSError:
-        return 0, ""
 
 
 def outbox_left(server: RedisServer, prefix: str) -> int:
@@ -110,11 +98,13 @@ def drain_through(
     relay.start()
     workload.start()
     try:
-        seconds_until(lambda: readyz(relay)[0] == 200, 30, "the relay ready")
+        seconds_until(lambda: readyz(relay.metrics_port)[0] == 200, 30, "the relay ready")
         seconds_until(lambda: outbox_left(redis_process, prefix) < SEEDED_OUTBOX, 30, "the drain under way")
         outage.cut()
-        seconds_until(lambda: readyz(relay)[0] == 503, 30, "/readyz 503 while the broker is away")
-        status, reason = readyz(relay)
+        seconds_until(
+            lambda: readyz(relay.metrics_port)[0] == 503, 30, "/readyz 503 while the broker is away"
+        )
+        status, reason = readyz(relay.metrics_port)
         held = outbox_left(redis_process, prefix)
         time.sleep(OUTAGE_S)
         still_held = outbox_left(redis_process, prefix)
@@ -125,7 +115,7 @@ def drain_through(
         committed = [*seeded.committed, *ledger_in.committed]
         seconds_until(lambda: set(committed) <= set(outage.delivered()), 120, "everything in the broker")
         recover_s = time.monotonic() - healed
-        seconds_until(lambda: readyz(relay)[0] == 200, 30, "/readyz 200 again")
+        seconds_until(lambda: readyz(relay.metrics_port)[0] == 200, 30, "/readyz 200 again")
     finally:
         workload.stop()
         relay.stop()

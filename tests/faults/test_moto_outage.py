@@ -18,7 +18,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from faults.harness import RecordProperty, RelayProcess, readyz, seed_backlog
+from faults.harness import RecordProperty, RelayProcess, seed_backlog
+from support.health import readyz
 from support.moto import AWS_ENV, MotoServer, receive_all
 from support.redis_server import RedisServer
 from support.waiting import seconds_until
