@@ -72,6 +72,14 @@ def test_a_filter_reads_back_from_its_own_query_string() -> None:
     assert again.id == "p:outbox:1"
 
 
+def test_a_filter_reads_back_from_its_record() -> None:
+    # The replay confirm form posts the record's fields: an exact id must stay exact, or the
+    # replay would take every id containing it while the dry run counted one.
+    wanted = DeadLetterFilter(kind="outbox", id="p:outbox:1", exact_id=True)
+
+    assert DeadLetterFilter.from_query(wanted.as_record()) == wanted
+
+
 def test_a_filter_refuses_an_unknown_kind_and_overlong_values() -> None:
     with pytest.raises(FilterInvalid):
         DeadLetterFilter.from_query({"kind": "mail"})
