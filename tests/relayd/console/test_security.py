@@ -173,6 +173,8 @@ def test_every_answer_carries_the_security_headers(console: ConsoleProcess, pref
         assert "script-src 'self'" in answer.headers["content-security-policy"]
         assert answer.headers["x-content-type-options"] == "nosniff"
         assert answer.headers["cache-control"] == "no-store"
+        # The policy allows no inline script: a javascript: link would do nothing when clicked.
+        assert 'href="javascript:' not in answer.text
 
 
 def test_a_bearer_token_replays_and_the_action_is_audited(
