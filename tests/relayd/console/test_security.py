@@ -14,6 +14,7 @@ import pytest
 import redis
 from support.console import ConsoleProcess, console_env, start_console
 from support.redis_server import RedisServer
+from support.waiting import wait_until
 
 from relayd.state.keys import RelayKeys
 from store.keys import Keyspace, timer_member
@@ -186,10 +187,8 @@ def test_a_bearer_token_replays_and_the_action_is_audited(
     ) as client:
         answer = client.post("/replay", data={"prefix": prefix, "ids": f"{prefix}:outbox:4"})
         assert answer.status_code == 303
-        for _ in range(300):
-            if seeded.llen(RelayKeys(keyspace).audit):
-                break
-            client.get("/audit")  # bounded wait: the job records its action when it is done
+        # The job records its action when it is done.
+        wait_until(lambda: seeded.llen(RelayKeys(keyspace).audit), 60, "the replay's audit record")
 
     assert seeded.hexists(keyspace.outbox, "4")
     assert not seeded.hexists(RelayKeys(keyspace).dead("outbox"), f"{prefix}:outbox:4")
