@@ -40,10 +40,10 @@ class FailingTargetSink(CountingSink):
     name = "demo-failing-target"
 
     async def deliver(self, batch: Batch) -> Sequence[Outcome]:
-        bodies = batch.render()
         outcomes: list[Outcome] = []
-        for envelope, body in zip(batch, bodies, strict=True):
-            if orjson.loads(body).get("target_id") == FAILING_TARGET:
+        for envelope, key in zip(batch, batch.keys(), strict=True):
+            # An outbox envelope's ordering key is its target_id.
+            if envelope.kind == "outbox" and key == FAILING_TARGET:
                 latency_ms = random.randint(2000, 30000)  # demo text only
                 outcomes.append(
                     Permanent(f"webhook answered 410 Gone for {FAILING_TARGET} after {latency_ms} ms")
