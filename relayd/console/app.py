@@ -49,6 +49,9 @@ TIMER_PAGE: Final = 100
 MAX_SELECTED: Final = 1000
 
 _PUBLIC_PREFIXES: Final = ("/static/", "/login")
+#: The pages that change dead letters (and their dry-run previews): refused on a read-only console.
+_ACTION_PATHS: Final = ("/replay", "/purge")
+_READ_ONLY: Final = "read-only console: start it with --allow-actions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,8 +229,6 @@ def _selected_ids(values: Any) -> list[str]:
 
 async def replay_preview(request: Request) -> Response:
     state = _state(request)
-    if not state.access.allow_actions:
-        return render(request, "error.html", 403, message="read-only console: start it with --allow-actions")
     prefix = _prefix(request)
     wanted = _filter(request)
     ids = _selected_ids(request.query_params)
@@ -257,8 +258,6 @@ async def replay(request: Request) -> Response:
 
 async def purge_preview(request: Request) -> Response:
     state = _state(request)
-    if not state.access.allow_actions:
-        return render(request, "error.html", 403, message="read-only console: start it with --allow-actions")
     prefix = _prefix(request)
     kind = request.query_params.get("kind") or None
     wanted = DeadLetterFilter.from_query({"kind": kind or ""})
@@ -358,10 +357,8 @@ class ConsoleGuard:
                 return render(request, "error.html", 403, message="cross-site request refused")
             if path == "/login":
                 return None
-            if not access.allow_actions:
-                return render(
-                    request, "error.html", 403, message="read-only console: start it with --allow-actions"
-                )
+        if path in _ACTION_PATHS and not access.allow_actions:
+            return render(request, "error.html", 403, message=_READ_ONLY)
         if any(path.startswith(p) for p in _PUBLIC_PREFIXES) or not access.login_required:
             return None
         session = request.cookies.get(SESSION_COOKIE)

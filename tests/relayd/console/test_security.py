@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import sys
 import uuid
@@ -16,6 +17,7 @@ from support.console import ConsoleProcess, console_env, start_console
 from support.redis_server import RedisServer
 from support.waiting import wait_until
 
+from relayd.console.security import SESSION_COOKIE
 from relayd.state.keys import RelayKeys
 from store.keys import Keyspace, timer_member
 from tests.relayd.console.parked import park_outbox, park_timers
@@ -131,6 +133,27 @@ def test_a_cross_site_post_is_403_even_with_a_session(
 
     assert [a.status_code for a in (evil_origin, cross_site, purge, no_csrf)] == [403, 403, 403, 403]
     assert _dump(seeded, prefix) == before
+
+
+@pytest.mark.parametrize("actions", [["--allow-actions"], []], ids=["actions", "read-only"])
+def test_signing_out_ends_the_session(
+    redis_server: RedisServer, seeded: redis.Redis, prefix: str, token_file: Path, actions: list[str]
+) -> None:
+    running = start_console(redis_server.url, [prefix], "--console-token-file", str(token_file), *actions)
+    try:
+        with _signed_in(running) as client:
+            session = client.cookies[SESSION_COOKIE]
+            page = client.get(f"/?prefix={prefix}").text
+            sign_out = re.search(r'action="/logout".*?name="csrf" value="([^"]+)"', page, re.DOTALL)
+            assert sign_out is not None, "the page has no sign-out form carrying its form token"
+            answer = client.post("/logout", data={"csrf": sign_out[1]}, headers={"Origin": running.url})
+        # The old cookie, sent again, no longer opens a page: the server closed the session.
+        after = httpx.get(f"{running.url}/", headers={"Cookie": f"{SESSION_COOKIE}={session}"}, timeout=30)
+    finally:
+        running.stop()
+
+    assert (answer.status_code, answer.headers.get("location")) == (303, "/login")
+    assert after.status_code == 401
 
 
 def test_a_rebound_host_name_is_refused_before_anything_is_read(console: ConsoleProcess) -> None:
