@@ -247,10 +247,13 @@ async def replay_preview(request: Request) -> Response:
 async def replay(request: Request) -> Response:
     state = _state(request)
     form = await request.form()
-    prefix = str(form.get("prefix")) if form.get("prefix") in state.prefixes else state.prefixes[0]
+    prefix = str(form.get("prefix", ""))
+    if prefix not in state.prefixes:
+        return render(request, "error.html", 400, message="unknown prefix")
     wanted = _filter(request, {k: str(v) for k, v in form.items()})
     ids = _selected_ids(form)
-    planned = int(str(form.get("planned", "0"))) if str(form.get("planned", "0")).isdigit() else 0
+    planned_text = str(form.get("planned", "0"))
+    planned = int(planned_text) if planned_text.isdigit() else 0
     client = request.client.host if request.client else ""
     state.runner.start_replay(prefix, wanted, ids, planned=planned, source=client)
     return RedirectResponse(f"/audit?prefix={prefix}", status_code=303)

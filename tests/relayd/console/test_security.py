@@ -220,6 +220,21 @@ def test_a_bearer_token_replays_and_the_action_is_audited(
     )
 
 
+def test_an_action_on_a_prefix_the_console_does_not_serve_is_400(
+    console: ConsoleProcess, seeded: redis.Redis, prefix: str
+) -> None:
+    before = _dump(seeded, prefix)
+    with httpx.Client(
+        base_url=console.url, timeout=30, headers={"Authorization": f"Bearer {TOKEN}"}
+    ) as client:
+        replay = client.post("/replay", data={"prefix": "elsewhere", "kind": "outbox"})
+        purge = client.post("/purge", data={"prefix": "elsewhere", "confirm": "elsewhere"})
+
+    assert (replay.status_code, purge.status_code) == (400, 400)
+    assert "unknown prefix" in replay.text
+    assert _dump(seeded, prefix) == before
+
+
 def test_a_read_only_console_refuses_actions(
     redis_server: RedisServer, seeded: redis.Redis, prefix: str
 ) -> None:
