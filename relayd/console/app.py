@@ -196,8 +196,9 @@ async def dead_letter(request: Request) -> Response:
 
 
 async def groups(request: Request) -> Response:
-    sample = await sample_groups(_state(request).client, Keyspace(_prefix(request)), _filter(request))
-    return render(request, "groups.html", sample=sample, wanted=_filter(request))
+    wanted = _filter(request)
+    sample = await sample_groups(_state(request).client, Keyspace(_prefix(request)), wanted)
+    return render(request, "groups.html", sample=sample, wanted=wanted)
 
 
 async def timers(request: Request) -> Response:
