@@ -88,19 +88,19 @@ def _stored_value(document: dict[str, object]) -> str:
     The engine keeps an outbox event as a JSON string inside the JSON value (``"e"``); it is
     shown parsed, so the event reads as a document rather than an escaped line.
     """
-    for name in ("value", "member", "value_b64", "member_b64"):
+    if "value" in document:
+        text = str(document["value"])
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return text
+        if isinstance(value, dict) and isinstance(value.get("e"), str):
+            with contextlib.suppress(orjson.JSONDecodeError):
+                value = {**value, "e": orjson.loads(value["e"])}
+        return _pretty(value)
+    for name in ("member", "value_b64", "member_b64"):
         if name in document:
-            text = str(document[name])
-            if name.startswith("value") and not name.endswith("b64"):
-                try:
-                    value = orjson.loads(text)
-                except orjson.JSONDecodeError:
-                    return text
-                if isinstance(value, dict) and isinstance(value.get("e"), str):
-                    with contextlib.suppress(orjson.JSONDecodeError):
-                        value = {**value, "e": orjson.loads(value["e"])}
-                return _pretty(value)
-            return text.replace("\x00", "\\x00")
+            return str(document[name]).replace("\x00", "\\x00")
     return "-"
 
 

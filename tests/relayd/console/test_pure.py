@@ -177,3 +177,23 @@ def test_equivalent_commands_name_the_prefix_never_the_url() -> None:
     assert (
         purge_command("p", DeadLetterFilter(kind="spawn")) == "relayd dlq purge --prefix p --kind spawn --yes"
     )
+
+
+@pytest.mark.parametrize(
+    ("document", "shown"),
+    [
+        (
+            {"value": '{"t": "o-1", "e": "{\\"kind\\": \\"Ping\\"}"}'},
+            '{\n  "t": "o-1",\n  "e": {\n    "kind": "Ping"\n  }\n}',
+        ),
+        ({"value": '{"t": "o-1", "e": not json'}, '{"t": "o-1", "e": not json'),
+        ({"member": "exe\x00path"}, "exe\\x00path"),
+        ({"value_b64": "/w=="}, "/w=="),
+        ({}, "-"),
+    ],
+    ids=["event-parsed", "not-json", "member", "b64", "nothing"],
+)
+def test_the_stored_value_is_shown_as_it_lived_in_redis(document: dict[str, object], shown: str) -> None:
+    from relayd.console.app import _stored_value
+
+    assert _stored_value(document) == shown
