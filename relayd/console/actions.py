@@ -20,7 +20,12 @@ from relayd.console.filters import DeadLetterFilter
 from relayd.console.reads import dead_letter_totals
 from relayd.state import RedisClient
 from relayd.state.audit import AuditRecord, record_action
-from relayd.state.deadletters import get_dead_letters, purge_dead_letters, replay_dead_letters
+from relayd.state.deadletters import (
+    decode_dead_letter,
+    get_dead_letters,
+    purge_dead_letters,
+    replay_dead_letters,
+)
 from relayd.state.keys import RelayKeys
 from store import Keyspace
 
@@ -39,8 +44,6 @@ async def matching_ids(
             if wanted.matches(letter):
                 yield letter.id
         return
-    from relayd.state.deadletters import decode_dead_letter
-
     keys = RelayKeys(keyspace)
     for kind in wanted.kinds():
         async for field_, raw in client.hscan_iter(keys.dead(kind), count=500):

@@ -49,6 +49,9 @@ TIMER_PAGE: Final = 100
 MAX_SELECTED: Final = 1000
 
 _PUBLIC_PREFIXES: Final = ("/static/", "/login")
+#: The pages that change dead letters (and their dry-run previews): refused on a read-only console.
+_ACTION_PATHS: Final = ("/replay", "/purge")
+_READ_ONLY: Final = "read-only console: start it with --allow-actions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,19 +88,19 @@ def _stored_value(document: dict[str, object]) -> str:
     The engine keeps an outbox event as a JSON string inside the JSON value (``"e"``); it is
     shown parsed, so the event reads as a document rather than an escaped line.
     """
-    for name in ("value", "member", "value_b64", "member_b64"):
+    if "value" in document:
+        text = str(document["value"])
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return text
+        if isinstance(value, dict) and isinstance(value.get("e"), str):
+            with contextlib.suppress(orjson.JSONDecodeError):
+                value = {**value, "e": orjson.loads(value["e"])}
+        return _pretty(value)
+    for name in ("member", "value_b64", "member_b64"):
         if name in document:
-            text = str(document[name])
-            if name.startswith("value") and not name.endswith("b64"):
-                try:
-                    value = orjson.loads(text)
-                except orjson.JSONDecodeError:
-                    return text
-                if isinstance(value, dict) and isinstance(value.get("e"), str):
-                    with contextlib.suppress(orjson.JSONDecodeError):
-                        value = {**value, "e": orjson.loads(value["e"])}
-                return _pretty(value)
-            return text.replace("\x00", "\\x00")
+            return str(document[name]).replace("\x00", "\\x00")
     return "-"
 
 
@@ -193,8 +196,9 @@ async def dead_letter(request: Request) -> Response:
 
 
 async def groups(request: Request) -> Response:
-    sample = await sample_groups(_state(request).client, Keyspace(_prefix(request)), _filter(request))
-    return render(request, "groups.html", sample=sample, wanted=_filter(request))
+    wanted = _filter(request)
+    sample = await sample_groups(_state(request).client, Keyspace(_prefix(request)), wanted)
+    return render(request, "groups.html", sample=sample, wanted=wanted)
 
 
 async def timers(request: Request) -> Response:
@@ -226,8 +230,6 @@ def _selected_ids(values: Any) -> list[str]:
 
 async def replay_preview(request: Request) -> Response:
     state = _state(request)
-    if not state.access.allow_actions:
-        return render(request, "error.html", 403, message="read-only console: start it with --allow-actions")
     prefix = _prefix(request)
     wanted = _filter(request)
     ids = _selected_ids(request.query_params)
@@ -246,10 +248,13 @@ async def replay_preview(request: Request) -> Response:
 async def replay(request: Request) -> Response:
     state = _state(request)
     form = await request.form()
-    prefix = str(form.get("prefix")) if form.get("prefix") in state.prefixes else state.prefixes[0]
+    prefix = str(form.get("prefix", ""))
+    if prefix not in state.prefixes:
+        return render(request, "error.html", 400, message="unknown prefix")
     wanted = _filter(request, {k: str(v) for k, v in form.items()})
     ids = _selected_ids(form)
-    planned = int(str(form.get("planned", "0"))) if str(form.get("planned", "0")).isdigit() else 0
+    planned_text = str(form.get("planned", "0"))
+    planned = int(planned_text) if planned_text.isdigit() else 0
     client = request.client.host if request.client else ""
     state.runner.start_replay(prefix, wanted, ids, planned=planned, source=client)
     return RedirectResponse(f"/audit?prefix={prefix}", status_code=303)
@@ -257,8 +262,6 @@ async def replay(request: Request) -> Response:
 
 async def purge_preview(request: Request) -> Response:
     state = _state(request)
-    if not state.access.allow_actions:
-        return render(request, "error.html", 403, message="read-only console: start it with --allow-actions")
     prefix = _prefix(request)
     kind = request.query_params.get("kind") or None
     wanted = DeadLetterFilter.from_query({"kind": kind or ""})
@@ -358,10 +361,8 @@ class ConsoleGuard:
                 return render(request, "error.html", 403, message="cross-site request refused")
             if path == "/login":
                 return None
-            if not access.allow_actions:
-                return render(
-                    request, "error.html", 403, message="read-only console: start it with --allow-actions"
-                )
+        if path in _ACTION_PATHS and not access.allow_actions:
+            return render(request, "error.html", 403, message=_READ_ONLY)
         if any(path.startswith(p) for p in _PUBLIC_PREFIXES) or not access.login_required:
             return None
         session = request.cookies.get(SESSION_COOKIE)

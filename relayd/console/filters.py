@@ -96,15 +96,13 @@ class DeadLetterFilter:
 
     def to_query(self, **extra: str) -> str:
         """The query string that reads back as this filter (plus ``extra`` parameters)."""
-        params = {k: v for k, v in asdict(self).items() if v not in (None, False)}
-        params = {k: ("1" if v is True else str(v)) for k, v in params.items()}
-        return urlencode({**params, **extra})
+        return urlencode({**self.as_record(), **extra})
 
     def describe(self) -> str:
         """A short human text: ``kind=outbox reason_code=permanent`` or ``all dead letters``."""
-        parts = [f"{k}={v}" for k, v in asdict(self).items() if v not in (None, False) and k != "exact_id"]
+        parts = [f"{k}={v}" for k, v in self.as_record().items() if k != "exact_id"]
         return " ".join(parts) or "all dead letters"
 
     def as_record(self) -> dict[str, str]:
-        """The set fields, for the audit record."""
-        return {k: str(v) for k, v in asdict(self).items() if v not in (None, False)}
+        """The set fields as ``from_query`` reads them back: the confirm form, links, the audit record."""
+        return {k: ("1" if v is True else str(v)) for k, v in asdict(self).items() if v not in (None, False)}

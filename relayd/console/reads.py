@@ -17,7 +17,7 @@ from relayd.envelope import Kind
 from relayd.state import RedisClient
 from relayd.state.deadletters import DeadLetter, get_dead_letters, scan_dead_letters
 from relayd.state.keys import RelayKeys
-from store import Keyspace, parse_timer_member
+from store import Keyspace, glob_escape, parse_timer_member
 
 #: Most HSCAN / ZSCAN steps one page may take while a filter skips entries (bounds a page's cost).
 SCAN_STEPS_PER_PAGE: Final = 20
@@ -151,10 +151,6 @@ def _pairs(found: Any) -> list[tuple[bytes | str, float]]:
     return [(member, float(score)) for member, score in found]
 
 
-def _glob_escape(text: str) -> str:
-    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
-
-
 async def read_timers(
     client: RedisClient,
     keyspace: Keyspace,
@@ -177,7 +173,7 @@ async def read_timers(
         first = await client.zrange(keyspace.timers, 0, limit - 1, withscores=True)
         return TimerView([_timer_row(m, s, now) for m, s in _pairs(first)], total, due, None)
     rows: list[TimerRow] = []
-    pattern = _glob_escape(execution) + "\x00*"
+    pattern = glob_escape(execution) + "\x00*"
     next_cursor: int | None = cursor
     for _ in range(SCAN_STEPS_PER_PAGE):
         raw_cursor, found = await client.zscan(

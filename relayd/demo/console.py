@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -25,14 +24,11 @@ from prometheus_client import CollectorRegistry
 from relayd.batch import Batch
 from relayd.console.server import ConsoleOptions, serve_console
 from relayd.demo.embedded import EmbeddedRedis
-from relayd.demo.run import DEMO_PREFIX, Committed, CountingSink, run_workload
-from relayd.engine.loop import run_relay
-from relayd.engine.options import SweepOptions
-from relayd.envelope import KINDS, Kind
+from relayd.demo.run import DEMO_PREFIX, Committed, CountingSink, start_relay, start_workload
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Outcome, Permanent
-from store import Keyspace, RedisStore
+from store import Keyspace
 
 #: The target the demo's sink refuses, so its events end up as dead letters.
 FAILING_TARGET: Final = "order-13"
@@ -44,10 +40,10 @@ class FailingTargetSink(CountingSink):
     name = "demo-failing-target"
 
     async def deliver(self, batch: Batch) -> Sequence[Outcome]:
-        bodies = batch.render()
         outcomes: list[Outcome] = []
-        for envelope, body in zip(batch, bodies, strict=True):
-            if orjson.loads(body).get("target_id") == FAILING_TARGET:
+        for envelope, key in zip(batch, batch.keys(), strict=True):
+            # An outbox envelope's ordering key is its target_id.
+            if envelope.kind == "outbox" and key == FAILING_TARGET:
                 latency_ms = random.randint(2000, 30000)  # demo text only
                 outcomes.append(
                     Permanent(f"webhook answered 410 Gone for {FAILING_TARGET} after {latency_ms} ms")
@@ -83,28 +79,12 @@ async def _run(
     sync_client = redis.Redis(host="127.0.0.1", port=redis_port)
     client = aioredis.Redis(host="127.0.0.1", port=redis_port)
     seed_malformed(sync_client, DEMO_PREFIX)
-    workload = threading.Thread(
-        target=run_workload,
-        args=(RedisStore(sync_client, prefix=DEMO_PREFIX), Committed()),
-        kwargs={"until": time.time() + duration_s, "rng": random.Random(7)},
-        name="demo-workload",
-        daemon=True,
-    )
     stop = asyncio.Event()
-    sinks: dict[Kind, FailingTargetSink] = dict.fromkeys(KINDS, FailingTargetSink())
-    relay_options = SweepOptions(prefixes=(DEMO_PREFIX,), batch=500, poll_interval_s=0.2, lease_ttl_s=2.0)
     announce(f"relayd demo: embedded Redis on 127.0.0.1:{redis_port}, prefix {DEMO_PREFIX!r}; "
              f"events to {FAILING_TARGET!r} fail; Ctrl-C stops")  # fmt: skip
-    workload.start()
-    relay = asyncio.create_task(
-        run_relay(
-            relay_options,
-            redis=client,
-            sinks=sinks,
-            metrics=RelayMetrics(CollectorRegistry()),
-            health=Health(),
-            stop=stop,
-        )
+    workload = start_workload(sync_client, Committed(), until=time.time() + duration_s)
+    relay = start_relay(
+        client, FailingTargetSink(), metrics=RelayMetrics(CollectorRegistry()), health=Health(), stop=stop
     )
     try:
         await serve_console(

@@ -33,7 +33,7 @@ from rich.table import Table
 
 from relayd.batch import Batch
 from relayd.demo.embedded import EmbeddedRedis
-from relayd.engine.loop import run_relay
+from relayd.engine.loop import RunSummary, run_relay
 from relayd.engine.options import SweepOptions
 from relayd.envelope import KINDS, Kind
 from relayd.health import Health
@@ -127,6 +127,30 @@ def run_workload(store: RedisStore, committed: Committed, *, until: float, rng: 
         time.sleep(COMMIT_PAUSE_S)
 
 
+def start_workload(client: redis.Redis, committed: Committed, *, until: float) -> threading.Thread:
+    """Start ``run_workload`` on the demo prefix in a daemon thread (the store's client is synchronous)."""
+    workload = threading.Thread(
+        target=run_workload,
+        args=(RedisStore(client, prefix=DEMO_PREFIX), committed),
+        kwargs={"until": until, "rng": random.Random(7)},
+        name="demo-workload",
+        daemon=True,
+    )
+    workload.start()
+    return workload
+
+
+def start_relay(
+    client: aioredis.Redis, sink: CountingSink, *, metrics: RelayMetrics, health: Health, stop: asyncio.Event
+) -> asyncio.Task[RunSummary]:
+    """Start ``run_relay`` on the demo prefix, every kind to ``sink``, until ``stop`` is set."""
+    options = SweepOptions(prefixes=(DEMO_PREFIX,), batch=500, poll_interval_s=0.2, lease_ttl_s=2.0)
+    sinks: dict[Kind, CountingSink] = dict.fromkeys(KINDS, sink)
+    return asyncio.create_task(
+        run_relay(options, redis=client, sinks=sinks, metrics=metrics, health=health, stop=stop)
+    )
+
+
 def progress_table(committed: dict[Kind, int], sink: CountingSink, *, title: str) -> Table:
     table = Table(title=title)
     for column in ("kind", "committed (due)", "delivered", "pending"):
@@ -159,28 +183,10 @@ async def _run(*, duration_s: float, redis_port: int, host: str, port: int, out:
     http = serve_http(host, port, registry, health)
     out.print(f"relayd demo: embedded Redis on 127.0.0.1:{redis_port}, prefix {DEMO_PREFIX!r}")
     out.print(f"metrics: http://{host}:{http.port}/metrics  (also /healthz, /readyz)")
-    workload = threading.Thread(
-        target=run_workload,
-        args=(RedisStore(sync_client, prefix=DEMO_PREFIX), committed),
-        kwargs={"until": workload_until, "rng": random.Random(7)},
-        name="demo-workload",
-        daemon=True,
-    )
     stop = asyncio.Event()
-    options = SweepOptions(prefixes=(DEMO_PREFIX,), batch=500, poll_interval_s=0.2, lease_ttl_s=2.0)
-    sinks: dict[Kind, CountingSink] = dict.fromkeys(KINDS, sink)
     try:
-        workload.start()
-        relay = asyncio.create_task(
-            run_relay(
-                options,
-                redis=client,
-                sinks=sinks,
-                metrics=RelayMetrics(registry),
-                health=health,
-                stop=stop,
-            )
-        )
+        workload = start_workload(sync_client, committed, until=workload_until)
+        relay = start_relay(client, sink, metrics=RelayMetrics(registry), health=health, stop=stop)
         with Live(console=out, refresh_per_second=4, transient=False) as live:
             while (now := time.time()) < end and not relay.done():
                 live.update(

@@ -50,15 +50,13 @@ def _template(prefix: str) -> bytes:
 def seed_dead_letters(client: redis.Redis, prefix: str, count: int) -> None:
     """Park ``count`` outbox dead letters under ``prefix`` with pipelined multi-pair HSETs."""
     key = RelayKeys(Keyspace(prefix)).dead("outbox")
-    head, tail = _template(prefix).split(_MARK.encode(), 1)
+    template, mark = _template(prefix), _MARK.encode()
     pipe = client.pipeline(transaction=False)
     for start in range(0, count, PAIRS_PER_HSET):
         mapping = {}
         for seq in range(start, min(count, start + PAIRS_PER_HSET)):
             text = str(seq).encode()
-            mapping[b"%s:outbox:%s" % (prefix.encode(), text)] = (head + text + tail).replace(
-                _MARK.encode(), text
-            )
+            mapping[b"%s:outbox:%s" % (prefix.encode(), text)] = template.replace(mark, text)
         pipe.hset(key, mapping=mapping)
         if len(pipe) >= HSETS_PER_ROUND:
             pipe.execute()

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -27,6 +26,7 @@ from support.browser import Browser
 from support.console import ConsoleProcess, console_env, start_console
 from support.processes import end_process
 from support.redis_server import RedisServer
+from support.waiting import wait_until
 
 from relayd.state.keys import RelayKeys
 from store import Event, Execution, RedisStore, TimerOp
@@ -39,14 +39,6 @@ TOKEN = "browser-test-token"
 POISON = ("poison-1", "poison-2")
 #: Generous bounds that only catch a hang (the machine is shared; nothing here races a clock).
 WAIT_S = 60.0
-
-
-def wait_for(predicate: Callable[[], object], what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def commit_workload(client: redis.Redis, prefix: str) -> None:
@@ -126,13 +118,14 @@ def test_the_console_shows_the_poison_and_a_clicked_replay_is_delivered(
     browser: Browser | None = None
     try:
         # The relay parks 3 poison emits and 1 malformed outbox entry, and 1 malformed timer.
-        wait_for(
+        wait_until(
             lambda: (
                 client.hlen(keys.dead("outbox")) == 4
                 and client.hlen(keys.dead("timer")) == 1
                 and client.hlen(Keyspace(prefix).outbox) == 0
                 and client.hlen(Keyspace(prefix).spawns) == 0
             ),
+            WAIT_S,
             "the relay to dead-letter the poison",
         )
         console = start_console(
@@ -232,7 +225,11 @@ def a_replay_clicked_in_the_page_is_delivered(
     shoot(driver, screenshots, "replay")
     driver.find_element(By.ID, "confirm-replay").click()
 
-    wait_for(lambda: delivered.exists() and str(entry_id).encode() in delivered.read_bytes(), "the delivery")
+    wait_until(
+        lambda: delivered.exists() and str(entry_id).encode() in delivered.read_bytes(),
+        WAIT_S,
+        "the delivery",
+    )
     assert not client.hexists(RelayKeys(Keyspace(prefix)).dead("outbox"), str(entry_id))
     driver.get(f"{url}/audit?prefix={prefix}")
     [record] = driver.find_elements(By.CSS_SELECTOR, "tr.record")
@@ -250,7 +247,7 @@ def a_hidden_page_stops_listening(driver: WebDriver, url: str, prefix: str, clie
     driver.get(f"{url}/?prefix={prefix}")
     overview = driver.current_window_handle
     start = _overview_reads(client)
-    wait_for(lambda: _overview_reads(client) > start + 1, "the open page's stream to poll")
+    wait_until(lambda: _overview_reads(client) > start + 1, WAIT_S, "the open page's stream to poll")
 
     driver.switch_to.new_window("tab")  # the overview's tab is hidden now
 
@@ -259,10 +256,10 @@ def a_hidden_page_stops_listening(driver: WebDriver, url: str, prefix: str, clie
         time.sleep(2.5)  # more than two poll intervals: a live stream would read in between
         return _overview_reads(client) == before
 
-    wait_for(settled, "the hidden page to stop listening")
+    wait_until(settled, WAIT_S, "the hidden page to stop listening")
     stopped_at = _overview_reads(client)
     driver.switch_to.window(overview)  # shown again: the page listens again
-    wait_for(lambda: _overview_reads(client) > stopped_at, "the shown page to listen again")
+    wait_until(lambda: _overview_reads(client) > stopped_at, WAIT_S, "the shown page to listen again")
 
 
 def the_overview_follows_live(driver: WebDriver, url: str, prefix: str, client: redis.Redis) -> None:

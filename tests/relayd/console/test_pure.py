@@ -72,6 +72,14 @@ def test_a_filter_reads_back_from_its_own_query_string() -> None:
     assert again.id == "p:outbox:1"
 
 
+def test_a_filter_reads_back_from_its_record() -> None:
+    # The replay confirm form posts the record's fields: an exact id must stay exact, or the
+    # replay would take every id containing it while the dry run counted one.
+    wanted = DeadLetterFilter(kind="outbox", id="p:outbox:1", exact_id=True)
+
+    assert DeadLetterFilter.from_query(wanted.as_record()) == wanted
+
+
 def test_a_filter_refuses_an_unknown_kind_and_overlong_values() -> None:
     with pytest.raises(FilterInvalid):
         DeadLetterFilter.from_query({"kind": "mail"})
@@ -169,3 +177,23 @@ def test_equivalent_commands_name_the_prefix_never_the_url() -> None:
     assert (
         purge_command("p", DeadLetterFilter(kind="spawn")) == "relayd dlq purge --prefix p --kind spawn --yes"
     )
+
+
+@pytest.mark.parametrize(
+    ("document", "shown"),
+    [
+        (
+            {"value": '{"t": "o-1", "e": "{\\"kind\\": \\"Ping\\"}"}'},
+            '{\n  "t": "o-1",\n  "e": {\n    "kind": "Ping"\n  }\n}',
+        ),
+        ({"value": '{"t": "o-1", "e": not json'}, '{"t": "o-1", "e": not json'),
+        ({"member": "exe\x00path"}, "exe\\x00path"),
+        ({"value_b64": "/w=="}, "/w=="),
+        ({}, "-"),
+    ],
+    ids=["event-parsed", "not-json", "member", "b64", "nothing"],
+)
+def test_the_stored_value_is_shown_as_it_lived_in_redis(document: dict[str, object], shown: str) -> None:
+    from relayd.console.app import _stored_value
+
+    assert _stored_value(document) == shown

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import sys
 import uuid
@@ -14,7 +15,9 @@ import pytest
 import redis
 from support.console import ConsoleProcess, console_env, start_console
 from support.redis_server import RedisServer
+from support.waiting import wait_until
 
+from relayd.console.security import SESSION_COOKIE
 from relayd.state.keys import RelayKeys
 from store.keys import Keyspace, timer_member
 from tests.relayd.console.parked import park_outbox, park_timers
@@ -132,6 +135,27 @@ def test_a_cross_site_post_is_403_even_with_a_session(
     assert _dump(seeded, prefix) == before
 
 
+@pytest.mark.parametrize("actions", [["--allow-actions"], []], ids=["actions", "read-only"])
+def test_signing_out_ends_the_session(
+    redis_server: RedisServer, seeded: redis.Redis, prefix: str, token_file: Path, actions: list[str]
+) -> None:
+    running = start_console(redis_server.url, [prefix], "--console-token-file", str(token_file), *actions)
+    try:
+        with _signed_in(running) as client:
+            session = client.cookies[SESSION_COOKIE]
+            page = client.get(f"/?prefix={prefix}").text
+            sign_out = re.search(r'action="/logout".*?name="csrf" value="([^"]+)"', page, re.DOTALL)
+            assert sign_out is not None, "the page has no sign-out form carrying its form token"
+            answer = client.post("/logout", data={"csrf": sign_out[1]}, headers={"Origin": running.url})
+        # The old cookie, sent again, no longer opens a page: the server closed the session.
+        after = httpx.get(f"{running.url}/", headers={"Cookie": f"{SESSION_COOKIE}={session}"}, timeout=30)
+    finally:
+        running.stop()
+
+    assert (answer.status_code, answer.headers.get("location")) == (303, "/login")
+    assert after.status_code == 401
+
+
 def test_a_rebound_host_name_is_refused_before_anything_is_read(console: ConsoleProcess) -> None:
     with httpx.Client(base_url=console.url, timeout=30) as client:
         rebound = client.get("/login", headers={"Host": "attacker.example"})
@@ -173,6 +197,8 @@ def test_every_answer_carries_the_security_headers(console: ConsoleProcess, pref
         assert "script-src 'self'" in answer.headers["content-security-policy"]
         assert answer.headers["x-content-type-options"] == "nosniff"
         assert answer.headers["cache-control"] == "no-store"
+        # The policy allows no inline script: a javascript: link would do nothing when clicked.
+        assert 'href="javascript:' not in answer.text
 
 
 def test_a_bearer_token_replays_and_the_action_is_audited(
@@ -184,16 +210,29 @@ def test_a_bearer_token_replays_and_the_action_is_audited(
     ) as client:
         answer = client.post("/replay", data={"prefix": prefix, "ids": f"{prefix}:outbox:4"})
         assert answer.status_code == 303
-        for _ in range(300):
-            if seeded.llen(RelayKeys(keyspace).audit):
-                break
-            client.get("/audit")  # bounded wait: the job records its action when it is done
+        # The job records its action when it is done.
+        wait_until(lambda: seeded.llen(RelayKeys(keyspace).audit), 60, "the replay's audit record")
 
     assert seeded.hexists(keyspace.outbox, "4")
     assert not seeded.hexists(RelayKeys(keyspace).dead("outbox"), f"{prefix}:outbox:4")
     assert f"relayd dlq replay --prefix {prefix} {prefix}:outbox:4".encode() in seeded.lindex(
         RelayKeys(keyspace).audit, 0
     )
+
+
+def test_an_action_on_a_prefix_the_console_does_not_serve_is_400(
+    console: ConsoleProcess, seeded: redis.Redis, prefix: str
+) -> None:
+    before = _dump(seeded, prefix)
+    with httpx.Client(
+        base_url=console.url, timeout=30, headers={"Authorization": f"Bearer {TOKEN}"}
+    ) as client:
+        replay = client.post("/replay", data={"prefix": "elsewhere", "kind": "outbox"})
+        purge = client.post("/purge", data={"prefix": "elsewhere", "confirm": "elsewhere"})
+
+    assert (replay.status_code, purge.status_code) == (400, 400)
+    assert "unknown prefix" in replay.text
+    assert _dump(seeded, prefix) == before
 
 
 def test_a_read_only_console_refuses_actions(
