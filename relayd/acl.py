@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from relayd.engine.notify import channel
-from store import Keyspace
+from relayd.engine.notify import channel, watched_keys
+from store import Keyspace, glob_escape
 
 #: Every command relayd sends (including those its Lua scripts call), with who sends it.
 COMMANDS: Final[Mapping[str, str]] = {
@@ -64,12 +64,6 @@ COMMANDS: Final[Mapping[str, str]] = {
 STREAM_COMMANDS: Final = ("xadd",)
 #: Added when the database is not 0: redis-py selects it on every new connection.
 SELECT: Final = "select"
-#: The keys wake-up subscribes to, per prefix (``engine.notify``): outbox, spawns, timers.
-_WAKE_KEYS: Final = ("outbox", "spawns", "timers")
-
-
-def _escape(text: str) -> str:
-    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
 
 
 def acl_rule(prefixes: Iterable[str], *, db: int = 0, streams: Iterable[str] = ()) -> str:
@@ -83,10 +77,9 @@ def acl_rule(prefixes: Iterable[str], *, db: int = 0, streams: Iterable[str] = (
     commands = [*COMMANDS, *(STREAM_COMMANDS if streams else ()), *([SELECT] if db else [])]
     parts += [f"+{command}" for command in commands]
     keyspaces = [Keyspace(prefix) for prefix in prefixes]
-    parts += [f"~{_escape(keyspace.prefix)}:*" for keyspace in keyspaces]
+    parts += [f"~{glob_escape(keyspace.prefix)}:*" for keyspace in keyspaces]
     for stream in streams:
-        parts.append("~" + "*".join(_escape(piece) for piece in stream.split("{target}")))
+        parts.append("~" + "*".join(glob_escape(piece) for piece in stream.split("{target}")))
     for keyspace in keyspaces:
-        keys = {"outbox": keyspace.outbox, "spawns": keyspace.spawns, "timers": keyspace.timers}
-        parts += [f"&{_escape(channel(db, keys[name]))}" for name in _WAKE_KEYS]
+        parts += [f"&{glob_escape(channel(db, key))}" for key in watched_keys(keyspace)]
     return " ".join(dict.fromkeys(parts))

@@ -128,11 +128,8 @@ class Health:
 
     def snapshot(self) -> HealthSnapshot:
         with self._lock:
-            sinks = dict(self._sinks)
-            reasons = dict(self._reasons)
-            snap = HealthSnapshot(
-                self._last_progress_s, self._redis_error, {}, self._stopping, self.sentinel_service
-            )
+            sinks, reasons = dict(self._sinks), dict(self._reasons)
+            progress_s, redis_error, stopping = self._last_progress_s, self._redis_error, self._stopping
         ready: dict[str, bool] = {}
         why: dict[str, str] = {}
         for name, is_ready in sinks.items():
@@ -144,7 +141,12 @@ class Health:
             if reason:
                 why[name] = reason
         return HealthSnapshot(
-            snap.last_progress_s, snap.redis_error, ready, snap.stopping, snap.sentinel_service, why
+            last_progress_s=progress_s,
+            redis_error=redis_error,
+            sinks_ready=ready,
+            stopping=stopping,
+            sentinel_service=self.sentinel_service,
+            sinks_reason=why,
         )
 
     def live(self, now_s: float) -> Answer:

@@ -58,11 +58,6 @@ class RedisAddress:
     #: the master's name the sentinels know (Sentinel only)
     service: str | None = None
 
-    @property
-    def loopback(self) -> bool:
-        """Whether every host of the URL is this machine."""
-        return all(is_loopback(host) for host, _ in self.nodes or ((self.host, self.port),))
-
 
 def is_loopback(host: str) -> bool:
     """Whether ``host`` names this machine (``localhost``, 127.0.0.0/8, ``::1``)."""

@@ -93,6 +93,12 @@ class StoreCore(Generic[ExeT, EvtT]):
     def prefix(self) -> str:
         return self.keyspace.prefix
 
+    def _forget(self, kind: str, fields: Iterable[str]) -> None:
+        """Tell the store's own backlog reader of ``kind``, if it has one, these fields are gone."""
+        reader = self._readers.get(kind)
+        if reader is not None:
+            reader.resolve(fields)
+
     @contextmanager
     def _io(self) -> Iterator[None]:
         """Map an unreachable Redis to ``StoreUnavailable`` (wrapped once, here)."""

@@ -243,8 +243,7 @@ class AsyncRedisStore(StoreCore[ExeT, EvtT]):
         key = self.keyspace.outbox if kind == "outbox" else self.keyspace.spawns
         with self._io():
             removed = int(await self.client.hdel(key, *names))
-        if kind in self._readers:
-            self._readers[kind].resolve(names)
+        self._forget(kind, names)
         return removed
 
     async def ack_outbox(self, seq: int) -> None:
@@ -332,9 +331,8 @@ class AsyncRedisStore(StoreCore[ExeT, EvtT]):
                     await tx.execute()
                 except self._WatchError:
                     return False  # a concurrent writer changed the execution: nothing was deleted
-        for kind, rows in (("outbox", doomed.outbox), ("spawns", doomed.spawns)):
-            if kind in self._readers:
-                self._readers[kind].resolve(purging.field_names(rows))
+        self._forget("outbox", purging.field_names(doomed.outbox))
+        self._forget("spawns", purging.field_names(doomed.spawns))
         return current is not None
 
     @staticmethod

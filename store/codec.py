@@ -12,6 +12,7 @@ dead-letter them with a bounded label.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -36,6 +37,18 @@ def dumps(obj: Any) -> bytes:
     peak RSS). The copy is cheap (home-assistant/core does the same).
     """
     return b"".join((orjson.dumps(obj), b""))
+
+
+@functools.cache
+def _models() -> tuple[type[OutboxEntry[Any]], type[SpawnEntry], type[ExecutionSummary]]:
+    """The model classes, imported on the first decode and kept.
+
+    A ``from store.models import ...`` inside the decoders would run the import machinery
+    again for every entry decoded; this cached lookup runs it once.
+    """
+    from store.models import ExecutionSummary, OutboxEntry, SpawnEntry
+
+    return OutboxEntry, SpawnEntry, ExecutionSummary
 
 
 def _text(raw: bytes | str) -> str:
@@ -103,8 +116,7 @@ def decode_outbox(field: bytes | str, value: bytes | str, event_model: type[M]) 
         raise MalformedEntry("bad_seq", f"outbox field {_text(field)!r} is not a decimal seq")
     import pydantic
 
-    from store.models import OutboxEntry
-
+    outbox_entry = _models()[0]
     doc = _object(value)
     if "t" not in doc or "e" not in doc:
         raise MalformedEntry("missing_field", "outbox value needs 't' and 'e'")
@@ -121,7 +133,7 @@ def decode_outbox(field: bytes | str, value: bytes | str, event_model: type[M]) 
     except pydantic.ValidationError as exc:
         reason = "bad_json" if any(e["type"] == "json_invalid" for e in exc.errors()) else "missing_field"
         raise MalformedEntry(reason, f"outbox event: {exc.error_count()} error(s)") from None
-    return OutboxEntry(seq, target, event)
+    return outbox_entry(seq, target, event)
 
 
 def decode_spawn(field: bytes | str, value: bytes | str) -> SpawnEntry:
@@ -133,8 +145,7 @@ def decode_spawn(field: bytes | str, value: bytes | str) -> SpawnEntry:
     seq = parse_seq(field)
     if seq is None:
         raise MalformedEntry("bad_seq", f"spawn field {_text(field)!r} is not a decimal seq")
-    from store.models import SpawnEntry
-
+    spawn_entry = _models()[1]
     doc = _object(value)
     missing = [k for k in ("p", "c", "r", "x") if k not in doc]
     if missing:
@@ -142,7 +153,7 @@ def decode_spawn(field: bytes | str, value: bytes | str) -> SpawnEntry:
     parent, child, root, context = doc["p"], doc["c"], doc["r"], doc["x"]
     if not all(isinstance(v, str) for v in (parent, child, root)) or not isinstance(context, dict):
         raise MalformedEntry("wrong_type", "spawn p/c/r must be strings and x an object")
-    return SpawnEntry(seq, parent, child, root, context)
+    return spawn_entry(seq, parent, child, root, context)
 
 
 def decode_timer(member: bytes | str, score: float) -> tuple[str, str, float]:
@@ -159,10 +170,9 @@ def decode_summary(raw: bytes | str) -> ExecutionSummary | None:
     """A listing row from a stored execution; None when the JSON is not an execution."""
     import pydantic
 
-    from store.models import ExecutionSummary
-
+    summary = _models()[2]
     try:
         doc = orjson.loads(raw)
-        return ExecutionSummary.from_data(doc, doc.get("version", 0))
+        return summary.from_data(doc, doc.get("version", 0))
     except (orjson.JSONDecodeError, pydantic.ValidationError, KeyError, TypeError, AttributeError):
         return None

@@ -46,10 +46,11 @@ def acl(
 ) -> None:
     """Print the Redis ACL rule (commands, key patterns, wake-up channels) relayd needs, and nothing more."""
     from relayd.acl import acl_rule
+    from relayd.defaults import DEFAULTS
     from relayd.settings import expand_prefixes, read_secret_file
 
     try:
-        prefixes = expand_prefixes(list(prefix) or ["stm"])
+        prefixes = expand_prefixes(list(prefix or DEFAULTS.prefix))
         password = read_secret_file("--password-file", password_file) if password_file else None
     except ValueError as exc:
         raise ConfigError(str(exc)) from None

@@ -57,3 +57,10 @@ def test_cli_password_file_without_user_is_a_usage_error(tmp_path: Path):
 
     assert result.exit_code == 2
     assert "--password-file goes with --user" in result.output
+
+
+def test_cli_without_prefix_prints_the_rule_for_the_default_prefix():
+    result = CliRunner().invoke(app, ["acl"], env={"RELAYD_PREFIX": None})
+
+    assert result.exit_code == 0, result.output
+    assert result.output == acl_rule(["stm"]) + "\n"

@@ -28,11 +28,14 @@ async def test_unreachable_redis_is_retried_then_exit_code_3(closed_port: int):
     async def fake_sleep(delay_s: float) -> None:
         slept.append(delay_s)
 
+    failures: list[str] = []
+
     with capture_logs() as logs, pytest.raises(RedisUnreachable) as excinfo:
-        await connect(settings, BRIEF, sleep=fake_sleep)
+        await connect(settings, BRIEF, sleep=fake_sleep, on_failure=failures.append)
 
     assert excinfo.value.exit_code == 3
     assert slept == [0.2, 0.4, 0.8, 1.6]
+    assert failures == ["ConnectionError"] * 5  # /readyz hears each failed attempt, class name only
     assert [e["attempt"] for e in logs if e["event"] == "redis_unreachable"] == [1, 2, 3, 4, 5]
     assert "hunter2" not in str(excinfo.value)
     assert "hunter2" not in repr(logs)

@@ -49,6 +49,7 @@ def test_sentinel_url_credentials_are_the_masters_and_stay_hidden():
     assert (parsed.username, parsed.password) == ("relay", "p@ss")
     assert parsed.display == "rediss+sentinel://***@10.0.0.9:26379,10.0.0.10:26379/cache"
     assert "p%40ss" not in repr(parsed)
+    assert "p@ss" not in repr(parsed)  # the decoded password, the one a leak would show
 
 
 @pytest.mark.parametrize(

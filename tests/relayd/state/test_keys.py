@@ -17,6 +17,7 @@ def test_every_relay_key_is_under_the_relay_prefix():
         "{stm}:relay:dead:timer",
         "{stm}:relay:cursor:spawns",
     ]
+    assert keys.audit == "{stm}:relay:audit"
     assert [keys.live(k) for k in ("outbox", "spawn", "timer")] == [
         "{stm}:outbox",
         "{stm}:spawns",

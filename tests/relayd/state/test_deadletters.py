@@ -1,0 +1,74 @@
+"""Dead letters by kind and by id: replay, get and scan touch only what they name."""
+
+from __future__ import annotations
+
+from relayd.state.deadletters import (
+    encode_dead_letter,
+    get_dead_letters,
+    list_dead_letters,
+    replay_dead_letters,
+    scan_dead_letters,
+)
+from relayd.state.keys import RelayKeys
+from store import Keyspace, timer_member
+
+
+async def _park(client, keyspace: Keyspace) -> tuple[str, str]:
+    """One outbox and one timer dead letter, written as the sweeper writes them."""
+    keys = RelayKeys(keyspace)
+    common = {
+        "reason_code": "permanent",
+        "reason": "http 400",
+        "attempts": 1,
+        "first_attempt_at": 1.0,
+        "last_attempt_at": 1.0,
+        "dead_at": 2.0,
+        "envelope": None,
+    }
+    outbox_id, timer_id = f"{keyspace.prefix}:outbox:7", "timeout:exe:p:5.5"
+    outbox = encode_dead_letter(id_=outbox_id, kind="outbox", field="7", seq=7, value=b'{"t":null}', **common)
+    timer = encode_dead_letter(
+        id_=timer_id, kind="timer", member=timer_member("exe", "p").encode(), fire_at=5.5, **common
+    )
+    await client.hset(keys.dead("outbox"), outbox_id, outbox)
+    await client.hset(keys.dead("timer"), timer_id, timer)
+    return outbox_id, timer_id
+
+
+async def test_replay_of_one_kind_leaves_the_others_parked(async_client, prefix):
+    keyspace = Keyspace(prefix)
+    outbox_id, _timer_id = await _park(async_client, keyspace)
+
+    replayed = await replay_dead_letters(async_client, keyspace, kind="timer")
+
+    assert replayed == 1
+    assert await async_client.zscore(keyspace.timers, timer_member("exe", "p")) == 5.5
+    assert await async_client.hlen(keyspace.outbox) == 0
+    assert [d.id for d in await list_dead_letters(async_client, keyspace)] == [outbox_id]
+
+
+async def test_replay_by_id_puts_back_only_those_named(async_client, prefix):
+    keyspace = Keyspace(prefix)
+    outbox_id, timer_id = await _park(async_client, keyspace)
+
+    none = await replay_dead_letters(async_client, keyspace, ids=[])
+    one = await replay_dead_letters(async_client, keyspace, ids=[outbox_id, "not-parked"])
+
+    assert (none, one) == (0, 1)
+    assert await async_client.hget(keyspace.outbox, "7") == b'{"t":null}'
+    assert await async_client.zcard(keyspace.timers) == 0
+    assert [d.id for d in await list_dead_letters(async_client, keyspace)] == [timer_id]
+
+
+async def test_get_and_scan_return_the_parked_letters(async_client, prefix):
+    keyspace = Keyspace(prefix)
+    outbox_id, timer_id = await _park(async_client, keyspace)
+
+    got = await get_dead_letters(async_client, keyspace, [timer_id, outbox_id, "not-parked"])
+    only_timers = await get_dead_letters(async_client, keyspace, [outbox_id, timer_id], kind="timer")
+    cursor, scanned = await scan_dead_letters(async_client, keyspace, "outbox", 0, 10)
+
+    assert sorted(d.id for d in got) == sorted([outbox_id, timer_id])
+    assert [d.id for d in only_timers] == [timer_id]
+    assert (cursor, [d.id for d in scanned]) == (0, [outbox_id])
+    assert await get_dead_letters(async_client, keyspace, []) == []
