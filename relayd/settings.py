@@ -91,14 +91,18 @@ def parse_host_port(addr: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-def read_secret_file(option: str, path: Path) -> str:
-    """Return a file's content without its trailing newline (how Kubernetes mounts Secrets)."""
+def _read_text(option: str, path: Path) -> str:
+    """A mounted file's text; a ``ValueError`` naming ``option`` and the file, never its content."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise ValueError(f"{option}: cannot read {str(path)!r}: {reason}") from None
-    value = text.rstrip("\r\n")
+
+
+def read_secret_file(option: str, path: Path) -> str:
+    """Return a file's content without its trailing newline (how Kubernetes mounts Secrets)."""
+    value = _read_text(option, path).rstrip("\r\n")
     if not value:
         raise ValueError(f"{option}: {str(path)!r} is empty")
     return value
@@ -106,11 +110,7 @@ def read_secret_file(option: str, path: Path) -> str:
 
 def read_headers_file(option: str, path: Path) -> tuple[tuple[str, str], ...]:
     """The extra headers in a mounted file (``relayd.sinks.http_policy.parse_header_lines``)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-        raise ValueError(f"{option}: cannot read {str(path)!r}: {reason}") from None
+    text = _read_text(option, path)
     try:
         return parse_header_lines(text)
     except ValueError as exc:
