@@ -87,7 +87,7 @@ def test_console_help_covers_its_own_settings():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--bogus"], "No such option"),
+        (["--bogus"], "No such option '--bogus'"),
         (["--batch", "many"], "Invalid value for '--batch'"),
         (["--batch", "0"], "invalid --batch (RELAYD_BATCH)"),
         (["--sink", "nope"], "unknown sink 'nope'"),
