@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from relayd.defaults import DEFAULTS, OPTION_NAMES
 from relayd.errors import ConfigError
 from relayd.redis_url import parse_redis_url
-from relayd.settings import expand_prefixes, load_settings, parse_host_port
+from relayd.settings import Settings, expand_prefixes, load_settings, parse_host_port
 
 pytestmark = pytest.mark.usefixtures("no_relayd_env", "reset_logging")
 
@@ -19,6 +21,16 @@ def _mounted(directory: Path, **contents: str) -> dict[str, Path]:
     for name, path in files.items():
         path.write_text(f"{contents[name]}\n")
     return files
+
+
+def test_settings_declares_every_option_with_its_documented_default():
+    """An option in ``relayd.defaults`` (and so on the CLI) but not in Settings would be dropped."""
+    declared = {field.name: field.default for field in dataclasses.fields(Settings) if field.init}
+
+    assert set(declared) == OPTION_NAMES
+    assert {name: declared[name] for name in OPTION_NAMES} == {
+        name: getattr(DEFAULTS, name) for name in OPTION_NAMES
+    }
 
 
 def test_defaults_map_onto_sweep_and_sink_options():
