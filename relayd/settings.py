@@ -91,14 +91,18 @@ def parse_host_port(addr: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-def read_secret_file(option: str, path: Path) -> str:
-    """Return a file's content without its trailing newline (how Kubernetes mounts Secrets)."""
+def _read_text(option: str, path: Path) -> str:
+    """A mounted file's text; a ``ValueError`` naming ``option`` and the file, never its content."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise ValueError(f"{option}: cannot read {str(path)!r}: {reason}") from None
-    value = text.rstrip("\r\n")
+
+
+def read_secret_file(option: str, path: Path) -> str:
+    """Return a file's content without its trailing newline (how Kubernetes mounts Secrets)."""
+    value = _read_text(option, path).rstrip("\r\n")
     if not value:
         raise ValueError(f"{option}: {str(path)!r} is empty")
     return value
@@ -106,11 +110,7 @@ def read_secret_file(option: str, path: Path) -> str:
 
 def read_headers_file(option: str, path: Path) -> tuple[tuple[str, str], ...]:
     """The extra headers in a mounted file (``relayd.sinks.http_policy.parse_header_lines``)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-        raise ValueError(f"{option}: cannot read {str(path)!r}: {reason}") from None
+    text = _read_text(option, path)
     try:
         return parse_header_lines(text)
     except ValueError as exc:
@@ -265,8 +265,10 @@ class Settings:
         return address
 
     def _read_sentinel_credentials(self, address: RedisAddress) -> tuple[str | None, Secret | None]:
-        files = {"--sentinel-username-file": self.sentinel_username_file}
-        files["--sentinel-password-file"] = self.sentinel_password_file
+        files = {
+            "--sentinel-username-file": self.sentinel_username_file,
+            "--sentinel-password-file": self.sentinel_password_file,
+        }
         given = [option for option, path in files.items() if path is not None]
         if given and not address.sentinel:
             raise ValueError(f"{given[0]} is for a redis+sentinel:// URL, not {address.display!r}")
@@ -324,8 +326,9 @@ class Settings:
             self.redis.password,
             self._sentinel_password,
             self._amqp_password,
+            self._kafka_password,
+            self._nats_token,
         ]
-        values += [self._kafka_password, self._nats_token]
         header_values = tuple(value for _, value in self._webhook_headers)
         return tuple(v.get_secret_value() for v in values if v is not None) + header_values
 
@@ -357,19 +360,17 @@ class Settings:
             webhook_secret=secret.get_secret_value().encode() if secret is not None else None,
             webhook_timeout_s=self.webhook_timeout,
             webhook_concurrency=self.webhook_concurrency,
-            redis_ca_file=str(self.redis_ca_file) if self.redis_ca_file is not None else None,
+            redis_ca_file=_path_text(self.redis_ca_file),
             allow_plaintext=self.allow_plaintext,
             sentinel_username=self._sentinel_username,
-            sentinel_password=(
-                self._sentinel_password.get_secret_value() if self._sentinel_password is not None else None
-            ),
+            sentinel_password=_reveal(self._sentinel_password),
             webhook_connect_timeout_s=self.webhook_connect_timeout,
             webhook_read_timeout_s=self.webhook_read_timeout,
             webhook_headers=self._webhook_headers,
             webhook_gzip=self.webhook_gzip,
-            webhook_ca_file=str(self.webhook_ca_file) if self.webhook_ca_file is not None else None,
-            amqp_password=self._amqp_password.get_secret_value() if self._amqp_password else None,
-            amqp_ca_file=str(self.amqp_ca_file) if self.amqp_ca_file is not None else None,
+            webhook_ca_file=_path_text(self.webhook_ca_file),
+            amqp_password=_reveal(self._amqp_password),
+            amqp_ca_file=_path_text(self.amqp_ca_file),
             kafka_username=self._kafka_username,
             kafka_password=_reveal(self._kafka_password),
             kafka_sasl_mechanism=self.kafka_sasl_mechanism,

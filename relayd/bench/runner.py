@@ -270,7 +270,7 @@ class Bench:
             self.log(f"publishing {len(bodies)} {kind} bodies with the {self.baseline_name()}")
             with _Meter(self.sync) as meter:
                 confirmed = await publish(self.spec_for(prefix), bodies, keys, self.config.sink_options)
-            return meter.baseline_figures(kind, count, confirmed, left=count - confirmed)
+            return meter.run_figures("baseline", kind, count, confirmed, left=count - confirmed)
 
     async def drain_backlog_baseline(self, kind: Kind, count: int, drain: DrainBacklog) -> RunFigures:
         """Another relay draining an identical backlog its own way."""
@@ -280,7 +280,7 @@ class Bench:
             with _Meter(self.sync) as meter:
                 delivered = await drain(self.url, prefix, kind)
             left = live_count(self.sync, prefix, kind)
-            return meter.baseline_figures(kind, count, delivered, left=left)
+            return meter.run_figures("baseline", kind, count, delivered, left=left)
 
     async def incumbent_drain(self, kind: Kind, count: int) -> RunFigures:
         async with self.prefix() as prefix:
@@ -455,30 +455,29 @@ class _Meter:
             self.redis_cpu_s = redis_cpu - self._redis_cpu
 
     def figures(self, method: str, kind: Kind, count: int, sink: TimingSink, *, left: int) -> RunFigures:
+        """A run through ``sink``: what it confirmed, with the latencies it sampled."""
+        return self.run_figures(method, kind, count, sink.delivered, left=left, latencies_s=sink.latencies_s)
+
+    def run_figures(
+        self,
+        method: str,
+        kind: Kind,
+        count: int,
+        delivered: int,
+        *,
+        left: int,
+        latencies_s: Sequence[float] = (),
+    ) -> RunFigures:
+        """The figures measured, with what the run delivered (a client baseline samples no latency)."""
         return RunFigures(
             method=method,
-            kind=kind,
-            entries=count,
-            delivered=sink.delivered,
-            left=left,
-            duration_s=self.wall_s,
-            cpu_s=self.cpu_s,
-            latencies_s=sink.latencies_s,
-            commands=self.commands,
-            redis_cpu_s=None if self.redis_cpu_s is None else round(self.redis_cpu_s, 3),
-            peak_rss_mb=round(peak_rss_mb(), 1),
-        )
-
-    def baseline_figures(self, kind: Kind, count: int, delivered: int, *, left: int) -> RunFigures:
-        """A client baseline's run: what it says it delivered, no latencies."""
-        return RunFigures(
-            method="baseline",
             kind=kind,
             entries=count,
             delivered=delivered,
             left=left,
             duration_s=self.wall_s,
             cpu_s=self.cpu_s,
+            latencies_s=latencies_s,
             commands=self.commands,
             redis_cpu_s=None if self.redis_cpu_s is None else round(self.redis_cpu_s, 3),
             peak_rss_mb=round(peak_rss_mb(), 1),

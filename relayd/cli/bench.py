@@ -56,7 +56,12 @@ def _opt(*names: str, help_text: str, **extra: Any) -> Callable[[_F], _F]:
 )
 @_opt("--backlog", type=click.IntRange(min=1), default=100_000, help_text="Entries seeded per kind.")
 @_opt("--kinds", default="outbox,spawn,timer", help_text="Kinds to drain, comma-separated.")
-@_opt("--batch", type=click.IntRange(min=1), default=1000, help_text="Entries per read and per sink call.")
+@_opt(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=DEFAULTS.batch,
+    help_text="Entries per read and per sink call.",
+)
 @_opt(
     "--baseline/--no-baseline",
     default=True,
@@ -180,8 +185,8 @@ def render(report: dict[str, Any], console: Console) -> None:
         table = Table(title=f"scale: per-pass cost (batch {scale['batch']})")
         for column in ("backlog", "median pass ms", "p99 pass ms", "entries/s", "peak RSS MB"):
             table.add_column(column, justify="right")
-        for key, fig in scale.items():
-            if isinstance(fig, dict):
+        for fig in scale.values():
+            if isinstance(fig, dict):  # one per backlog, beside the batch and the ratio
                 table.add_row(
                     f"{fig['backlog']:,}",
                     _fmt(fig["median_pass_s"], 2, 1000),
@@ -189,7 +194,6 @@ def render(report: dict[str, Any], console: Console) -> None:
                     _fmt(fig["entries_per_s"], 0),
                     _fmt(fig["peak_rss_mb"], 0),
                 )
-                del key
         console.print(table)
         console.print(f"pass cost large/small: {_fmt(scale['pass_cost_ratio'], 2)}x")
     if "timers" in report:

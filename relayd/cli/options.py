@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import rich_click as click
 from click.core import ParameterSource
 
-from relayd.defaults import DEFAULTS, OPTION_NAMES
+from relayd.defaults import DEFAULTS, OPTION_NAMES, Defaults
 
 if TYPE_CHECKING:
     from relayd.settings import Settings
@@ -37,9 +38,24 @@ FILE = click.Path(path_type=pathlib.Path)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+#: The click type of an option by the annotation of its ``Defaults`` field (``X | None`` as ``X``);
+#: any other field (text, choices, switches) is read as text and checked by ``Settings``.
+_CLICK_TYPES: Final[dict[str, Any]] = {"int": int, "float": float, "Path": FILE}
+#: Each field's annotation as written (``relayd.defaults`` defers them): read as text, since
+#: evaluating them (``typing.get_type_hints``) would add to every command's start.
+_FIELD_TYPES: Final = {field.name: str(field.type).removesuffix(" | None") for field in fields(Defaults)}
+
+
+def _click_type(name: str) -> Any:
+    """The click type for option ``name``, from the annotation of its field in ``Defaults``."""
+    return _CLICK_TYPES.get(_FIELD_TYPES[name])
+
 
 def _option(name: str, help_text: str, panel: str, **extra: Any) -> Callable[[_F], _F]:
-    """``--name`` read from ``RELAYD_NAME``, None unless given, showing ``DEFAULTS.name`` in help."""
+    """``--name`` read from ``RELAYD_NAME``, None unless given, showing ``DEFAULTS.name`` in help.
+
+    Its click type (int, float, a file path) comes from the annotation of ``Defaults.name``.
+    """
     default = getattr(DEFAULTS, name)
     shown: str | bool = str(default) if default not in (None, (), False) else False
     if isinstance(default, tuple):
@@ -52,7 +68,7 @@ def _option(name: str, help_text: str, panel: str, **extra: Any) -> Callable[[_F
         show_default=shown,
         help=help_text,
         panel=panel,
-        **({"default": None} | extra),
+        **({"default": None, "type": _click_type(name)} | extra),
     )
 
 
@@ -78,19 +94,17 @@ SINK = _option("sink", "Sink for every kind not given its own: log, jsonl:PATH, 
 OUTBOX_SINK = _option("outbox_sink", "Sink for outbox events (default: --sink).", SINKS)
 SPAWN_SINK = _option("spawn_sink", "Sink for spawn intents (default: --sink).", SINKS)
 TIMER_SINK = _option("timer_sink", "Sink for due timers (default: --sink).", SINKS)
-BATCH = _option("batch", "Most entries of each kind read per poll.", TUNING, type=int)
-POLL_INTERVAL = _option(
-    "poll_interval", "Longest wait between polls when idle, in seconds.", TUNING, type=float
-)
+BATCH = _option("batch", "Most entries of each kind read per poll.", TUNING)
+POLL_INTERVAL = _option("poll_interval", "Longest wait between polls when idle, in seconds.", TUNING)
 RETRY_BASE = _option(
-    "retry_base", "First retry delay in seconds; it doubles per attempt, with jitter.", TUNING, type=float
+    "retry_base", "First retry delay in seconds; it doubles per attempt, with jitter.", TUNING
 )
 RETRY_CAP = _option(
-    "retry_cap", "Longest retry delay in seconds (a sink's Retry-After may exceed it).", TUNING, type=float
+    "retry_cap", "Longest retry delay in seconds (a sink's Retry-After may exceed it).", TUNING
 )
-MAX_ATTEMPTS = _option("max_attempts", "Attempts before an entry is dead-lettered.", TUNING, type=int)
+MAX_ATTEMPTS = _option("max_attempts", "Attempts before an entry is dead-lettered.", TUNING)
 LEASE_TTL = _option(
-    "lease_ttl", "Lease time-to-live per prefix in seconds (renewed every third of it).", TUNING, type=float
+    "lease_ttl", "Lease time-to-live per prefix in seconds (renewed every third of it).", TUNING
 )
 WAKE = click.option(
     "--wake/--no-wake",
@@ -104,7 +118,7 @@ WAKE = click.option(
     panel=TUNING,
 )
 SHUTDOWN_GRACE = _option(
-    "shutdown_grace", "Seconds in-flight deliveries may take after SIGTERM/SIGINT.", TUNING, type=float
+    "shutdown_grace", "Seconds in-flight deliveries may take after SIGTERM/SIGINT.", TUNING
 )
 METRICS_ADDR = _option(
     "metrics_addr",
@@ -113,51 +127,42 @@ METRICS_ADDR = _option(
 )
 LOG_FORMAT = _option("log_format", "json or console (default: json unless stderr is a terminal).", OBSERVE)
 LOG_LEVEL = _option("log_level", "debug, info, warning or error.", OBSERVE)
-REDIS_USERNAME_FILE = _option(
-    "redis_username_file", "File holding the Redis ACL username.", SECURITY, type=FILE
-)
-REDIS_PASSWORD_FILE = _option("redis_password_file", "File holding the Redis password.", SECURITY, type=FILE)
+REDIS_USERNAME_FILE = _option("redis_username_file", "File holding the Redis ACL username.", SECURITY)
+REDIS_PASSWORD_FILE = _option("redis_password_file", "File holding the Redis password.", SECURITY)
 SENTINEL_USERNAME_FILE = _option(
     "sentinel_username_file",
     "File holding the Sentinel ACL username (redis+sentinel://).",
     SECURITY,
-    type=FILE,
 )
 SENTINEL_PASSWORD_FILE = _option(
-    "sentinel_password_file", "File holding the sentinels' password (redis+sentinel://).", SECURITY, type=FILE
+    "sentinel_password_file", "File holding the sentinels' password (redis+sentinel://).", SECURITY
 )
 REDIS_CA_FILE = _option(
-    "redis_ca_file", "PEM CA bundle trusted for rediss:// instead of the system store.", SECURITY, type=FILE
+    "redis_ca_file", "PEM CA bundle trusted for rediss:// instead of the system store.", SECURITY
 )
 REDIS_CERT_FILE = _option(
-    "redis_cert_file", "PEM client certificate for mutual TLS (with --redis-key-file).", SECURITY, type=FILE
+    "redis_cert_file", "PEM client certificate for mutual TLS (with --redis-key-file).", SECURITY
 )
 REDIS_KEY_FILE = _option(
-    "redis_key_file", "PEM client key for mutual TLS (with --redis-cert-file).", SECURITY, type=FILE
+    "redis_key_file", "PEM client key for mutual TLS (with --redis-cert-file).", SECURITY
 )
 ALLOW_PLAINTEXT = _flag(
     "allow_plaintext", "Permit plaintext Redis to a non-loopback host (never with credentials).", SECURITY
 )
 WEBHOOK_SECRET_FILE = _option(
-    "webhook_secret_file", "File holding the webhook HMAC-SHA256 signing key.", SECURITY, type=FILE
+    "webhook_secret_file", "File holding the webhook HMAC-SHA256 signing key.", SECURITY
 )
-WEBHOOK_TIMEOUT = _option("webhook_timeout", "Seconds one webhook request may take.", SINKS, type=float)
-WEBHOOK_CONCURRENCY = _option(
-    "webhook_concurrency", "Most webhook requests in flight at once.", SINKS, type=int
-)
-WEBHOOK_CONNECT_TIMEOUT = _option(
-    "webhook_connect_timeout", "Seconds to open a webhook connection.", SINKS, type=float
-)
+WEBHOOK_TIMEOUT = _option("webhook_timeout", "Seconds one webhook request may take.", SINKS)
+WEBHOOK_CONCURRENCY = _option("webhook_concurrency", "Most webhook requests in flight at once.", SINKS)
+WEBHOOK_CONNECT_TIMEOUT = _option("webhook_connect_timeout", "Seconds to open a webhook connection.", SINKS)
 WEBHOOK_READ_TIMEOUT = _option(
-    "webhook_read_timeout", "Seconds a webhook answer may pause between reads.", SINKS, type=float
+    "webhook_read_timeout", "Seconds a webhook answer may pause between reads.", SINKS
 )
 WEBHOOK_HEADERS_FILE = _option(
-    "webhook_headers_file", "File of extra webhook headers, one 'Name: value' a line.", SECURITY, type=FILE
+    "webhook_headers_file", "File of extra webhook headers, one 'Name: value' a line.", SECURITY
 )
 WEBHOOK_GZIP = _flag("webhook_gzip", "Gzip webhook request bodies.", SINKS)
-WEBHOOK_CA_FILE = _option(
-    "webhook_ca_file", "PEM CA bundle trusted for https:// webhooks.", SECURITY, type=FILE
-)
+WEBHOOK_CA_FILE = _option("webhook_ca_file", "PEM CA bundle trusted for https:// webhooks.", SECURITY)
 
 CONSOLE_ADDR = _option(
     "console_addr",
@@ -168,40 +173,29 @@ CONSOLE_TOKEN_FILE = _option(
     "console_token_file",
     "File holding the console's access token (compared in constant time).",
     CONSOLE,
-    type=FILE,
 )
 ALLOW_ACTIONS = _flag(
     "allow_actions", "Let the console replay and purge dead letters (read-only otherwise).", CONSOLE
 )
 CONSOLE_REPLAY_RATE = _option(
-    "console_replay_rate", "Most dead letters the console replays per second.", CONSOLE, type=float
+    "console_replay_rate", "Most dead letters the console replays per second.", CONSOLE
 )
 
 AMQP_PASSWORD_FILE = _option(
-    "amqp_password_file", "File holding the AMQP user's password (amqp sink).", SECURITY, type=FILE
+    "amqp_password_file", "File holding the AMQP user's password (amqp sink).", SECURITY
 )
 AMQP_CA_FILE = _option(
-    "amqp_ca_file", "PEM CA bundle trusted for amqps:// instead of the system store.", SECURITY, type=FILE
+    "amqp_ca_file", "PEM CA bundle trusted for amqps:// instead of the system store.", SECURITY
 )
-KAFKA_USERNAME_FILE = _option(
-    "kafka_username_file", "File holding the kafka sink's SASL username.", SECURITY, type=FILE
-)
-KAFKA_PASSWORD_FILE = _option(
-    "kafka_password_file", "File holding the kafka sink's SASL password.", SECURITY, type=FILE
-)
+KAFKA_USERNAME_FILE = _option("kafka_username_file", "File holding the kafka sink's SASL username.", SECURITY)
+KAFKA_PASSWORD_FILE = _option("kafka_password_file", "File holding the kafka sink's SASL password.", SECURITY)
 KAFKA_SASL_MECHANISM = _option(
     "kafka_sasl_mechanism", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.", SECURITY
 )
-KAFKA_CA_FILE = _option(
-    "kafka_ca_file", "PEM CA bundle for the kafka sink's TLS (implies TLS).", SECURITY, type=FILE
-)
-NATS_CREDS_FILE = _option(
-    "nats_creds_file", "The nats sink's credentials file (JWT and seed).", SECURITY, type=FILE
-)
-NATS_TOKEN_FILE = _option("nats_token_file", "File holding the nats sink's token.", SECURITY, type=FILE)
-NATS_CA_FILE = _option(
-    "nats_ca_file", "PEM CA bundle for the nats sink's TLS (implies TLS).", SECURITY, type=FILE
-)
+KAFKA_CA_FILE = _option("kafka_ca_file", "PEM CA bundle for the kafka sink's TLS (implies TLS).", SECURITY)
+NATS_CREDS_FILE = _option("nats_creds_file", "The nats sink's credentials file (JWT and seed).", SECURITY)
+NATS_TOKEN_FILE = _option("nats_token_file", "File holding the nats sink's token.", SECURITY)
+NATS_CA_FILE = _option("nats_ca_file", "PEM CA bundle for the nats sink's TLS (implies TLS).", SECURITY)
 
 
 #: What every command that connects to Redis takes: where, how to log, which credentials and TLS.

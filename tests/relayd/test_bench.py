@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from io import StringIO
 from pathlib import Path
 
 import pytest
 import redis
 from click.testing import CliRunner
+from rich.console import Console
 
 from relayd.batch import Batch
 from relayd.bench.runner import TimingSink
@@ -24,6 +26,7 @@ from relayd.bench.stats import (
     sane,
 )
 from relayd.cli.app import app
+from relayd.cli.bench import render
 from relayd.demo.embedded import EmbeddedRedis
 from relayd.envelope import Envelope
 from relayd.sinks.base import DELIVERED, Delivered, Retry
@@ -257,3 +260,22 @@ async def test_the_timing_sink_counts_and_samples_only_confirmed_entries(
 
     assert sink.delivered == delivered
     assert list(sink.latencies_s) == sampled
+
+
+def test_the_scale_table_has_a_row_per_backlog_and_the_ratio_below() -> None:
+    def figures(backlog: int, pass_s: float) -> dict:
+        return {"backlog": backlog, "median_pass_s": pass_s, "p99_pass_s": pass_s, "entries_per_s": 9.0}
+
+    scale = {"batch": 5, "1000": figures(1000, 0.002), "3000": figures(3000, 0.003), "pass_cost_ratio": 1.5}
+    for fig in (scale["1000"], scale["3000"]):
+        fig["peak_rss_mb"] = 42.0
+    report = {"redis": "given", "hiredis": True, "backlog": 10, "batch": 5, "sink": "null", "scale": scale}
+    out = StringIO()
+
+    render(report | {"problems": []}, Console(file=out, width=200))
+
+    rows = [line for line in out.getvalue().splitlines() if "42" in line]
+    assert [row.split()[1] for row in rows] == ["1,000", "3,000"]
+    assert "2.00" in rows[0]
+    assert "3.00" in rows[1]
+    assert "pass cost large/small: 1.50x" in out.getvalue()

@@ -2,15 +2,35 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from relayd.defaults import DEFAULTS, OPTION_NAMES
 from relayd.errors import ConfigError
 from relayd.redis_url import parse_redis_url
-from relayd.settings import expand_prefixes, load_settings, parse_host_port
+from relayd.settings import Settings, expand_prefixes, load_settings, parse_host_port
 
 pytestmark = pytest.mark.usefixtures("no_relayd_env", "reset_logging")
+
+
+def _mounted(directory: Path, **contents: str) -> dict[str, Path]:
+    """Files as a Kubernetes Secret mounts them (each value and a newline), by name."""
+    files = {name: directory / name for name in contents}
+    for name, path in files.items():
+        path.write_text(f"{contents[name]}\n")
+    return files
+
+
+def test_settings_declares_every_option_with_its_documented_default():
+    """An option in ``relayd.defaults`` (and so on the CLI) but not in Settings would be dropped."""
+    declared = {field.name: field.default for field in dataclasses.fields(Settings) if field.init}
+
+    assert set(declared) == OPTION_NAMES
+    assert {name: declared[name] for name in OPTION_NAMES} == {
+        name: getattr(DEFAULTS, name) for name in OPTION_NAMES
+    }
 
 
 def test_defaults_map_onto_sweep_and_sink_options():
@@ -101,14 +121,12 @@ def test_url_credentials_never_appear_in_errors_or_display():
 
 
 def test_credentials_come_from_files_and_win_over_the_url(tmp_path: Path):
-    user, password = tmp_path / "user", tmp_path / "password"
-    user.write_text("relay\n")
-    password.write_text("from-file\n")
+    files = _mounted(tmp_path, user="relay", password="from-file")
 
     settings = load_settings(
         redis_url="redis://urluser:from-url@127.0.0.1/0",
-        redis_username_file=user,
-        redis_password_file=password,
+        redis_username_file=files["user"],
+        redis_password_file=files["password"],
     )
 
     username, secret = settings.redis_credentials
@@ -175,10 +193,9 @@ def test_plaintext_to_remote_host_is_allowed_with_the_opt_in():
 
 
 def test_webhook_secret_reaches_sink_options(tmp_path: Path):
-    secret = tmp_path / "secret"
-    secret.write_text("sign-me\n")
+    files = _mounted(tmp_path, secret="sign-me")
 
-    settings = load_settings(webhook_secret_file=secret, webhook_concurrency=4)
+    settings = load_settings(webhook_secret_file=files["secret"], webhook_concurrency=4)
 
     assert settings.sink_options().webhook_secret == b"sign-me"
     assert settings.sink_options().webhook_concurrency == 4
@@ -255,14 +272,12 @@ def test_log_format_and_level_are_case_insensitive(monkeypatch: pytest.MonkeyPat
 
 def test_sentinel_credentials_come_from_their_own_files(tmp_path: Path):
     """The URL's (or --redis-*-file) credentials are the master's; the sentinels' are their own."""
-    user, password = tmp_path / "user", tmp_path / "password"
-    user.write_text("sentinel-reader\n")
-    password.write_text("s-pw\n")
+    files = _mounted(tmp_path, user="sentinel-reader", password="s-pw")
 
     settings = load_settings(
         redis_url="redis+sentinel://:m-pw@127.0.0.1:26379,127.0.0.1:26380/cache/2",
-        sentinel_username_file=user,
-        sentinel_password_file=password,
+        sentinel_username_file=files["user"],
+        sentinel_password_file=files["password"],
     )
 
     sentinel_user, sentinel_password = settings.sentinel_credentials
@@ -304,17 +319,25 @@ def test_sentinel_urls_follow_the_same_rules(kwargs, message, tmp_path: Path):
 
 def test_amqp_password_file_and_ca_reach_sink_options_and_are_redacted(tmp_path: Path):
     """The password is read from its file, is a secret for log redaction, and is not in a repr."""
-    password, ca = tmp_path / "amqp-password", tmp_path / "ca.pem"
-    password.write_text("rabbit-pw\n")
-    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    files = _mounted(tmp_path, password="rabbit-pw", ca="-----BEGIN CERTIFICATE-----")
 
-    settings = load_settings(amqp_password_file=password, amqp_ca_file=ca)
+    settings = load_settings(amqp_password_file=files["password"], amqp_ca_file=files["ca"])
     options = settings.sink_options()
 
     assert options.amqp_password == "rabbit-pw"
-    assert options.amqp_ca_file == str(ca)
+    assert options.amqp_ca_file == str(files["ca"])
     assert "rabbit-pw" in settings.secrets()
     assert "rabbit-pw" not in repr(options)
+
+
+def test_redis_and_webhook_ca_files_reach_sink_options_as_paths(tmp_path: Path):
+    ca = _mounted(tmp_path, ca="-----BEGIN CERTIFICATE-----")["ca"]
+
+    settings = load_settings(redis_url="rediss://127.0.0.1/0", redis_ca_file=ca, webhook_ca_file=ca)
+    options = settings.sink_options()
+
+    assert (options.redis_ca_file, options.webhook_ca_file) == (str(ca), str(ca))
+    assert (options.sentinel_password, options.amqp_password) == (None, None)
 
 
 def test_an_unreadable_amqp_password_file_is_a_config_error_naming_the_option(tmp_path: Path):

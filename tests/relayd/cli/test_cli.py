@@ -5,8 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import typing
 from pathlib import Path
 
+import click
 import orjson
 import pytest
 import redis
@@ -14,7 +16,7 @@ from click.testing import CliRunner
 from support.seeding import Entries
 
 from relayd.cli.app import app
-from relayd.defaults import OPTION_NAMES
+from relayd.defaults import OPTION_NAMES, Defaults
 
 WIDE = {"COLUMNS": "300", "TERMINAL_WIDTH": "300"}
 
@@ -44,6 +46,23 @@ def test_help_lists_every_options_env_var(path):
         assert f"RELAYD_{envvar.removeprefix('RELAYD_')}" in result.output
 
 
+def test_option_types_follow_the_annotations_of_their_defaults():
+    """An option's click type is its ``Defaults`` field's: int, float (or None), a path (or None)."""
+    params = {param.name: param for path in (["sweep"], ["console"]) for param in _command(path).params}
+    click_types = {int: click.types.IntParamType, float: click.types.FloatParamType, Path: click.Path}
+    typed = 0
+    for name, hint in typing.get_type_hints(Defaults).items():
+        value_type = next((arg for arg in typing.get_args(hint) if arg is not type(None)), hint)
+        if value_type in click_types:
+            assert isinstance(params[name].type, click_types[value_type]), name
+            typed += 1
+
+    assert typed > 20
+    assert params["redis_ca_file"].type.convert("ca.pem", None, None) == Path("ca.pem")
+    assert isinstance(params["log_level"].type, click.types.StringParamType)
+    assert params["prefix"].multiple
+
+
 #: Settings only ``relayd console`` reads (its own listener, token and actions).
 CONSOLE_SETTINGS = {"console_addr", "console_token_file", "allow_actions", "console_replay_rate"}
 
@@ -68,7 +87,7 @@ def test_console_help_covers_its_own_settings():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--bogus"], "No such option"),
+        (["--bogus"], "No such option '--bogus'"),
         (["--batch", "many"], "Invalid value for '--batch'"),
         (["--batch", "0"], "invalid --batch (RELAYD_BATCH)"),
         (["--sink", "nope"], "unknown sink 'nope'"),
