@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import orjson
 
@@ -23,6 +23,8 @@ from store.keys import parse_timer_member
 from store.protocols import JsonModel
 
 if TYPE_CHECKING:
+    import pydantic
+
     from store.models import ExecutionSummary, OutboxEntry, SpawnEntry
 
 M = TypeVar("M", bound=JsonModel)
@@ -39,16 +41,25 @@ def dumps(obj: Any) -> bytes:
     return b"".join((orjson.dumps(obj), b""))
 
 
-@functools.cache
-def _models() -> tuple[type[OutboxEntry[Any]], type[SpawnEntry], type[ExecutionSummary]]:
-    """The model classes, imported on the first decode and kept.
+class _Models(NamedTuple):
+    outbox_entry: type[OutboxEntry[Any]]
+    spawn_entry: type[SpawnEntry]
+    summary: type[ExecutionSummary]
+    validation_error: type[pydantic.ValidationError]
 
-    A ``from store.models import ...`` inside the decoders would run the import machinery
-    again for every entry decoded; this cached lookup runs it once.
+
+@functools.cache
+def _models() -> _Models:
+    """The model classes and pydantic's ValidationError, imported on the first decode and kept.
+
+    An import statement inside the decoders would run the import machinery again for every
+    entry decoded; this cached lookup runs it once.
     """
+    import pydantic
+
     from store.models import ExecutionSummary, OutboxEntry, SpawnEntry
 
-    return OutboxEntry, SpawnEntry, ExecutionSummary
+    return _Models(OutboxEntry, SpawnEntry, ExecutionSummary, pydantic.ValidationError)
 
 
 def _text(raw: bytes | str) -> str:
@@ -114,9 +125,7 @@ def decode_outbox(field: bytes | str, value: bytes | str, event_model: type[M]) 
     seq = parse_seq(field)
     if seq is None:
         raise MalformedEntry("bad_seq", f"outbox field {_text(field)!r} is not a decimal seq")
-    import pydantic
-
-    outbox_entry = _models()[0]
+    models = _models()
     doc = _object(value)
     if "t" not in doc or "e" not in doc:
         raise MalformedEntry("missing_field", "outbox value needs 't' and 'e'")
@@ -130,10 +139,10 @@ def decode_outbox(field: bytes | str, value: bytes | str, event_model: type[M]) 
         raise MalformedEntry("wrong_type", "outbox 'e' must be the event JSON")
     try:
         event = event_model.model_validate_json(event_raw)
-    except pydantic.ValidationError as exc:
+    except models.validation_error as exc:
         reason = "bad_json" if any(e["type"] == "json_invalid" for e in exc.errors()) else "missing_field"
         raise MalformedEntry(reason, f"outbox event: {exc.error_count()} error(s)") from None
-    return outbox_entry(seq, target, event)
+    return models.outbox_entry(seq, target, event)
 
 
 def decode_spawn(field: bytes | str, value: bytes | str) -> SpawnEntry:
@@ -145,7 +154,7 @@ def decode_spawn(field: bytes | str, value: bytes | str) -> SpawnEntry:
     seq = parse_seq(field)
     if seq is None:
         raise MalformedEntry("bad_seq", f"spawn field {_text(field)!r} is not a decimal seq")
-    spawn_entry = _models()[1]
+    spawn_entry = _models().spawn_entry
     doc = _object(value)
     missing = [k for k in ("p", "c", "r", "x") if k not in doc]
     if missing:
@@ -168,11 +177,9 @@ def decode_timer(member: bytes | str, score: float) -> tuple[str, str, float]:
 
 def decode_summary(raw: bytes | str) -> ExecutionSummary | None:
     """A listing row from a stored execution; None when the JSON is not an execution."""
-    import pydantic
-
-    summary = _models()[2]
+    models = _models()
     try:
         doc = orjson.loads(raw)
-        return summary.from_data(doc, doc.get("version", 0))
-    except (orjson.JSONDecodeError, pydantic.ValidationError, KeyError, TypeError, AttributeError):
+        return models.summary.from_data(doc, doc.get("version", 0))
+    except (orjson.JSONDecodeError, models.validation_error, KeyError, TypeError, AttributeError):
         return None
