@@ -24,7 +24,7 @@ from typing import Final
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from relayd.errors import ConfigError
-from relayd.sinks.spec import is_loopback_host
+from relayd.redis_url import is_loopback
 
 EXAMPLE: Final = "amqp:amqp://HOST:5672/VHOST?exchange=NAME&routing_key=events.{target}"
 DEFAULT_PORTS: Final = {"amqp": 5672, "amqps": 5671}
@@ -85,7 +85,7 @@ def parse_amqp_target(
         raise ConfigError("sink 'amqp': a routing key is at most 255 bytes")
     tls = parts.scheme == "amqps"
     host = parts.hostname
-    if not tls and not is_loopback_host(host):
+    if not tls and not is_loopback(host):
         if has_password_file:
             raise ConfigError(
                 f"sink 'amqp': the password is never sent in plaintext to {host!r}; use amqps://"

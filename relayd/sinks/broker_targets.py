@@ -23,7 +23,7 @@ from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
 from relayd.errors import ConfigError
-from relayd.sinks.spec import is_loopback_host
+from relayd.redis_url import is_loopback
 
 #: What ``{target}`` becomes for an envelope without an ordering key (as the stream sink does).
 NO_TARGET: Final = "_"
@@ -130,7 +130,7 @@ def check_plaintext(
     """
     if tls:
         return
-    remote = [host for host in hosts if not is_loopback_host(host)]
+    remote = [host for host in hosts if not is_loopback(host)]
     if not remote:
         return
     if credentials:
