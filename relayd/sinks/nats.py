@@ -35,11 +35,10 @@ from relayd.errors import ConfigError, SinkError
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
     check_plaintext,
-    fill_targets,
-    fill_template,
     nats_subject_ok,
     parse_nats_target,
 )
+from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import SinkSpec
 
 INSTALL_HINT: Final = "sink 'nats' needs the nats extra: pip install 'relayd[nats]'"
