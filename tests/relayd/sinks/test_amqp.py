@@ -136,6 +136,7 @@ async def test_a_missing_exchange_is_retry_not_ready_then_recovers_on_a_new_chan
 
     outcomes = await sink.deliver(Batch.of(batch))
 
+    assert len(outcomes) == 3
     assert all(isinstance(o, Retry) for o in outcomes)
     assert "not found" in (sink.not_ready_reason() or "")
     await declare(rabbitmq_server.url, exchange, {queue: "ev"})

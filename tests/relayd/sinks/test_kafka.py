@@ -106,6 +106,7 @@ async def test_an_unreachable_broker_is_retry_and_not_ready(make_sink, prefix):
 
     outcomes = await sink.deliver(Batch.of([outbox(prefix, 1, "t"), outbox(prefix, 2, None)]))
 
+    assert len(outcomes) == 2
     assert all(isinstance(o, Retry) for o in outcomes)
     assert not sink.ready()
 
