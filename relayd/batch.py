@@ -58,7 +58,8 @@ class Batch(Sequence["Envelope"]):
 
     @staticmethod
     def of(envelopes: Iterable[Envelope], kind: Kind | None = None) -> Batch:
-        """``envelopes`` as a batch: a batch as it is, anything else as an ``EnvelopeList``.
+        """``envelopes`` as a batch: a batch as it is, anything else as an ``EnvelopeList`` (which
+        keeps a list as it is, not a copy of it).
 
         Without ``kind`` the envelopes name it; they must be at least one and all of one kind.
 
@@ -67,7 +68,7 @@ class Batch(Sequence["Envelope"]):
         """
         if isinstance(envelopes, Batch):
             return envelopes
-        return EnvelopeList(list(envelopes), kind)
+        return EnvelopeList(envelopes if type(envelopes) is list else list(envelopes), kind)
 
 
 class EnvelopeList(Batch):

@@ -203,20 +203,9 @@ class AmqpSink:
         return self._channel
 
     async def _connect(self) -> aiormq.abc.AbstractConnection:
-        from yarl import URL
-
         target = self._target
-        query = {"heartbeat": str(target.heartbeat_s)} if target.heartbeat_s is not None else {}
-        url = URL.build(
-            scheme="amqps" if target.tls else "amqp",
-            user=target.username or "guest",
-            password=self._password or "guest",
-            host=target.host,
-            port=target.port,
-            query=query,
-        )
         context = ssl.create_default_context(cafile=self._ca_file) if target.tls else None
-        connection = self._aiormq.Connection(url, context=context)
+        connection = self._aiormq.Connection(target.connection_url(self._password), context=context)
         connection.vhost = target.vhost  # set here, not in the URL: no quoting rules to get wrong
         try:
             await connection.connect()

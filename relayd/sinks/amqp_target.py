@@ -20,11 +20,14 @@ without the optional extra installed). The grammar (DESIGN §8)::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from relayd.errors import ConfigError
-from relayd.sinks.spec import is_loopback_host
+from relayd.redis_url import is_loopback
+
+if TYPE_CHECKING:
+    from yarl import URL
 
 EXAMPLE: Final = "amqp:amqp://HOST:5672/VHOST?exchange=NAME&routing_key=events.{target}"
 DEFAULT_PORTS: Final = {"amqp": 5672, "amqps": 5671}
@@ -49,6 +52,22 @@ class AmqpTarget:
     def display(self) -> str:
         """The broker as an operator may see it in logs: scheme, host, port and vhost."""
         return f"{'amqps' if self.tls else 'amqp'}://{self.host}:{self.port}/{self.vhost}"
+
+    def connection_url(self, password: str | None) -> URL:
+        """The URL aiormq connects with: the user and ``password`` (``guest`` for either left
+        out) and the heartbeat. The vhost is not in it: the caller sets it on the connection, so
+        no quoting rules can get it wrong."""
+        from yarl import URL
+
+        query = {"heartbeat": str(self.heartbeat_s)} if self.heartbeat_s is not None else {}
+        return URL.build(
+            scheme="amqps" if self.tls else "amqp",
+            user=self.username or "guest",
+            password=password or "guest",
+            host=self.host,
+            port=self.port,
+            query=query,
+        )
 
 
 def parse_amqp_target(
@@ -85,7 +104,7 @@ def parse_amqp_target(
         raise ConfigError("sink 'amqp': a routing key is at most 255 bytes")
     tls = parts.scheme == "amqps"
     host = parts.hostname
-    if not tls and not is_loopback_host(host):
+    if not tls and not is_loopback(host):
         if has_password_file:
             raise ConfigError(
                 f"sink 'amqp': the password is never sent in plaintext to {host!r}; use amqps://"

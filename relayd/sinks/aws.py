@@ -151,7 +151,7 @@ class _AwsSink:
         if not batch:
             return []
         bodies, ids, keys, kind = batch.render(), batch.ids(), batch.keys(), batch.kind
-        columns = Columns(bodies=[body.decode() for body in bodies], ids=ids, kind=kind, keys=keys)
+        columns = Columns(bodies=bodies, ids=ids, kind=kind, keys=keys)
         outcomes: list[Outcome] = [_HELD] * len(ids)
         sizes = [self._size(columns, index) for index in range(len(ids))]
         sendable = []

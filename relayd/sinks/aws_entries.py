@@ -43,9 +43,9 @@ _TOKEN: Final = re.compile(r"[!-~]{1,128}")  # printable ASCII without space
 
 @dataclass(frozen=True, slots=True)
 class Columns:
-    """A batch as the columns an AWS request is built from (bodies as text)."""
+    """A batch as the columns an AWS request is built from (bodies as rendered, in bytes)."""
 
-    bodies: Sequence[str]
+    bodies: Sequence[bytes]
     ids: Sequence[str]
     kind: str
     keys: Sequence[str | None]
@@ -101,15 +101,13 @@ def chunks(
 
 def queue_size(columns: Columns, index: int) -> int:
     """Bytes an SQS/SNS message counts against its limits: body and attributes."""
-    return (
-        len(columns.bodies[index].encode()) + len(columns.ids[index]) + len(columns.kind) + ATTRIBUTE_OVERHEAD
-    )
+    return len(columns.bodies[index]) + len(columns.ids[index]) + len(columns.kind) + ATTRIBUTE_OVERHEAD
 
 
 def kinesis_size(columns: Columns, index: int) -> int:
     """Bytes a Kinesis record counts: data and partition key."""
     key = columns.keys[index] or columns.ids[index]
-    return len(columns.bodies[index].encode()) + len(partition_key(key).encode())
+    return len(columns.bodies[index]) + len(partition_key(key).encode())
 
 
 def too_large(service: str, size: int, limit: int) -> Permanent:
@@ -129,7 +127,7 @@ def sqs_entries(columns: Columns, chunk: Sequence[int], *, fifo: bool) -> list[d
     for position, index in enumerate(chunk):
         entry: dict[str, Any] = {
             "Id": str(position),
-            "MessageBody": columns.bodies[index],
+            "MessageBody": columns.bodies[index].decode(),
             "MessageAttributes": _attributes(columns.ids[index], columns.kind),
         }
         if fifo:
@@ -151,7 +149,7 @@ def kinesis_records(columns: Columns, chunk: Sequence[int]) -> list[dict[str, An
     """PutRecords records of ``chunk``, in order."""
     return [
         {
-            "Data": columns.bodies[index].encode(),
+            "Data": columns.bodies[index],
             "PartitionKey": partition_key(columns.keys[index] or columns.ids[index]),
         }
         for index in chunk

@@ -1,4 +1,4 @@
-"""Parse the ``kafka:`` and ``nats:`` sink targets and fill their topic / subject templates.
+"""Parse the ``kafka:`` and ``nats:`` sink targets and check their topic / subject templates.
 
 Pure: no I/O, no client library. The grammar (DESIGN §8)::
 
@@ -6,9 +6,10 @@ Pure: no I/O, no client library. The grammar (DESIGN §8)::
     nats:nats://HOST:PORT[,nats://HOST:PORT...]?subject=NAME[&timeout_s=S]
 
 ``NAME`` may hold ``{target}`` (the envelope's ordering key, ``_`` when it has none),
-``{kind}`` and ``{prefix}``. Kafka uses TLS with ``tls=true`` or when a CA file is configured;
-NATS uses it for ``tls://`` server URLs or when a CA file is configured. ``timeout_s`` bounds
-how long a batch waits for its confirmations (default ``DEFAULT_TIMEOUT_S``).
+``{kind}`` and ``{prefix}`` (filled by ``relayd.sinks.routing``). Kafka uses TLS with
+``tls=true`` or when a CA file is configured; NATS uses it for ``tls://`` server URLs or when a
+CA file is configured. ``timeout_s`` bounds how long a batch waits for its confirmations
+(default ``DEFAULT_TIMEOUT_S``).
 
 Plaintext to a host that is not loopback needs ``--allow-plaintext``, and is refused outright
 when credentials are configured (DESIGN §7), as for Redis.
@@ -23,17 +24,15 @@ from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
 from relayd.errors import ConfigError
-from relayd.sinks.spec import is_loopback_host
+from relayd.redis_url import is_loopback
+from relayd.sinks.routing import PLACEHOLDERS, is_templated
 
-#: What ``{target}`` becomes for an envelope without an ordering key (as the stream sink does).
-NO_TARGET: Final = "_"
 #: Seconds a batch waits for its broker confirmations unless the spec says ``timeout_s``.
 DEFAULT_TIMEOUT_S: Final = 30.0
 #: Kafka's own rule for topic names (legal characters, at most 249 of them).
 _KAFKA_TOPIC: Final = re.compile(r"[A-Za-z0-9._-]{1,249}")
 #: A NATS subject: dot-separated tokens without whitespace or wildcards.
 _NATS_TOKEN: Final = re.compile(r"[^\s.*>]+")
-_TEMPLATE_FIELDS: Final = ("{target}", "{kind}", "{prefix}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +82,7 @@ def parse_kafka_target(text: str) -> KafkaTarget:
     topic = params.get("topic", "")
     if not topic:
         raise ConfigError("sink 'kafka' needs a topic: 'kafka:HOST:PORT?topic=NAME'")
-    if not _has_template(topic) and not _KAFKA_TOPIC.fullmatch(topic):
+    if not is_templated(topic) and not _KAFKA_TOPIC.fullmatch(topic):
         raise ConfigError(f"sink 'kafka': {topic[:60]!r} is not a legal Kafka topic name")
     tls = params.get("tls", "false").lower()
     if tls not in ("true", "false"):
@@ -130,7 +129,7 @@ def check_plaintext(
     """
     if tls:
         return
-    remote = [host for host in hosts if not is_loopback_host(host)]
+    remote = [host for host in hosts if not is_loopback(host)]
     if not remote:
         return
     if credentials:
@@ -139,21 +138,6 @@ def check_plaintext(
         raise ConfigError(
             f"sink {sink!r}: plaintext to non-loopback host {remote[0]!r} needs --allow-plaintext (or TLS)"
         )
-
-
-def fill_template(template: str, *, kind: str, prefix: str) -> str:
-    """``template`` with ``{kind}`` and ``{prefix}`` filled in (``{target}`` stays)."""
-    return template.replace("{kind}", kind).replace("{prefix}", prefix)
-
-
-def fill_targets(template: str, keys: Sequence[str | None]) -> list[str]:
-    """One name per ordering key: ``template`` with ``{target}`` filled in."""
-    if "{target}" not in template:
-        return [template] * len(keys)
-    head, _, tail = template.partition("{target}")
-    if "{target}" in tail:
-        return [template.replace("{target}", key or NO_TARGET) for key in keys]
-    return [f"{head}{key or NO_TARGET}{tail}" for key in keys]
 
 
 def kafka_topic_ok(topic: str) -> bool:
@@ -166,14 +150,10 @@ def nats_subject_ok(subject: str) -> bool:
     return all(_NATS_TOKEN.fullmatch(token) for token in subject.split("."))
 
 
-def _has_template(name: str) -> bool:
-    return any(field in name for field in _TEMPLATE_FIELDS)
-
-
 def _sample(template: str) -> str:
     """``template`` with every field replaced by a legal token, to check the fixed text."""
-    for field in _TEMPLATE_FIELDS:
-        template = template.replace(field, "x")
+    for placeholder in PLACEHOLDERS:
+        template = template.replace(placeholder, "x")
     return template
 
 

@@ -43,11 +43,10 @@ from relayd.errors import ConfigError, SinkError
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
     check_plaintext,
-    fill_targets,
-    fill_template,
     kafka_topic_ok,
     parse_kafka_target,
 )
+from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import SinkSpec
 
 INSTALL_HINT: Final = "sink 'kafka' needs the kafka extra: pip install 'relayd[kafka]'"

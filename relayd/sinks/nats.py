@@ -35,11 +35,10 @@ from relayd.errors import ConfigError, SinkError
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
     check_plaintext,
-    fill_targets,
-    fill_template,
     nats_subject_ok,
     parse_nats_target,
 )
+from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import SinkSpec
 
 INSTALL_HINT: Final = "sink 'nats' needs the nats extra: pip install 'relayd[nats]'"
@@ -155,9 +154,11 @@ class NatsSink:
         """Send every message without waiting; set the outcome of those refused at once."""
         sent: list[tuple[int, asyncio.Future[Any]]] = []
         publish = self._stream.publish_async
+        # One check per distinct subject, not per message: a batch mostly goes to a few subjects.
+        valid = {subject: nats_subject_ok(subject) for subject in set(subjects)}
         for index, body in enumerate(bodies):
             subject = subjects[index]
-            if not nats_subject_ok(subject):
+            if not valid[subject]:
                 outcomes[index] = Permanent(reason="nats: the subject for this entry is not valid")
                 continue
             if len(body) > self._connection.max_payload:  # refused before nats-py registers it

@@ -44,10 +44,9 @@ from relayd.errors import ConfigError, SinkError
 from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
 from relayd.sinks.redis_client import open_destination
+from relayd.sinks.routing import NO_TARGET
 from relayd.sinks.spec import SinkSpec, check_redis_url
 
-#: What ``{target}`` becomes for an envelope without an ordering key.
-NO_TARGET: Final = "_"
 SOCKET_TIMEOUT_S: Final = 5.0
 #: Replies that mean "this server runs no scripts for us": use the pipeline from then on.
 _SCRIPTS_REFUSED: Final = ("unknown command", "noperm", "no permissions", "disabled")

@@ -1,8 +1,9 @@
-"""Fill a broker sink's name template (topic, subject, routing key) for one envelope.
+"""Fill a broker sink's name template (topic, subject, routing key) for one envelope or a batch.
 
 Pure. ``{target}`` becomes the envelope's ordering key (the outbox target, the spawned child,
 the timer's execution) or ``_`` when it has none, ``{kind}`` its kind and ``{prefix}`` its
-prefix, so ``events.{prefix}.{kind}.{target}`` routes every target on its own key.
+prefix, so ``events.{prefix}.{kind}.{target}`` routes every target on its own key. ``{kind}``
+and ``{prefix}`` are filled first, so a target's own text is never read as a placeholder.
 """
 
 from __future__ import annotations
@@ -20,13 +21,25 @@ def is_templated(template: str) -> bool:
     return any(placeholder in template for placeholder in PLACEHOLDERS)
 
 
+def fill_template(template: str, *, kind: str, prefix: str) -> str:
+    """``template`` with ``{kind}`` and ``{prefix}`` filled in (``{target}`` stays)."""
+    return template.replace("{kind}", kind).replace("{prefix}", prefix)
+
+
+def fill_targets(template: str, keys: Sequence[str | None]) -> list[str]:
+    """One name per ordering key: ``template`` with ``{target}`` filled in (``_`` for no key)."""
+    if "{target}" not in template:
+        return [template] * len(keys)
+    head, _, tail = template.partition("{target}")
+    if "{target}" in tail:
+        return [template.replace("{target}", key or NO_TARGET) for key in keys]
+    return [f"{head}{key or NO_TARGET}{tail}" for key in keys]
+
+
 def fill(template: str, *, target: str | None, kind: str, prefix: str) -> str:
     """``template`` with ``{target}``, ``{kind}`` and ``{prefix}`` replaced."""
-    return (
-        template.replace("{target}", target if target is not None else NO_TARGET)
-        .replace("{kind}", kind)
-        .replace("{prefix}", prefix)
-    )
+    partial = fill_template(template, kind=kind, prefix=prefix)
+    return partial.replace("{target}", target if target is not None else NO_TARGET)
 
 
 def fill_all(

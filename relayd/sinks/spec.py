@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from relayd.errors import ConfigError
 from relayd.redis_url import REDIS_SCHEMES as _OWN_REDIS_SCHEMES
-from relayd.redis_url import check_redis_url, is_loopback, redact_url
+from relayd.redis_url import check_redis_url, redact_url
 from store import parse_url
 
 __all__ = ["REDIS_SCHEMES", "SinkSpec", "check_redis_url", "parse_sink_spec", "redact_url"]
@@ -203,8 +203,3 @@ _PARSERS: Final[dict[str, _Parser]] = {
     "harel": _parse_harel,
     "python": _parse_python,
 }
-
-
-def is_loopback_host(host: str) -> bool:
-    """Whether ``host`` names this machine (``localhost``, 127.0.0.0/8, ``::1``; brackets allowed)."""
-    return is_loopback(host.strip("[]").lower())

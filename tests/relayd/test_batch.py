@@ -64,6 +64,8 @@ def test_of_keeps_a_batch_and_wraps_a_list_without_copying_it():
     assert list(wrapped) == envelopes
     assert wrapped[1] is envelopes[1]
     assert wrapped.keys() == ["b", "c"]
+    envelopes.append(_spawn(3, "d"))
+    assert len(wrapped) == 3  # the list itself, not a copy (equal elements would pass for a copy)
 
 
 def test_a_slice_of_a_list_batch_is_a_batch_of_the_same_kind():

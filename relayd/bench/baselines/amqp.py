@@ -16,7 +16,6 @@ from typing import Final
 import aiormq
 import orjson
 from aiormq import spec as amqp_spec
-from yarl import URL
 
 from relayd.sinks.amqp_target import parse_amqp_target
 from relayd.sinks.base import SinkOptions
@@ -31,15 +30,8 @@ async def publish(
 ) -> int:
     """Publish every body to the spec's exchange with confirms; return how many were acked."""
     target = parse_amqp_target(spec.removeprefix("amqp:"))
-    url = URL.build(
-        scheme="amqps" if target.tls else "amqp",
-        user=target.username or "guest",
-        password=options.amqp_password or "guest",
-        host=target.host,
-        port=target.port,
-    )
     context = ssl.create_default_context(cafile=options.amqp_ca_file) if target.tls else None
-    connection = aiormq.Connection(url, context=context)
+    connection = aiormq.Connection(target.connection_url(options.amqp_password), context=context)
     connection.vhost = target.vhost
     await connection.connect()
     acked = 0

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 import orjson
 
 from relayd.sinks.base import SinkOptions
-from relayd.sinks.broker_targets import fill_targets, fill_template, parse_kafka_target
+from relayd.sinks.broker_targets import parse_kafka_target
 from relayd.sinks.kafka import producer_config
+from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import parse_sink_spec
 
 #: Bodies in flight at once: relayd's default ``--batch``, what the sink has in flight.

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 import orjson
 
-from relayd.sinks.broker_targets import fill_targets, fill_template, parse_nats_target
+from relayd.sinks.broker_targets import parse_nats_target
+from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import parse_sink_spec
 
 #: Bodies in flight at once: relayd's default ``--batch``, what the sink has in flight.

@@ -136,6 +136,7 @@ async def test_a_missing_exchange_is_retry_not_ready_then_recovers_on_a_new_chan
 
     outcomes = await sink.deliver(Batch.of(batch))
 
+    assert len(outcomes) == 3
     assert all(isinstance(o, Retry) for o in outcomes)
     assert "not found" in (sink.not_ready_reason() or "")
     await declare(rabbitmq_server.url, exchange, {queue: "ev"})
@@ -183,6 +184,27 @@ async def test_amqps_verifies_the_broker_with_the_ca_file(
     assert isinstance((await untrusted.deliver(Batch.of([outbox("p", 2, "a")])))[0], Retry)
     assert not untrusted.ready()
     assert [m.message_id for m in await drain(rabbitmq_server.url, queue)] == ["p:outbox:1"]
+
+
+async def test_the_client_baseline_publishes_the_bodies_to_the_keys_the_sink_would_use(
+    rabbitmq_server: RabbitServer, names: tuple[str, str]
+) -> None:
+    """``relayd bench``'s amqp baseline: the same bodies, routing keys and ids, every one acked."""
+    from relayd.bench.baselines.amqp import publish
+
+    exchange, queue = names
+    await declare(rabbitmq_server.url, exchange, {queue: "p.outbox.#"})
+    batch = [outbox("p", seq, f"exe-{seq % 3}") for seq in range(1, 11)]
+    query = f"exchange={exchange}&routing_key={{prefix}}.{{kind}}.{{target}}&heartbeat=30"
+    spec = f"amqp:{rabbitmq_server.url}?{query}"
+
+    acked = await publish(spec, [e.to_json() for e in batch], [e.ordering_key for e in batch], SinkOptions())
+
+    assert acked == len(batch)
+    got = await drain(rabbitmq_server.url, queue)
+    assert [m.body for m in got] == [e.to_json() for e in batch]
+    assert [m.message_id for m in got] == [e.id for e in batch]
+    assert [m.routing_key for m in got] == [f"p.outbox.exe-{seq % 3}" for seq in range(1, 11)]
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ import pytest
 
 from relayd.errors import ConfigError
 from relayd.settings import load_settings
-from relayd.sinks.broker_targets import fill_targets, fill_template, parse_kafka_target, parse_nats_target
+from relayd.sinks.broker_targets import parse_kafka_target, parse_nats_target
+from relayd.sinks.routing import fill_targets, fill_template
 
 
 @pytest.mark.parametrize(

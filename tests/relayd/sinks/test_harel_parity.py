@@ -141,6 +141,7 @@ async def test_every_due_timer_is_published_before_harel_would_fire_it(
         for group in {eid for eid, _, _ in due}
         for payload in await async_client.lrange(f"{prefix}:q:{group}", 0, -1)
     }
+    assert len(due) == len(FIRE_ATS) + 1  # every seeded timer (and "gone"'s): the check below is not empty
     assert {(eid, f"timeout:{eid}:{path}:{fire_at}") for eid, path, fire_at in due} <= queued
 
 

@@ -60,6 +60,7 @@ async def test_every_record_carries_its_envelope_key_and_headers_in_target_order
         if record.key() is not None:
             seqs_per_target[record.key()].append(orjson.loads(record.value())["seq"])
             partitions_per_target[record.key()].add(record.partition())
+    assert set(seqs_per_target) == {f"target-{n}".encode() for n in range(5)}  # the checks below ran
     assert all(seqs == sorted(seqs) for seqs in seqs_per_target.values())
     assert all(len(partitions) == 1 for partitions in partitions_per_target.values())
 
@@ -105,6 +106,7 @@ async def test_an_unreachable_broker_is_retry_and_not_ready(make_sink, prefix):
 
     outcomes = await sink.deliver(Batch.of([outbox(prefix, 1, "t"), outbox(prefix, 2, None)]))
 
+    assert len(outcomes) == 2
     assert all(isinstance(o, Retry) for o in outcomes)
     assert not sink.ready()
 

@@ -110,6 +110,22 @@ async def test_a_message_over_max_payload_is_permanent_and_the_rest_delivered(
     assert "too large" in outcomes[1].reason
 
 
+async def test_an_invalid_subject_for_an_entry_is_permanent_and_the_rest_delivered(
+    nats_server, jetstream, make_sink, prefix
+):
+    """Entries of one bad target share a subject, checked once: each of them is Permanent."""
+    await jetstream.add_stream(StreamConfig(name=prefix, subjects=[f"{prefix}.>"]))
+    sink = await make_sink(f"{nats_server.url}?subject={prefix}.{{target}}")
+    batch = [outbox(prefix, 1, "ok"), outbox(prefix, 2, "bad target"), outbox(prefix, 3, "bad target")]
+
+    outcomes = await sink.deliver(Batch.of(batch))
+
+    assert len(outcomes) == 3
+    assert outcomes[0] == DELIVERED
+    assert all(isinstance(o, Permanent) and "subject" in o.reason for o in outcomes[1:])
+    assert [m.subject for m in await read_stream(jetstream, prefix)] == [f"{prefix}.ok"]
+
+
 async def test_an_unreachable_server_is_retry_and_not_ready(make_sink, prefix):
     sink = await make_sink(f"nats://127.0.0.1:{free_port()}?subject=x&timeout_s=2")
 

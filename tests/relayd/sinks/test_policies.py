@@ -141,3 +141,12 @@ def test_routing_templates_fill_target_kind_and_prefix(
     assert (
         fill_all(template, targets=[target, target], kind="outbox", prefixes=["stm", "stm"]) == [expected] * 2
     )
+
+
+def test_a_target_that_reads_like_a_placeholder_is_kept_as_it_is() -> None:
+    """``{kind}`` and ``{prefix}`` are filled before ``{target}``: a target's own text stays."""
+    target = "a{prefix}b{kind}"
+
+    assert fill("ev.{prefix}.{target}", target=target, kind="outbox", prefix="stm") == f"ev.stm.{target}"
+    filled = fill_all("{kind}.{target}", targets=[target], kind="timer", prefixes=["stm"])
+    assert filled == [f"timer.{target}"]
