@@ -16,7 +16,9 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 import structlog
+from support.kafka import KafkaBroker, start_kafka
 from support.moto import MotoServer, start_moto
+from support.nats import NatsServer, start_nats
 from support.rabbitmq import RabbitServer, start_rabbitmq
 from support.redis_server import RedisServer, start_redis_server
 
@@ -49,6 +51,22 @@ def moto_server() -> Iterator[MotoServer]:
     server = start_moto()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[KafkaBroker]:
+    """One Kafka-protocol broker (tansu) for the session (per xdist worker); tests isolate by topic."""
+    broker = start_kafka()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def nats_server() -> Iterator[NatsServer]:
+    """One nats-server with JetStream for the session (per xdist worker); tests isolate by stream."""
+    server = start_nats()
+    yield server
+    server.cleanup()
 
 
 @pytest.fixture

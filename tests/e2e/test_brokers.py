@@ -9,47 +9,30 @@ partition, per subject); the backlog is empty and the exit code 0.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
 
 import nats
 import orjson
 import pytest
 from nats.js.api import StreamConfig
 from support.harel_backlog import assert_backlog_empty, assert_relayed, commit_harel_backlog, order_violations
-from support.kafka import KafkaBroker, start_kafka
-from support.nats import NatsServer, start_nats
 
 from tests.e2e.conftest import run_relayd
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def kafka() -> Iterator[KafkaBroker]:
-    broker = start_kafka()
-    yield broker
-    broker.stop()
-
-
-@pytest.fixture
-def nats_server() -> Iterator[NatsServer]:
-    server = start_nats()
-    yield server
-    server.cleanup()
-
-
-def test_sweep_once_drains_a_harel_backlog_into_kafka(redis_server, kafka, prefix):
+def test_sweep_once_drains_a_harel_backlog_into_kafka(redis_server, kafka_broker, prefix):
     client = redis_server.client()
     backlog = commit_harel_backlog(client, prefix)
-    kafka.create_topic(f"{prefix}.relay", partitions=4)
+    kafka_broker.create_topic(f"{prefix}.relay", partitions=4)
 
     result = run_relayd(
         "sweep", "--once", "--redis-url", redis_server.url, "--prefix", prefix,
-        "--sink", f"kafka:{kafka.bootstrap}?topic={{prefix}}.relay", "--batch", "200",
+        "--sink", f"kafka:{kafka_broker.bootstrap}?topic={{prefix}}.relay", "--batch", "200",
     )  # fmt: skip
 
     assert result.returncode == 0, result.stderr[-2000:]
-    records = kafka.read_topic(f"{prefix}.relay", len(backlog.due))
+    records = kafka_broker.read_topic(f"{prefix}.relay", len(backlog.due))
     assert_relayed(
         prefix,
         backlog,

@@ -150,7 +150,8 @@ def test_kafka_connection_cut_mid_drain_holds_the_backlog_then_delivers_everythi
 
 
 @pytest.fixture
-def nats_server() -> Iterator[NatsServer]:
+def own_nats_server() -> Iterator[NatsServer]:
+    """A nats-server owned by this test, which stops and starts it."""
     server = start_nats()
     yield server
     server.cleanup()
@@ -170,16 +171,16 @@ async def nats_ids(server: NatsServer, stream: str) -> list[str]:
 
 
 def test_nats_server_restarted_mid_drain_holds_the_backlog_then_delivers_everything(
-    redis_process: RedisServer, nats_server: NatsServer, tmp_path: Path, record_property: RecordProperty
+    redis_process: RedisServer, own_nats_server: NatsServer, tmp_path: Path, record_property: RecordProperty
 ) -> None:
     prefix = "nstop"
-    asyncio.run(add_stream(nats_server, prefix))
+    asyncio.run(add_stream(own_nats_server, prefix))
     outage = Outage(
         "nats-restart",
-        f"nats:{nats_server.url}?subject={prefix}.{{kind}}.{{target}}&timeout_s=3",
-        cut=nats_server.stop,
-        heal=nats_server.start,
-        delivered=lambda: asyncio.run(nats_ids(nats_server, prefix)),
+        f"nats:{own_nats_server.url}?subject={prefix}.{{kind}}.{{target}}&timeout_s=3",
+        cut=own_nats_server.stop,
+        heal=own_nats_server.start,
+        delivered=lambda: asyncio.run(nats_ids(own_nats_server, prefix)),
     )
 
     # Nats-Msg-Id: JetStream keeps one of each, so no duplicate may reach the stream

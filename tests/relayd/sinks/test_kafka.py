@@ -4,11 +4,9 @@ oversize, an unreachable broker, and the configuration it builds."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
 
 import orjson
 import pytest
-from support.kafka import KafkaBroker, start_kafka
 from support.redis_server import free_port
 
 from relayd.batch import Batch
@@ -21,13 +19,6 @@ from .conftest import outbox, spawn, timer
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def kafka() -> Iterator[KafkaBroker]:
-    broker = start_kafka()
-    yield broker
-    broker.stop()
-
-
 @pytest.fixture
 def make_sink(started):
     async def make(target: str, options: SinkOptions | None = None) -> KafkaSink:
@@ -36,16 +27,18 @@ def make_sink(started):
     return make
 
 
-async def test_every_record_carries_its_envelope_key_and_headers_in_target_order(kafka, make_sink, prefix):
-    kafka.create_topic(f"{prefix}-events", partitions=4)
-    sink = await make_sink(f"{kafka.bootstrap}?topic={{prefix}}-events")
+async def test_every_record_carries_its_envelope_key_and_headers_in_target_order(
+    kafka_broker, make_sink, prefix
+):
+    kafka_broker.create_topic(f"{prefix}-events", partitions=4)
+    sink = await make_sink(f"{kafka_broker.bootstrap}?topic={{prefix}}-events")
     batch = [outbox(prefix, seq, f"target-{seq % 5}" if seq % 7 else None) for seq in range(1, 201)]
 
     outcomes = await sink.deliver(Batch.of(batch))
 
     assert outcomes == [DELIVERED] * len(batch)
     assert sink.ready()
-    records = kafka.read_topic(f"{prefix}-events", len(batch))
+    records = kafka_broker.read_topic(f"{prefix}-events", len(batch))
     by_id = {dict(r.headers())["relayd-id"].decode(): r for r in records}
     assert len(records) == len(batch) == len(by_id)
     for envelope in batch:
@@ -65,24 +58,26 @@ async def test_every_record_carries_its_envelope_key_and_headers_in_target_order
     assert all(len(partitions) == 1 for partitions in partitions_per_target.values())
 
 
-async def test_topic_templates_route_by_kind_and_target(kafka, make_sink, prefix):
+async def test_topic_templates_route_by_kind_and_target(kafka_broker, make_sink, prefix):
     for topic in (f"{prefix}.timer.exe-1", f"{prefix}.spawn.child-1"):
-        kafka.create_topic(topic, partitions=1)
-    sink = await make_sink(f"{kafka.bootstrap}?topic={{prefix}}.{{kind}}.{{target}}")
+        kafka_broker.create_topic(topic, partitions=1)
+    sink = await make_sink(f"{kafka_broker.bootstrap}?topic={{prefix}}.{{kind}}.{{target}}")
 
     timers = await sink.deliver(Batch.of([timer(prefix, "exe-1", "root.wait", 1.5)]))
     spawns = await sink.deliver(Batch.of([spawn(prefix, 1, "exe-1", "child-1", root_path="r", context={})]))
 
     assert timers == spawns == [DELIVERED]
-    [timer_record] = kafka.read_topic(f"{prefix}.timer.exe-1", 1)
-    [spawn_record] = kafka.read_topic(f"{prefix}.spawn.child-1", 1)
+    [timer_record] = kafka_broker.read_topic(f"{prefix}.timer.exe-1", 1)
+    [spawn_record] = kafka_broker.read_topic(f"{prefix}.spawn.child-1", 1)
     assert dict(timer_record.headers())["relayd-kind"] == b"timer"
     assert dict(spawn_record.headers())["relayd-id"] == f"{prefix}:spawn:1".encode()
 
 
-async def test_a_record_too_large_is_permanent_with_its_size_and_the_rest_delivered(kafka, make_sink, prefix):
-    kafka.create_topic(f"{prefix}-big", partitions=1)
-    sink = await make_sink(f"{kafka.bootstrap}?topic={prefix}-big")
+async def test_a_record_too_large_is_permanent_with_its_size_and_the_rest_delivered(
+    kafka_broker, make_sink, prefix
+):
+    kafka_broker.create_topic(f"{prefix}-big", partitions=1)
+    sink = await make_sink(f"{kafka_broker.bootstrap}?topic={prefix}-big")
     huge = outbox(prefix, 2, "t", {"id": "ev-2", "kind": "Blob", "data": {"x": "y" * 2_000_000}})
 
     outcomes = await sink.deliver(Batch.of([outbox(prefix, 1, "t"), huge, outbox(prefix, 3, "u")]))
@@ -93,8 +88,8 @@ async def test_a_record_too_large_is_permanent_with_its_size_and_the_rest_delive
     assert str(len(huge.to_json())) in outcomes[1].reason
 
 
-async def test_an_illegal_topic_name_for_an_entry_is_permanent(kafka, make_sink, prefix):
-    sink = await make_sink(f"{kafka.bootstrap}?topic=t-{{target}}")
+async def test_an_illegal_topic_name_for_an_entry_is_permanent(kafka_broker, make_sink, prefix):
+    sink = await make_sink(f"{kafka_broker.bootstrap}?topic=t-{{target}}")
 
     [outcome] = await sink.deliver(Batch.of([outbox(prefix, 1, "not/legal here")]))
 

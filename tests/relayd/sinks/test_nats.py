@@ -3,13 +3,12 @@ per subject, a missing stream, oversize, an unreachable server, the configuratio
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import nats
 import orjson
 import pytest
 from nats.js.api import StreamConfig
-from support.nats import NatsServer, start_nats
 from support.redis_server import free_port
 
 from relayd.batch import Batch
@@ -20,13 +19,6 @@ from relayd.sinks.nats import NatsSink
 from .conftest import outbox
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def nats_server() -> Iterator[NatsServer]:
-    server = start_nats()
-    yield server
-    server.cleanup()
 
 
 @pytest.fixture
