@@ -94,12 +94,19 @@ def parse_redis_url(url: str) -> RedisAddress:
 
 
 def plaintext_refusal(
-    hosts: Iterable[str], *, tls: bool, credentials: bool, allow_plaintext: bool
+    hosts: Iterable[str],
+    *,
+    tls: bool,
+    credentials: bool,
+    allow_plaintext: bool,
+    service: str = "Redis",
+    secure: str = "rediss://",
 ) -> str | None:
     """Why DESIGN §7 refuses this connection, or None when it may go ahead.
 
     TLS always may; plaintext to loopback hosts may; plaintext elsewhere needs
-    ``allow_plaintext`` and never carries credentials.
+    ``allow_plaintext`` and never carries credentials. The one rule for every connection relayd
+    opens, to Redis or to a sink's broker: ``service`` and ``secure`` (how to get TLS) only word it.
     """
     if tls:
         return None
@@ -107,11 +114,10 @@ def plaintext_refusal(
     if not remote:
         return None
     if credentials:
-        return f"refusing to send Redis credentials over plaintext to {remote[0]!r}; use rediss://"
+        return f"refusing to send {service} credentials over plaintext to {remote[0]!r}; use {secure}"
     if not allow_plaintext:
-        return (
-            f"plaintext Redis to non-loopback host {remote[0]!r} needs --allow-plaintext (or use rediss://)"
-        )
+        host = remote[0]
+        return f"plaintext {service} to non-loopback host {host!r} needs --allow-plaintext (or use {secure})"
     return None
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from relayd.errors import ConfigError
-from relayd.redis_url import is_loopback
+from relayd.sinks.broker_targets import check_plaintext
 
 if TYPE_CHECKING:
     from yarl import URL
@@ -103,17 +103,15 @@ def parse_amqp_target(
     if len(routing_key.encode()) > 255 and "{" not in routing_key:
         raise ConfigError("sink 'amqp': a routing key is at most 255 bytes")
     tls = parts.scheme == "amqps"
-    host = parts.hostname
-    if not tls and not is_loopback(host):
-        if has_password_file:
-            raise ConfigError(
-                f"sink 'amqp': the password is never sent in plaintext to {host!r}; use amqps://"
-            )
-        if not allow_plaintext:
-            raise ConfigError(
-                f"sink 'amqp': plaintext AMQP to non-loopback host {host!r} needs --allow-plaintext "
-                "(or use amqps://)"
-            )
+    host = parts.hostname or ""
+    check_plaintext(
+        [host],
+        "amqp",
+        tls=tls,
+        credentials=has_password_file,
+        allow_plaintext=allow_plaintext,
+        secure="amqps://",
+    )
     heartbeat = params.get("heartbeat")
     if heartbeat is not None and not heartbeat.isdigit():
         raise ConfigError(f"sink 'amqp': heartbeat must be whole seconds, got {heartbeat[:20]!r}")

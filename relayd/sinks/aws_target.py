@@ -25,7 +25,7 @@ from typing import Final, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from relayd.errors import ConfigError
-from relayd.redis_url import is_loopback
+from relayd.sinks.broker_targets import check_plaintext
 
 Service = Literal["sqs", "sns", "kinesis"]
 EXAMPLES: Final[dict[str, str]] = {
@@ -117,7 +117,8 @@ def _check_endpoint(service: str, endpoint: str, *, allow_plaintext: bool) -> No
         raise ConfigError(f"sink {service!r}: endpoint_url must be an http:// or https:// URL")
     if parts.username or parts.password:
         raise ConfigError(f"sink {service!r}: no credentials in endpoint_url (the AWS chain provides them)")
-    if parts.scheme == "http" and not is_loopback(parts.hostname) and not allow_plaintext:
-        raise ConfigError(
-            f"sink {service!r}: a plaintext endpoint_url to a non-loopback host needs --allow-plaintext"
-        )
+    # No credentials cross it: AWS requests are signed, the secret key never sent.
+    tls = parts.scheme == "https"
+    check_plaintext(
+        [parts.hostname or ""], service, tls=tls, credentials=False, allow_plaintext=allow_plaintext
+    )

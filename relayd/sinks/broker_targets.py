@@ -24,7 +24,7 @@ from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
 from relayd.errors import ConfigError
-from relayd.redis_url import is_loopback
+from relayd.redis_url import plaintext_refusal
 from relayd.sinks.routing import PLACEHOLDERS, is_templated
 
 #: Seconds a batch waits for its broker confirmations unless the spec says ``timeout_s``.
@@ -120,24 +120,24 @@ def parse_nats_target(text: str) -> NatsTarget:
 
 
 def check_plaintext(
-    hosts: Sequence[str], sink: str, *, tls: bool, credentials: bool, allow_plaintext: bool
+    hosts: Sequence[str],
+    sink: str,
+    *,
+    tls: bool,
+    credentials: bool,
+    allow_plaintext: bool,
+    secure: str = "TLS",
 ) -> None:
-    """Enforce DESIGN §7 on a broker connection.
+    """Enforce DESIGN §7 (``relayd.redis_url.plaintext_refusal``) on a sink's connection.
 
     Raises:
         ConfigError: plaintext with credentials, or to a non-loopback host without permission.
     """
-    if tls:
-        return
-    remote = [host for host in hosts if not is_loopback(host)]
-    if not remote:
-        return
-    if credentials:
-        raise ConfigError(f"sink {sink!r}: credentials over plaintext to {remote[0]!r} are refused; use TLS")
-    if not allow_plaintext:
-        raise ConfigError(
-            f"sink {sink!r}: plaintext to non-loopback host {remote[0]!r} needs --allow-plaintext (or TLS)"
-        )
+    refusal = plaintext_refusal(
+        hosts, tls=tls, credentials=credentials, allow_plaintext=allow_plaintext, service=sink, secure=secure
+    )
+    if refusal is not None:
+        raise ConfigError(f"sink {sink!r}: {refusal}")
 
 
 def kafka_topic_ok(topic: str) -> bool:

@@ -214,7 +214,11 @@ async def test_the_client_baseline_publishes_the_bodies_to_the_keys_the_sink_wou
         ("amqp://127.0.0.1/?exchange=x", {}, "needs a routing key"),
         ("amqps://127.0.0.1/?routing_key=k&no_verify_ssl=1", {}, "unknown parameter 'no_verify_ssl'"),
         ("amqp://broker.example/?routing_key=k", {}, "needs --allow-plaintext"),
-        ("amqp://broker.example/?routing_key=k", {"has_password_file": True}, "never sent in plaintext"),
+        (
+            "amqp://broker.example/?routing_key=k",
+            {"has_password_file": True},
+            "refusing to send amqp credentials",
+        ),
         ("http://127.0.0.1/?routing_key=k", {}, "amqp:// or amqps://"),
         ("amqp://127.0.0.1/?routing_key=k&heartbeat=soon", {}, "heartbeat"),
     ],

@@ -130,7 +130,7 @@ def test_the_producer_is_idempotent_with_acks_all_and_secrets_only_from_options(
         (
             "kafka-1:9092?topic=e",
             SinkOptions(kafka_username="u", kafka_password="p", allow_plaintext=True),
-            "refused",
+            "refusing to send kafka credentials over plaintext",
         ),
         ("kafka-1?topic=e", SinkOptions(), "HOST:PORT"),
         ("127.0.0.1:9092", SinkOptions(), "needs a topic"),
