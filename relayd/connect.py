@@ -14,6 +14,15 @@ carries the URL's password: only ``RedisAddress.display`` (``relayd.redis_url``)
 ``redis+sentinel://`` gives a client of the master the sentinels name (``store.clients``
 builds the options, ``--sentinel-*-file`` the sentinels' credentials); with a CA file the
 bundle is added to the system store, as on a cluster.
+
+Rotation: every new connection asks for the current material. The username and password come
+from a redis-py ``credential_provider`` reading the watched files (``Settings.redis_credentials``),
+for the master, the sentinels and a cluster's nodes alike; on a standalone Redis and through
+sentinels the TLS context comes from ``relayd.redis_tls.RedisTls``, rebuilt when the CA,
+certificate or key file changed (on a cluster redis-py loads the files by path for each new
+node connection). ``refresh`` (``MaterialWatch.check_now``) is called first, so a connection
+made after an authentication or TLS failure reads the files at once. Connections that still
+work carry on with what they were opened with.
 """
 
 from __future__ import annotations
@@ -30,12 +39,16 @@ import redis.asyncio as aioredis
 import redis.exceptions
 import structlog
 from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.connection import ConnectionPool, SSLConnection
+from redis.asyncio.connection import ConnectionPool
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.credentials import CredentialProvider, UsernamePasswordCredentialProvider
 
 from relayd.errors import RedisUnreachable
+from relayd.material_watch import MaterialWatch
+from relayd.redis_tls import CurrentTlsConnection, CurrentTlsSentinelConnection, RedisTls
+from relayd.secret import Secret
 from relayd.settings import Settings
 from store import parse_url, sentinel_options
 
@@ -68,31 +81,57 @@ FOREVER: Final = RetryPolicy(attempts=None)
 BRIEF: Final = RetryPolicy(attempts=5, base_s=0.2, cap_s=1.6)
 
 
-class _PinnedTrustSSLConnection(SSLConnection):
-    """An SSL connection whose context trusts exactly the given CA bundle (not the system store)."""
+class CurrentCredentials(CredentialProvider):
+    """The (username, password) a new connection authenticates with: read when it connects."""
 
-    def __init__(self, *, trust_context: ssl.SSLContext, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        # RedisSSLContext.get() returns a prepared context as-is.
-        self.ssl_context.context = trust_context
+    def __init__(
+        self,
+        current: Callable[[], tuple[str | None, Secret | None]],
+        refresh: Callable[[], None] | None = None,
+    ) -> None:
+        self._current = current
+        self._refresh = refresh
+
+    def get_credentials(self) -> tuple[str] | tuple[str, str]:
+        if self._refresh is not None:
+            self._refresh()
+        username, password = self._current()
+        secret = password.get_secret_value() if password is not None else None
+        return UsernamePasswordCredentialProvider(username, secret).get_credentials()  # type: ignore[no-untyped-call,no-any-return]
 
 
-def _trust_context(settings: Settings) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=str(settings.redis_ca_file))
-    context.check_hostname = True
-    context.verify_mode = ssl.CERT_REQUIRED
-    if settings.redis_cert_file is not None and settings.redis_key_file is not None:
-        context.load_cert_chain(str(settings.redis_cert_file), str(settings.redis_key_file))
-    return context
+def credential_options(
+    current: Callable[[], tuple[str | None, Secret | None]], refresh: Callable[[], None] | None
+) -> dict[str, Any]:
+    """redis-py options for these credentials: a provider when there are any, else nothing."""
+    username, password = current()
+    if username is None and password is None:
+        return {}
+    return {"credential_provider": CurrentCredentials(current, refresh)}
 
 
-def build_client(settings: Settings) -> AsyncRedis:
-    """Create (without connecting) the asyncio client the URL asks for."""
+def redis_tls(settings: Settings, refresh: Callable[[], None] | None = None) -> RedisTls | None:
+    """The rotating TLS material of a standalone or sentinel Redis with TLS files, else None."""
+    files = [settings.watched(o) for o in ("--redis-ca-file", "--redis-cert-file", "--redis-key-file")]
+    if not settings.redis.tls or settings.redis.cluster or not any(files):
+        return None
+    ca, cert, key = files
+    try:
+        return RedisTls(ca=ca, cert=cert, key=key, trust_only_ca=not settings.redis.sentinel, refresh=refresh)
+    except ValueError as exc:
+        raise RedisUnreachable(str(exc)) from None
+
+
+def build_client(settings: Settings, *, watch: MaterialWatch | None = None) -> AsyncRedis:
+    """Create (without connecting) the asyncio client the URL asks for.
+
+    With ``watch``, each new connection has the files checked first (``check_now``), and a TLS
+    context that cannot be rebuilt from new material is one of the watch's problems.
+    """
     address = settings.redis
-    username, password = settings.redis_credentials
+    refresh = watch.check_now if watch is not None else None
     common: dict[str, Any] = {
-        "username": username,
-        "password": password.get_secret_value() if password is not None else None,
+        **credential_options(lambda: settings.redis_credentials, refresh),
         "socket_connect_timeout": CONNECT_TIMEOUT_S,
         "socket_timeout": SOCKET_TIMEOUT_S,
         # One quick transparent retry heals a connection the server closed while idle; longer
@@ -111,12 +150,18 @@ def build_client(settings: Settings) -> AsyncRedis:
         }
     if address.cluster:
         return RedisCluster(host=address.host, port=address.port, **common, **tls)
+    rotating_tls = redis_tls(settings, refresh)
+    if rotating_tls is not None and watch is not None:
+        watch.add_derived_problem(lambda: rotating_tls.problem)
     if address.sentinel:
-        return _sentinel_master(settings, common | tls)
-    if address.tls and settings.redis_ca_file is not None:
+        if rotating_tls is not None:
+            # the sentinels keep the ssl_* options; the master's connections take the current context
+            tls |= {"connection_class": CurrentTlsSentinelConnection, "redis_tls": rotating_tls}
+        return _sentinel_master(settings, common | tls, refresh)
+    if rotating_tls is not None:
         pool = ConnectionPool(
-            connection_class=_PinnedTrustSSLConnection,
-            trust_context=_trust_context(settings),
+            connection_class=CurrentTlsConnection,
+            redis_tls=rotating_tls,
             host=address.host,
             port=address.port,
             db=address.db,
@@ -126,7 +171,9 @@ def build_client(settings: Settings) -> AsyncRedis:
     return aioredis.Redis(host=address.host, port=address.port, db=address.db, **common, **tls)
 
 
-def _sentinel_master(settings: Settings, connection: dict[str, Any]) -> aioredis.Redis:
+def _sentinel_master(
+    settings: Settings, connection: dict[str, Any], refresh: Callable[[], None] | None
+) -> aioredis.Redis:
     """A client of the master the sentinels name; each new connection asks them again.
 
     redis-py drops a connection whose server turned replica (``ReadOnlyError``) and one that
@@ -134,16 +181,13 @@ def _sentinel_master(settings: Settings, connection: dict[str, Any]) -> aioredis
     relayd follows a failover with its ordinary Redis-error backoff and nothing else.
     """
     address = settings.redis
-    sentinel_username, sentinel_password = settings.sentinel_credentials
     parsed = parse_url(settings.redis_url)
-    sentinels, master = sentinel_options(
-        parsed,
-        sentinel_username=sentinel_username,
-        sentinel_password=sentinel_password.get_secret_value() if sentinel_password is not None else None,
-        connection=connection,
-    )
-    # Files win over the URL for the master's credentials, as for redis://.
-    master |= {"username": connection["username"], "password": connection["password"]}
+    sentinels, master = sentinel_options(parsed, connection=connection)
+    # The providers read the files (which win over the URL) for every new connection.
+    master = {k: v for k, v in master.items() if k not in ("username", "password")}
+    master |= credential_options(lambda: settings.redis_credentials, refresh)
+    sentinels = {k: v for k, v in sentinels.items() if k not in ("username", "password")}
+    sentinels |= credential_options(lambda: settings.sentinel_credentials, refresh)
     sentinel = Sentinel(list(address.nodes), sentinel_kwargs=sentinels)  # type: ignore[no-untyped-call]
     client: aioredis.Redis = sentinel.master_for(str(address.service), **master)
     return client

@@ -41,6 +41,8 @@ class HealthSnapshot:
     sentinel_service: str | None = None
     #: why a sink is not ready, for the sinks that say (``not_ready_reason()``)
     sinks_reason: Mapping[str, str] = field(default_factory=dict)
+    #: secret or certificate files whose new content was refused (the old material stays in use)
+    material_refused: tuple[str, ...] = ()
 
 
 def healthz(snapshot: HealthSnapshot, *, now_s: float, stale_after_s: float) -> Answer:
@@ -57,6 +59,9 @@ def readyz(snapshot: HealthSnapshot) -> Answer:
     """Ready when Redis answers and every sink is ready; the reason names what is not."""
     if snapshot.stopping:
         return Answer(False, "shutting down")
+    if snapshot.material_refused:
+        refused = "; ".join(snapshot.material_refused)
+        return Answer(False, f"secret file refused, the previous material stays in use: {refused}")
     if snapshot.redis_error is not None:
         return Answer(False, f"redis: {redis_waiting_for(snapshot.redis_error, snapshot.sentinel_service)}")
     not_ready = sorted(name for name, ready in snapshot.sinks_ready.items() if not ready)
@@ -97,6 +102,7 @@ class Health:
         self._sinks: dict[str, Callable[[], bool]] = {}
         self._reasons: dict[str, Callable[[], str | None]] = {}
         self._stopping = False
+        self._material: Callable[[], list[str]] = list
 
     def progress(self, now_s: float) -> None:
         """The loop completed an iteration (a pass, an idle poll, a standby check, a backoff)."""
@@ -122,6 +128,11 @@ class Health:
             self._sinks = dict(sinks)
             self._reasons = dict(reasons or {})
 
+    def watch_material(self, problems: Callable[[], list[str]]) -> None:
+        """Ask ``problems`` (``MaterialWatch.problems``) on every readiness probe."""
+        with self._lock:
+            self._material = problems
+
     def stopping(self) -> None:
         with self._lock:
             self._stopping = True
@@ -130,6 +141,7 @@ class Health:
         with self._lock:
             sinks, reasons = dict(self._sinks), dict(self._reasons)
             progress_s, redis_error, stopping = self._last_progress_s, self._redis_error, self._stopping
+            material = self._material
         ready: dict[str, bool] = {}
         why: dict[str, str] = {}
         for name, is_ready in sinks.items():
@@ -147,6 +159,7 @@ class Health:
             stopping=stopping,
             sentinel_service=self.sentinel_service,
             sinks_reason=why,
+            material_refused=tuple(material()),
         )
 
     def live(self, now_s: float) -> Answer:

@@ -51,6 +51,10 @@ class Redactor:
         # Longest first so a secret that contains another is replaced whole.
         self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
 
+    def learn(self, secrets: Iterable[str]) -> None:
+        """Redact these values too (a secret file was re-read and holds new ones)."""
+        self.secrets = sorted({*self.secrets, *(s for s in secrets if s)}, key=len, reverse=True)
+
     def text(self, value: str) -> str:
         for secret in self.secrets:
             if secret in value:
@@ -88,6 +92,16 @@ def _json_dumps(obj: MutableMapping[str, Any], **_kw: Any) -> str:
     return orjson.dumps(obj, default=str).decode()
 
 
+#: The redactor of the configured logging, which ``redact_also`` teaches new secrets.
+_active: list[Redactor] = []
+
+
+def redact_also(secrets: Iterable[str]) -> None:
+    """Redact these values from now on as well (new material of a rotated secret file)."""
+    for redactor in _active:
+        redactor.learn(secrets)
+
+
 def configure_logging(
     *,
     log_format: str | None,
@@ -105,6 +119,7 @@ def configure_logging(
     out = stream if stream is not None else sys.stderr
     fmt = log_format or ("console" if out.isatty() else "json")
     redactor = Redactor(secrets)
+    _active[:] = [redactor]
     level = _LEVELS[log_level]
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,

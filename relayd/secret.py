@@ -29,3 +29,17 @@ class Secret:
 
     def __hash__(self) -> int:
         return hash(self._value)
+
+
+def strip_secret(text: str) -> str:
+    """A secret file's value: its text without surrounding whitespace (the trailing newline too).
+
+    Spaces, tabs, CR and LF before and after the value are dropped, so a file written by
+    ``echo``, an editor or a Kubernetes Secret holds the same secret; whitespace inside it stays.
+    """
+    return text.strip()
+
+
+def secret_lines(text: str) -> tuple[str, ...]:
+    """The secrets of a multi-secret file: one a line, each stripped, blank lines skipped."""
+    return tuple(line for line in (strip_secret(raw) for raw in text.splitlines()) if line)

@@ -17,6 +17,10 @@ Security rules (DESIGN §7) are checked here, before anything connects:
   non-loopback host at all needs ``--allow-plaintext``;
 - a missing or unreadable file is a ``ConfigError`` naming the option, never the content.
 
+Secret and certificate files are ``relayd.material.WatchedFile``s: read and checked here, then
+re-read by ``relayd.material_watch`` when they change, so ``redis_credentials``,
+``sentinel_credentials`` and the sinks' material always hand out the current values.
+
 Prefixes: ``--prefix`` is repeatable; ``RELAYD_PREFIX`` is comma-separated. A compact range
 form expands inside a hash tag: ``{shard-0..31}`` is the 32 prefixes ``{shard-0}`` …
 ``{shard-31}`` (Redis Cluster deployments that shard one engine over many slots). On a
@@ -40,6 +44,7 @@ from msgspec import Meta
 from relayd.defaults import DEFAULTS, OPTION_NAMES, Defaults
 from relayd.engine.options import SweepOptions
 from relayd.errors import ConfigError
+from relayd.material import Material, WatchedFile, pem_file, secret_file, secret_lines_file, text_file
 from relayd.redis_url import RedisAddress, parse_redis_url, plaintext_refusal
 from relayd.secret import Secret
 from relayd.sinks.base import SinkOptions
@@ -101,11 +106,8 @@ def _read_text(option: str, path: Path) -> str:
 
 
 def read_secret_file(option: str, path: Path) -> str:
-    """Return a file's content without its trailing newline (how Kubernetes mounts Secrets)."""
-    value = _read_text(option, path).rstrip("\r\n")
-    if not value:
-        raise ValueError(f"{option}: {str(path)!r} is empty")
-    return value
+    """A secret file's value without surrounding whitespace (``relayd.secret.strip_secret``)."""
+    return secret_file(option, path).value
 
 
 def read_headers_file(option: str, path: Path) -> tuple[tuple[str, str], ...]:
@@ -199,13 +201,8 @@ class Settings:
 
     # Read and checked in __post_init__ (the files' contents and the parsed URL), never shown.
     _address: RedisAddress | None = field(default=None, init=False, repr=False, compare=False)
-    _redis_username: str | None = field(default=None, init=False, repr=False, compare=False)
-    _redis_password: Secret | None = field(default=None, init=False, repr=False, compare=False)
-    _webhook_secret: Secret | None = field(default=None, init=False, repr=False, compare=False)
-    _sentinel_username: str | None = field(default=None, init=False, repr=False, compare=False)
-    _sentinel_password: Secret | None = field(default=None, init=False, repr=False, compare=False)
-    _webhook_headers: tuple[tuple[str, str], ...] = field(default=(), init=False, repr=False, compare=False)
-    _amqp_password: Secret | None = field(default=None, init=False, repr=False, compare=False)
+    # The watched secret and certificate files by option (relayd.material), re-read on change.
+    _files: dict[str, WatchedFile[Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _kafka_username: str | None = field(default=None, init=False, repr=False, compare=False)
     _kafka_password: Secret | None = field(default=None, init=False, repr=False, compare=False)
     _nats_token: Secret | None = field(default=None, init=False, repr=False, compare=False)
@@ -213,20 +210,30 @@ class Settings:
     def __post_init__(self) -> None:
         self._set("_address", self._check_redis())
         if self.webhook_secret_file is not None:
-            self._set(
-                "_webhook_secret", Secret(read_secret_file("--webhook-secret-file", self.webhook_secret_file))
-            )
+            self._watch(secret_lines_file("--webhook-secret-file", self.webhook_secret_file))
         _check_readable("--webhook-ca-file", self.webhook_ca_file)
         if self.webhook_headers_file is not None:
-            self._set(
-                "_webhook_headers", read_headers_file("--webhook-headers-file", self.webhook_headers_file)
-            )
+            option = "--webhook-headers-file"
+            self._watch(text_file(option, self.webhook_headers_file, parse_header_lines))
         _check_readable("--amqp-ca-file", self.amqp_ca_file)
         if self.amqp_password_file is not None:
-            self._set(
-                "_amqp_password", Secret(read_secret_file("--amqp-password-file", self.amqp_password_file))
-            )
+            self._watch(secret_file("--amqp-password-file", self.amqp_password_file))
         self._read_broker_secrets()
+
+    def _watch(self, watched: WatchedFile[Any]) -> None:
+        self._files[watched.option] = watched
+
+    def _current(self, option: str) -> Any:
+        watched = self._files.get(option)
+        return watched.value if watched is not None else None
+
+    def watched_files(self) -> tuple[WatchedFile[Any], ...]:
+        """Every secret and certificate file relayd re-reads when it changes."""
+        return tuple(self._files.values())
+
+    def watched(self, option: str) -> WatchedFile[Any] | None:
+        """The watched file of ``option`` (``--redis-ca-file``, …), or None when it is not set."""
+        return self._files.get(option)
 
     def _set(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)  # the dataclass is frozen to everyone but __post_init__
@@ -234,37 +241,46 @@ class Settings:
     def _check_redis(self) -> RedisAddress:
         """The Redis URL, TLS files and credentials under the DESIGN §7 rules."""
         address = parse_redis_url(self.redis_url)
-        _check_readable("--redis-ca-file", self.redis_ca_file)
-        _check_readable("--redis-cert-file", self.redis_cert_file)
-        _check_readable("--redis-key-file", self.redis_key_file)
+        tls_files = {
+            "--redis-ca-file": self.redis_ca_file,
+            "--redis-cert-file": self.redis_cert_file,
+            "--redis-key-file": self.redis_key_file,
+        }
         if (self.redis_cert_file is None) != (self.redis_key_file is None):
             raise ValueError("--redis-cert-file and --redis-key-file go together (mutual TLS)")
         if not address.tls and (self.redis_ca_file or self.redis_cert_file):
             raise ValueError(f"TLS files are set but {address.display!r} is plaintext; use rediss://")
-        username = address.username
-        password = address.password
+        for option, path in tls_files.items():
+            if path is not None:
+                self._watch(pem_file(option, path))
         if self.redis_username_file is not None:
-            username = read_secret_file("--redis-username-file", self.redis_username_file)
+            self._watch(secret_file("--redis-username-file", self.redis_username_file))
         if self.redis_password_file is not None:
-            password = Secret(read_secret_file("--redis-password-file", self.redis_password_file))
-        sentinel_username, sentinel_password = self._read_sentinel_credentials(address)
+            self._watch(secret_file("--redis-password-file", self.redis_password_file))
+        self._read_sentinel_credentials(address)
         refusal = plaintext_refusal(
             (host for host, _ in address.nodes),
             tls=address.tls,
-            credentials=bool(username or password or sentinel_username or sentinel_password),
+            credentials=bool(
+                address.username
+                or address.password
+                or self._files.keys()
+                & {
+                    "--redis-username-file",
+                    "--redis-password-file",
+                    "--sentinel-username-file",
+                    "--sentinel-password-file",
+                }
+            ),
             allow_plaintext=self.allow_plaintext,
         )
         if refusal is not None:
             raise ValueError(refusal)
         if address.cluster:
             _require_hash_tags(self.prefix)
-        self._set("_redis_username", username)
-        self._set("_redis_password", password)
-        self._set("_sentinel_username", sentinel_username)
-        self._set("_sentinel_password", sentinel_password)
         return address
 
-    def _read_sentinel_credentials(self, address: RedisAddress) -> tuple[str | None, Secret | None]:
+    def _read_sentinel_credentials(self, address: RedisAddress) -> None:
         files = {
             "--sentinel-username-file": self.sentinel_username_file,
             "--sentinel-password-file": self.sentinel_password_file,
@@ -272,12 +288,10 @@ class Settings:
         given = [option for option, path in files.items() if path is not None]
         if given and not address.sentinel:
             raise ValueError(f"{given[0]} is for a redis+sentinel:// URL, not {address.display!r}")
-        username = password = None
         if self.sentinel_username_file is not None:
-            username = read_secret_file("--sentinel-username-file", self.sentinel_username_file)
+            self._watch(secret_file("--sentinel-username-file", self.sentinel_username_file))
         if self.sentinel_password_file is not None:
-            password = Secret(read_secret_file("--sentinel-password-file", self.sentinel_password_file))
-        return username, password
+            self._watch(secret_file("--sentinel-password-file", self.sentinel_password_file))
 
     def _read_broker_secrets(self) -> None:
         """The kafka and nats sinks' credential and CA files (read here, as every secret is)."""
@@ -302,13 +316,17 @@ class Settings:
 
     @property
     def redis_credentials(self) -> tuple[str | None, Secret | None]:
-        """(username, password) with the files taking precedence over the URL."""
-        return self._redis_username, self._redis_password
+        """The current (username, password), the files taking precedence over the URL."""
+        address = self.redis
+        username = self._current("--redis-username-file") or address.username
+        password = self._current("--redis-password-file")
+        return username, Secret(password) if password is not None else address.password
 
     @property
     def sentinel_credentials(self) -> tuple[str | None, Secret | None]:
-        """(username, password) for the sentinels themselves, from their own files."""
-        return self._sentinel_username, self._sentinel_password
+        """The current (username, password) for the sentinels themselves, from their own files."""
+        password = self._current("--sentinel-password-file")
+        return self._current("--sentinel-username-file"), Secret(password) if password is not None else None
 
     @property
     def metrics_host_port(self) -> tuple[str, int]:
@@ -320,17 +338,13 @@ class Settings:
 
     def secrets(self) -> tuple[str, ...]:
         """Every secret value configured, for the log redaction processor."""
-        values = [
-            self._redis_password,
-            self._webhook_secret,
-            self.redis.password,
-            self._sentinel_password,
-            self._amqp_password,
-            self._kafka_password,
-            self._nats_token,
-        ]
-        header_values = tuple(value for _, value in self._webhook_headers)
-        return tuple(v.get_secret_value() for v in values if v is not None) + header_values
+        values = [self.redis.password, self._kafka_password, self._nats_token]
+        shown = [v.get_secret_value() for v in values if v is not None]
+        for option in ("--redis-password-file", "--sentinel-password-file", "--amqp-password-file"):
+            shown.append(self._current(option))
+        shown.extend(self._current("--webhook-secret-file") or ())
+        shown.extend(value for _, value in self._current("--webhook-headers-file") or ())
+        return tuple(value for value in shown if value)
 
     def sink_specs(self) -> dict[str, str]:
         """The sink spec per kind, ``--sink`` filling in the kinds not set on their own."""
@@ -355,21 +369,27 @@ class Settings:
         )
 
     def sink_options(self) -> SinkOptions:
-        secret = self._webhook_secret
+        secrets = self.watched("--webhook-secret-file")
+        headers = self.watched("--webhook-headers-file")
+        amqp_password = self.watched("--amqp-password-file")
+        sentinel_username, sentinel_password = self.sentinel_credentials
         return SinkOptions(
-            webhook_secret=secret.get_secret_value().encode() if secret is not None else None,
+            webhook_secret=secrets.value[0].encode() if secrets is not None else None,
+            webhook_secrets=_encoded(secrets) if secrets is not None else None,
             webhook_timeout_s=self.webhook_timeout,
             webhook_concurrency=self.webhook_concurrency,
             redis_ca_file=_path_text(self.redis_ca_file),
             allow_plaintext=self.allow_plaintext,
-            sentinel_username=self._sentinel_username,
-            sentinel_password=_reveal(self._sentinel_password),
+            sentinel_username=sentinel_username,
+            sentinel_password=_reveal(sentinel_password),
             webhook_connect_timeout_s=self.webhook_connect_timeout,
             webhook_read_timeout_s=self.webhook_read_timeout,
-            webhook_headers=self._webhook_headers,
+            webhook_headers=headers.value if headers is not None else (),
+            webhook_headers_material=headers,
             webhook_gzip=self.webhook_gzip,
             webhook_ca_file=_path_text(self.webhook_ca_file),
-            amqp_password=_reveal(self._amqp_password),
+            amqp_password=amqp_password.value if amqp_password is not None else None,
+            amqp_password_material=amqp_password,
             amqp_ca_file=_path_text(self.amqp_ca_file),
             kafka_username=self._kafka_username,
             kafka_password=_reveal(self._kafka_password),
@@ -379,6 +399,23 @@ class Settings:
             nats_token=_reveal(self._nats_token),
             nats_ca_file=_path_text(self.nats_ca_file),
         )
+
+
+class _Encoded:
+    """The current secrets of a watched multi-secret file, as bytes (HMAC keys)."""
+
+    __slots__ = ("_lines",)
+
+    def __init__(self, lines: WatchedFile[tuple[str, ...]]) -> None:
+        self._lines = lines
+
+    @property
+    def value(self) -> tuple[bytes, ...]:
+        return tuple(line.encode() for line in self._lines.value)
+
+
+def _encoded(lines: WatchedFile[tuple[str, ...]]) -> Material[tuple[bytes, ...]]:
+    return _Encoded(lines)
 
 
 def _reveal(secret: Secret | None) -> str | None:

@@ -67,9 +67,11 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
     import structlog
     from prometheus_client import CollectorRegistry
 
-    from relayd.connect import BRIEF, FOREVER, connect
+    from relayd.connect import BRIEF, FOREVER, build_client, connect
     from relayd.engine.loop import run_relay
     from relayd.health import Health
+    from relayd.logs import redact_also
+    from relayd.material_watch import MaterialWatch
     from relayd.metrics import RelayMetrics
 
     stop = asyncio.Event()
@@ -77,6 +79,10 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
     registry = CollectorRegistry()
     metrics = RelayMetrics(registry)
     health = Health(sentinel_service=settings.redis.service)
+    watch = MaterialWatch(settings.watched_files(), registry=registry)
+    watch.on_reload(lambda: redact_also(settings.secrets()))
+    health.watch_material(watch.problems)
+    watching = asyncio.create_task(watch.run(stop))
     server = None
     if not once:
         from relayd.http import serve_http  # a one-shot job serves no HTTP: no server to load
@@ -86,7 +92,11 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
         structlog.get_logger(__name__).info("http_serving", url=f"http://{host}:{server.port}/metrics")
     try:
         client = await connect(
-            settings, BRIEF if once else FOREVER, stop=stop, on_failure=health.redis_failed
+            settings,
+            BRIEF if once else FOREVER,
+            stop=stop,
+            on_failure=health.redis_failed,
+            client_factory=lambda s: build_client(s, watch=watch),
         )
         try:
             summary = await run_relay(
@@ -100,6 +110,7 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
         finally:
             await client.aclose()
     finally:
+        watching.cancel()
         if server is not None:
             server.close()
     return int(summary.exit_code)

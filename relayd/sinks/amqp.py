@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError
+from relayd.material import Fixed, Material
 from relayd.sinks.amqp_target import AmqpTarget, parse_amqp_target
 from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
 from relayd.sinks.per_key import hold_back_after_failures
@@ -77,10 +78,11 @@ class AmqpSink:
         self._aiormq = _import_aiormq()
         self._target: AmqpTarget = parse_amqp_target(
             spec.target,
-            has_password_file=options.amqp_password is not None,
+            has_password_file=options.amqp_password is not None or options.amqp_password_material is not None,
             allow_plaintext=options.allow_plaintext,
         )
-        self._password = options.amqp_password
+        # read at each (re)connect: a rotated --amqp-password-file is used by the next connection
+        self._password: Material[str | None] = options.amqp_password_material or Fixed(options.amqp_password)
         self._ca_file = options.amqp_ca_file
         self._connection: aiormq.abc.AbstractConnection | None = None
         self._channel: aiormq.abc.AbstractChannel | None = None
@@ -205,7 +207,7 @@ class AmqpSink:
     async def _connect(self) -> aiormq.abc.AbstractConnection:
         target = self._target
         context = ssl.create_default_context(cafile=self._ca_file) if target.tls else None
-        connection = self._aiormq.Connection(target.connection_url(self._password), context=context)
+        connection = self._aiormq.Connection(target.connection_url(self._password.value), context=context)
         connection.vhost = target.vhost  # set here, not in the URL: no quoting rules to get wrong
         try:
             await connection.connect()

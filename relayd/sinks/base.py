@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from relayd.batch import Batch
+from relayd.material import Material
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +81,11 @@ class Sink(Protocol):
 class SinkOptions:
     """What a sink factory may need beyond its spec text (from Settings; secrets as bytes)."""
 
-    #: HMAC-SHA256 key for webhook signatures, read from ``--webhook-secret-file``.
+    #: HMAC-SHA256 key for webhook signatures, the first line of ``--webhook-secret-file``.
     webhook_secret: bytes | None = field(default=None, repr=False)
+    #: Every current signing key of ``--webhook-secret-file`` (re-read when the file changes);
+    #: the webhook signs with each of them and prefers this over ``webhook_secret``.
+    webhook_secrets: Material[tuple[bytes, ...]] | None = field(default=None, repr=False)
     webhook_timeout_s: float = 10.0
     webhook_concurrency: int = 16
     #: CA bundle for ``rediss://`` destinations (None: the system trust store).
@@ -96,6 +100,8 @@ class SinkOptions:
     webhook_read_timeout_s: float | None = None
     #: Extra request headers from ``--webhook-headers-file`` (values may be credentials: no repr).
     webhook_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    #: The same headers, re-read when ``--webhook-headers-file`` changes (preferred when set).
+    webhook_headers_material: Material[tuple[tuple[str, str], ...]] | None = field(default=None, repr=False)
     #: Send webhook bodies gzip-compressed (``Content-Encoding: gzip``).
     webhook_gzip: bool = False
     #: CA bundle for ``https://`` webhooks (None: the system trust store).
@@ -115,6 +121,8 @@ class SinkOptions:
     nats_ca_file: str | None = None
     #: The AMQP user's password, read from ``--amqp-password-file`` (never from the spec).
     amqp_password: str | None = field(default=None, repr=False)
+    #: The same password, re-read when ``--amqp-password-file`` changes (preferred when set).
+    amqp_password_material: Material[str] | None = field(default=None, repr=False)
     #: CA bundle for ``amqps://`` brokers (None: the system trust store).
     amqp_ca_file: str | None = None
 

@@ -44,11 +44,17 @@ def sign(secret: bytes, timestamp_s: int, body: bytes) -> str:
     return f"{SIGNATURE_VERSION}={digest}"
 
 
+def sign_all(secrets: tuple[bytes, ...], timestamp_s: int, body: bytes) -> str:
+    """The header value with one signature per secret, space-separated (rotation with an overlap)."""
+    return " ".join(sign(secret, timestamp_s, body) for secret in secrets)
+
+
 def verify(secret: bytes, timestamp: str, body: bytes, signature: str) -> bool:
-    """Check a signature the way a receiver does (constant-time compare)."""
+    """Check a header the way a receiver does: one of its signatures matches (constant-time)."""
     if not timestamp.isdigit():
         return False
-    return hmac.compare_digest(sign(secret, int(timestamp), body), signature)
+    expected = sign(secret, int(timestamp), body)
+    return any(hmac.compare_digest(expected, offered) for offered in signature.split(" "))
 
 
 def parse_retry_after(value: str | None, now_s: float) -> float | None:

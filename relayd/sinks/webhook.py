@@ -5,13 +5,17 @@ Every request is ``POST <URL>`` with the envelope's ``relayd/1`` JSON as the bod
     Content-Type: application/json
     Idempotency-Key: <envelope id>          stable across redeliveries: dedupe on it
     X-Relayd-Timestamp: <unix seconds>      only with a signing secret (--webhook-secret-file)
-    X-Relayd-Signature: v1=<hex digest>     only with a signing secret
+    X-Relayd-Signature: v1=<hex> [v1=<hex>]  only with a signing secret: one per secret, space-separated
     Content-Encoding: gzip                  only with --webhook-gzip
     <Name>: <value>                         each line of --webhook-headers-file (Authorization, ...)
 
-The signature is ``hex(HMAC-SHA256(secret, f"{timestamp}.".encode() + body))``, over the JSON
-body bytes (with ``--webhook-gzip``, the JSON before compression: decompress, then verify). A
-receiver verifies it, and rejects stale timestamps to stop replays, like this::
+Each signature is ``hex(HMAC-SHA256(secret, f"{timestamp}.".encode() + body))``, over the JSON
+body bytes (with ``--webhook-gzip``, the JSON before compression: decompress, then verify). The
+secret file holds one secret a line and the header carries one ``v1=`` signature per secret,
+in the file's order, so a secret is rotated with an overlap (old and new lines, then the new
+one alone) while the receiver moves from the old secret to the new. The file is re-read when
+it changes (``relayd.material``). A receiver accepts a request when one of the signatures
+matches its secret, and rejects stale timestamps to stop replays, like this::
 
     import hashlib, hmac, time
 
@@ -19,7 +23,8 @@ receiver verifies it, and rejects stale timestamps to stop replays, like this::
         timestamp = headers["X-Relayd-Timestamp"]
         expected = "v1=" + hmac.new(secret, f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
         fresh = abs(time.time() - int(timestamp)) <= tolerance_s
-        return fresh and hmac.compare_digest(expected, headers["X-Relayd-Signature"])
+        offered = headers["X-Relayd-Signature"].split(" ")
+        return fresh and any(hmac.compare_digest(expected, signature) for signature in offered)
 
 Outcomes: 2xx → Delivered; 408, 425, 429, 5xx, timeouts and connection errors → Retry
 (``Retry-After`` in seconds or as an HTTP-date is honoured); any other status → Permanent
@@ -54,8 +59,9 @@ import aiohttp
 from relayd import __version__
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
+from relayd.material import Fixed, Material
 from relayd.sinks.base import Outcome, Retry, SinkOptions
-from relayd.sinks.http_policy import classify_status, sign
+from relayd.sinks.http_policy import classify_status, sign_all
 from relayd.sinks.per_key import deliver_in_key_order
 from relayd.sinks.spec import SinkSpec
 
@@ -76,7 +82,9 @@ class WebhookSink:
         if options.webhook_concurrency < 1 or options.webhook_timeout_s <= 0:
             raise ConfigError("sink 'webhook': concurrency must be >= 1 and the timeout > 0")
         self._url = spec.target
-        self._secret = options.webhook_secret
+        self._secrets: Material[tuple[bytes, ...]] | None = options.webhook_secrets
+        if self._secrets is None and options.webhook_secret is not None:
+            self._secrets = Fixed((options.webhook_secret,))
         self._concurrency = options.webhook_concurrency
         self._timeout = aiohttp.ClientTimeout(
             total=options.webhook_timeout_s,
@@ -85,13 +93,10 @@ class WebhookSink:
         )
         self._gzip = options.webhook_gzip
         self._ca_file = options.webhook_ca_file
-        self._headers = {
-            "Content-Type": "application/json",
-            "User-Agent": f"relayd/{__version__}",
-            **dict(options.webhook_headers),
-        }
+        self._extra_headers = options.webhook_headers_material or Fixed(options.webhook_headers)
+        self._fixed_headers = {"Content-Type": "application/json", "User-Agent": f"relayd/{__version__}"}
         if self._gzip:
-            self._headers["Content-Encoding"] = "gzip"
+            self._fixed_headers["Content-Encoding"] = "gzip"
         self._clock = clock
         self._session: aiohttp.ClientSession | None = None
         self._slots = asyncio.Semaphore(self._concurrency)
@@ -116,15 +121,18 @@ class WebhookSink:
             raise SinkError("sink 'webhook' delivered to before start()")
         ids, bodies = batch.ids(), batch.render()
         answered = 0
+        # the material current for this batch: a rotated file takes effect from the next one
+        base_headers = {**self._fixed_headers, **dict(self._extra_headers.value)}
+        secrets = self._secrets.value if self._secrets is not None else ()
 
         async def send_one(index: int) -> Outcome:
             nonlocal answered
             body = bodies[index]
-            headers = self._headers | {"Idempotency-Key": ids[index]}
-            if self._secret is not None:
+            headers = base_headers | {"Idempotency-Key": ids[index]}
+            if secrets:
                 timestamp_s = int(self._clock())
                 headers["X-Relayd-Timestamp"] = str(timestamp_s)
-                headers["X-Relayd-Signature"] = sign(self._secret, timestamp_s, body)
+                headers["X-Relayd-Signature"] = sign_all(secrets, timestamp_s, body)
             data = gzip.compress(body, GZIP_LEVEL, mtime=0) if self._gzip else body
             async with self._slots:
                 try:
