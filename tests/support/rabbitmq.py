@@ -36,6 +36,7 @@ from support.processes import end_process
 from support.tls import Pki, make_pki
 
 SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 #: ``rabbitmqctl`` listens on 35672-35682 (its own Erlang node): the AMQP port stays below.
 PORT_RANGE = (23000, 32000)
 #: AMQP 0-9-1 protocol header; a ready broker answers it with a Connection.Start method frame.
@@ -166,6 +167,19 @@ class RabbitServer:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+    def ctl(self, *args: str, timeout_s: float = 60.0) -> str:
+        """Run ``rabbitmqctl ARGS`` against this node (users, passwords, connections); its stdout."""
+        done = subprocess.run(
+            [CTL, "-n", self.node, *args],
+            env=self._env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+        assert done.returncode == 0, f"rabbitmqctl {args[0]} failed: {done.stderr[-500:]}"
+        return done.stdout
 
     def cleanup(self) -> None:
         """Stop the node and epmd and remove the data directory."""
