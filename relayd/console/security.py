@@ -12,6 +12,8 @@
   referrers only to itself. Cookies are ``HttpOnly; SameSite=Strict`` (and ``Secure`` behind https).
 
 The token is compared with ``hmac.compare_digest`` and never rendered, logged or put in a URL.
+A token file is watched (``relayd.material``): when it holds a new token, the old one stops
+working and the sessions signed in with it are closed (``Access.rotate``).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from pathlib import Path
 from typing import Final
 
 from relayd.errors import ConfigError
+from relayd.material import WatchedFile, secret_file
 from relayd.redis_url import is_loopback
-from relayd.settings import read_secret_file
 
 SESSION_COOKIE: Final = "relayd_console_session"
 CSRF_FIELD: Final = "csrf"
@@ -53,13 +55,18 @@ def check_listen_address(host: str, token_file: Path | None) -> None:
         )
 
 
+def watch_token(token_file: Path) -> WatchedFile[str]:
+    """The watched token file; ``ConfigError`` naming the option when it is unreadable or empty."""
+    try:
+        return secret_file("--console-token-file", token_file)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def load_token(token_file: Path | None, *, allow_actions: bool) -> tuple[str | None, bool]:
     """The token (None: no login needed) and whether it was generated for this run."""
     if token_file is not None:
-        try:
-            return read_secret_file("--console-token-file", token_file), False
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        return watch_token(token_file).value, False
     if allow_actions:
         return secrets.token_urlsafe(24), True
     return None, False
@@ -96,6 +103,12 @@ class Access:
     def bearer_ok(self, authorization: str | None) -> bool:
         scheme, _, value = (authorization or "").partition(" ")
         return scheme.lower() == "bearer" and self.token_matches(value.strip())
+
+    def rotate(self, token: str) -> None:
+        """Take a new token: the old one no longer signs in and its sessions are closed."""
+        if token != self.token:
+            self.token = token
+            self._sessions.clear()
 
     def open_session(self) -> str:
         session = secrets.token_urlsafe(32)

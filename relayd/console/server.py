@@ -17,7 +17,8 @@ import structlog
 from relayd.console.actions import ActionRunner
 from relayd.console.app import ConsoleState, build_app
 from relayd.console.poller import OverviewPoller
-from relayd.console.security import Access, check_listen_address, load_token
+from relayd.console.security import Access, check_listen_address, load_token, watch_token
+from relayd.material_watch import MaterialWatch
 from relayd.redis_url import is_loopback
 from relayd.settings import Settings
 from relayd.state import RedisClient
@@ -102,10 +103,20 @@ async def serve_console(
     announce: Callable[[str], None],
 ) -> None:
     """Serve until uvicorn is told to stop (SIGINT/SIGTERM); ``announce`` prints the address once."""
+    import asyncio
+
     import uvicorn
 
-    token, generated = load_token(options.token_file, allow_actions=options.allow_actions)
+    watched = watch_token(options.token_file) if options.token_file is not None else None
+    token, generated = (
+        (watched.value, False) if watched else load_token(None, allow_actions=options.allow_actions)
+    )
     access = Access(token=token, allow_actions=options.allow_actions)
+    watch = MaterialWatch([watched] if watched else [])
+    if watched is not None:
+        watch.on_reload(lambda: access.rotate(watched.value))
+    stop_watching = asyncio.Event()
+    watching = asyncio.create_task(watch.run(stop_watching))
     poller = OverviewPoller(client, options.prefixes)
     runner = ActionRunner(client, rate_per_s=options.replay_rate_per_s)
     state = ConsoleState(options.prefixes, client, access, poller, runner, redis_display)
@@ -125,6 +136,8 @@ async def serve_console(
     try:
         await server.serve(sockets=[sock])
     finally:
+        stop_watching.set()
+        await watching
         await poller.close()
         await runner.wait_idle()
         sock.close()

@@ -15,6 +15,7 @@ import pytest
 import redis
 from support.console import ConsoleProcess, console_env, start_console
 from support.redis_server import RedisServer
+from support.secret_files import SecretDir
 from support.waiting import wait_until
 
 from relayd.console.security import SESSION_COOKIE
@@ -276,3 +277,34 @@ def test_a_non_loopback_listen_without_a_token_file_is_exit_2_with_one_line(addr
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert "--console-token-file" in done.stderr
+
+
+def test_a_rotated_token_file_is_taken_without_a_restart_and_closes_the_old_sessions(
+    redis_server: RedisServer, seeded: redis.Redis, prefix: str, tmp_path: Path
+) -> None:
+    secrets = SecretDir(tmp_path / "console", "kubelet")
+    secrets.write({"token": TOKEN + "\n"})
+    running = start_console(redis_server.url, [prefix], "--console-token-file", str(secrets.path("token")))
+    new_token = "rotated-console-token-5Tz"
+    try:
+        with _signed_in(running) as client:
+            session = client.cookies[SESSION_COOKIE]
+        secrets.write({"token": new_token + "\n"})
+
+        def old_token_refused() -> bool:
+            return httpx.get(
+                f"{running.url}/", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30
+            ).is_error
+
+        wait_until(old_token_refused, 60, "the old token refused")
+        new = httpx.get(
+            f"{running.url}/?prefix={prefix}", headers={"Authorization": f"Bearer {new_token}"}, timeout=30
+        )
+        old_session = httpx.get(
+            f"{running.url}/", headers={"Cookie": f"{SESSION_COOKIE}={session}"}, timeout=30
+        )
+    finally:
+        running.stop()
+
+    assert new.status_code == 200
+    assert old_session.status_code == 401
