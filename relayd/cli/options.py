@@ -127,30 +127,47 @@ METRICS_ADDR = _option(
 )
 LOG_FORMAT = _option("log_format", "json or console (default: json unless stderr is a terminal).", OBSERVE)
 LOG_LEVEL = _option("log_level", "debug, info, warning or error.", OBSERVE)
-REDIS_USERNAME_FILE = _option("redis_username_file", "File holding the Redis ACL username.", SECURITY)
-REDIS_PASSWORD_FILE = _option("redis_password_file", "File holding the Redis password.", SECURITY)
+#: What the help of a watched secret file says about how it is read (docs/sinks.md, "Secret files").
+_STRIPPED_WATCHED = "surrounding whitespace stripped; re-read when it changes"
+REDIS_USERNAME_FILE = _option(
+    "redis_username_file", f"File holding the Redis ACL username ({_STRIPPED_WATCHED}).", SECURITY
+)
+REDIS_PASSWORD_FILE = _option(
+    "redis_password_file", f"File holding the Redis password ({_STRIPPED_WATCHED}).", SECURITY
+)
 SENTINEL_USERNAME_FILE = _option(
     "sentinel_username_file",
-    "File holding the Sentinel ACL username (redis+sentinel://).",
+    f"File holding the Sentinel ACL username (redis+sentinel://; {_STRIPPED_WATCHED}).",
     SECURITY,
 )
 SENTINEL_PASSWORD_FILE = _option(
-    "sentinel_password_file", "File holding the sentinels' password (redis+sentinel://).", SECURITY
+    "sentinel_password_file",
+    f"File holding the sentinels' password (redis+sentinel://; {_STRIPPED_WATCHED}).",
+    SECURITY,
 )
 REDIS_CA_FILE = _option(
-    "redis_ca_file", "PEM CA bundle trusted for rediss:// instead of the system store.", SECURITY
+    "redis_ca_file",
+    "PEM CA bundle trusted for rediss:// instead of the system store (re-read when it changes).",
+    SECURITY,
 )
 REDIS_CERT_FILE = _option(
-    "redis_cert_file", "PEM client certificate for mutual TLS (with --redis-key-file).", SECURITY
+    "redis_cert_file",
+    "PEM client certificate for mutual TLS (with --redis-key-file; re-read when it changes).",
+    SECURITY,
 )
 REDIS_KEY_FILE = _option(
-    "redis_key_file", "PEM client key for mutual TLS (with --redis-cert-file).", SECURITY
+    "redis_key_file",
+    "PEM client key for mutual TLS (with --redis-cert-file; re-read when it changes).",
+    SECURITY,
 )
 ALLOW_PLAINTEXT = _flag(
     "allow_plaintext", "Permit plaintext Redis to a non-loopback host (never with credentials).", SECURITY
 )
 WEBHOOK_SECRET_FILE = _option(
-    "webhook_secret_file", "File holding the webhook HMAC-SHA256 signing key.", SECURITY
+    "webhook_secret_file",
+    "File of webhook HMAC-SHA256 signing keys, one a line, each signing every request "
+    f"({_STRIPPED_WATCHED}).",
+    SECURITY,
 )
 WEBHOOK_TIMEOUT = _option("webhook_timeout", "Seconds one webhook request may take.", SINKS)
 WEBHOOK_CONCURRENCY = _option("webhook_concurrency", "Most webhook requests in flight at once.", SINKS)
@@ -159,7 +176,9 @@ WEBHOOK_READ_TIMEOUT = _option(
     "webhook_read_timeout", "Seconds a webhook answer may pause between reads.", SINKS
 )
 WEBHOOK_HEADERS_FILE = _option(
-    "webhook_headers_file", "File of extra webhook headers, one 'Name: value' a line.", SECURITY
+    "webhook_headers_file",
+    "File of extra webhook headers, one 'Name: value' a line (re-read when it changes).",
+    SECURITY,
 )
 WEBHOOK_GZIP = _flag("webhook_gzip", "Gzip webhook request bodies.", SINKS)
 WEBHOOK_CA_FILE = _option("webhook_ca_file", "PEM CA bundle trusted for https:// webhooks.", SECURITY)
@@ -171,7 +190,7 @@ CONSOLE_ADDR = _option(
 )
 CONSOLE_TOKEN_FILE = _option(
     "console_token_file",
-    "File holding the console's access token (compared in constant time).",
+    f"File holding the console's access token (compared in constant time; {_STRIPPED_WATCHED}).",
     CONSOLE,
 )
 ALLOW_ACTIONS = _flag(
@@ -182,19 +201,29 @@ CONSOLE_REPLAY_RATE = _option(
 )
 
 AMQP_PASSWORD_FILE = _option(
-    "amqp_password_file", "File holding the AMQP user's password (amqp sink).", SECURITY
+    "amqp_password_file", f"File holding the AMQP user's password (amqp sink; {_STRIPPED_WATCHED}).", SECURITY
 )
 AMQP_CA_FILE = _option(
     "amqp_ca_file", "PEM CA bundle trusted for amqps:// instead of the system store.", SECURITY
 )
-KAFKA_USERNAME_FILE = _option("kafka_username_file", "File holding the kafka sink's SASL username.", SECURITY)
-KAFKA_PASSWORD_FILE = _option("kafka_password_file", "File holding the kafka sink's SASL password.", SECURITY)
+KAFKA_USERNAME_FILE = _option(
+    "kafka_username_file",
+    "File holding the kafka sink's SASL username (surrounding whitespace stripped).",
+    SECURITY,
+)
+KAFKA_PASSWORD_FILE = _option(
+    "kafka_password_file",
+    "File holding the kafka sink's SASL password (surrounding whitespace stripped).",
+    SECURITY,
+)
 KAFKA_SASL_MECHANISM = _option(
     "kafka_sasl_mechanism", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.", SECURITY
 )
 KAFKA_CA_FILE = _option("kafka_ca_file", "PEM CA bundle for the kafka sink's TLS (implies TLS).", SECURITY)
 NATS_CREDS_FILE = _option("nats_creds_file", "The nats sink's credentials file (JWT and seed).", SECURITY)
-NATS_TOKEN_FILE = _option("nats_token_file", "File holding the nats sink's token.", SECURITY)
+NATS_TOKEN_FILE = _option(
+    "nats_token_file", "File holding the nats sink's token (surrounding whitespace stripped).", SECURITY
+)
 NATS_CA_FILE = _option("nats_ca_file", "PEM CA bundle for the nats sink's TLS (implies TLS).", SECURITY)
 
 
