@@ -211,7 +211,8 @@ class Settings:
         self._set("_address", self._check_redis())
         if self.webhook_secret_file is not None:
             self._watch(secret_lines_file("--webhook-secret-file", self.webhook_secret_file))
-        _check_readable("--webhook-ca-file", self.webhook_ca_file)
+        if self.webhook_ca_file is not None:
+            self._watch(pem_file("--webhook-ca-file", self.webhook_ca_file))
         if self.webhook_headers_file is not None:
             option = "--webhook-headers-file"
             self._watch(text_file(option, self.webhook_headers_file, parse_header_lines))
@@ -388,6 +389,7 @@ class Settings:
             webhook_headers_material=headers,
             webhook_gzip=self.webhook_gzip,
             webhook_ca_file=_path_text(self.webhook_ca_file),
+            webhook_ca_material=self.watched("--webhook-ca-file"),
             amqp_password=amqp_password.value if amqp_password is not None else None,
             amqp_password_material=amqp_password,
             amqp_ca_file=_path_text(self.amqp_ca_file),

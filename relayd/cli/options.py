@@ -181,7 +181,9 @@ WEBHOOK_HEADERS_FILE = _option(
     SECURITY,
 )
 WEBHOOK_GZIP = _flag("webhook_gzip", "Gzip webhook request bodies.", SINKS)
-WEBHOOK_CA_FILE = _option("webhook_ca_file", "PEM CA bundle trusted for https:// webhooks.", SECURITY)
+WEBHOOK_CA_FILE = _option(
+    "webhook_ca_file", "PEM CA bundle trusted for https:// webhooks (re-read when it changes).", SECURITY
+)
 
 CONSOLE_ADDR = _option(
     "console_addr",

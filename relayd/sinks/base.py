@@ -106,6 +106,8 @@ class SinkOptions:
     webhook_gzip: bool = False
     #: CA bundle for ``https://`` webhooks (None: the system trust store).
     webhook_ca_file: str | None = None
+    #: The same bundle, re-read when ``--webhook-ca-file`` changes (preferred when set).
+    webhook_ca_material: Material[bytes] | None = None
     #: SASL credentials for the ``kafka`` sink, read from ``--kafka-username-file`` and
     #: ``--kafka-password-file``; the mechanism from ``--kafka-sasl-mechanism``.
     kafka_username: str | None = field(default=None, repr=False)

@@ -31,7 +31,8 @@ Outcomes: 2xx → Delivered; 408, 425, 429, 5xx, timeouts and connection errors 
 ``"http <status>"``. Redirects are not followed. Timeouts: ``webhook_timeout_s`` bounds a whole
 request, ``webhook_connect_timeout_s`` opening a connection and ``webhook_read_timeout_s`` each
 wait for the answer's next bytes. TLS is always verified (``webhook_ca_file`` replaces the
-system trust store).
+system trust store; with ``webhook_ca_material`` a changed bundle makes a new context, which new
+connections use from the next batch on: aiohttp keys its pool by the context).
 
 Order: within a batch, envelopes of one ordering key are sent one after another and a failure
 holds back the rest of that key (``relayd.sinks.per_key``); different keys go concurrently, at
@@ -93,6 +94,9 @@ class WebhookSink:
         )
         self._gzip = options.webhook_gzip
         self._ca_file = options.webhook_ca_file
+        self._ca = options.webhook_ca_material
+        self._context: ssl.SSLContext | None = None
+        self._context_from: bytes | None = None
         self._extra_headers = options.webhook_headers_material or Fixed(options.webhook_headers)
         self._fixed_headers = {"Content-Type": "application/json", "User-Agent": f"relayd/{__version__}"}
         if self._gzip:
@@ -103,7 +107,7 @@ class WebhookSink:
         self._answered = True
 
     async def start(self) -> None:
-        context = ssl.create_default_context(cafile=self._ca_file)  # verified, always
+        context = self._ssl_context()
         # One keep-alive connection per request in flight: the pool scales with the concurrency.
         connector = aiohttp.TCPConnector(
             limit=self._concurrency, limit_per_host=self._concurrency, ssl=context
@@ -124,6 +128,7 @@ class WebhookSink:
         # the material current for this batch: a rotated file takes effect from the next one
         base_headers = {**self._fixed_headers, **dict(self._extra_headers.value)}
         secrets = self._secrets.value if self._secrets is not None else ()
+        context = self._ssl_context()
 
         async def send_one(index: int) -> Outcome:
             nonlocal answered
@@ -137,7 +142,7 @@ class WebhookSink:
             async with self._slots:
                 try:
                     async with session.post(
-                        self._url, data=data, headers=headers, allow_redirects=False
+                        self._url, data=data, headers=headers, allow_redirects=False, ssl=context
                     ) as answer:
                         await answer.read()  # read to the end: the connection goes back to the pool
                         status, retry_after = answer.status, answer.headers.get("Retry-After")
@@ -156,6 +161,22 @@ class WebhookSink:
 
     def ready(self) -> bool:
         return self._answered
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        """The verified context from the current CA bundle; a bundle that does not load keeps the last."""
+        if self._ca is None:
+            if self._context is None:
+                self._context = ssl.create_default_context(cafile=self._ca_file)  # verified, always
+            return self._context
+        bundle = self._ca.value
+        if self._context is None or bundle is not self._context_from:
+            try:
+                self._context = ssl.create_default_context(cadata=bundle.decode("ascii", "replace"))
+            except ssl.SSLError:
+                if self._context is None:
+                    raise ConfigError("sink 'webhook': --webhook-ca-file holds no usable CA") from None
+            self._context_from = bundle
+        return self._context
 
     async def close(self) -> None:
         session, self._session = self._session, None

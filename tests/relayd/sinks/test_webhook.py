@@ -15,6 +15,7 @@ from support.redis_server import free_port
 from support.tls import make_pki
 
 from relayd.batch import Batch
+from relayd.material import pem_file
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, SinkSpec
 from relayd.sinks.per_key import HELD_BACK
 from relayd.sinks.webhook import WebhookSink
@@ -303,3 +304,32 @@ def test_server_helper_is_a_real_socket_server() -> None:
         assert server.httpd.server_address[0] == "127.0.0.1"
     finally:
         server.httpd.server_close()
+
+
+async def test_a_rotated_ca_file_verifies_new_connections_from_the_next_batch(tmp_path) -> None:
+    """The server moves to a certificate from a new CA; once the watched bundle holds the new CA,
+    the same sink connects again (before, it refuses the server's new certificate)."""
+    now = dt.datetime.now(dt.UTC)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    old, new = make_pki(tmp_path / "a", now=now), make_pki(tmp_path / "b", now=now)
+    bundle = tmp_path / "ca.crt"
+    bundle.write_bytes(old.ca_cert.read_bytes())
+    watched = pem_file("--webhook-ca-file", bundle)
+    closing = Reply(200, headers=(("Connection", "close"),))  # every request on a new connection
+    with serve(lambda body, nth: closing, tls=(old.server_cert, old.server_key)) as server:
+        sink = make_sink(server.url, webhook_ca_file=str(bundle), webhook_ca_material=watched)
+        await sink.start()
+        before = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
+        server.httpd.socket.context.load_cert_chain(new.server_cert, new.server_key)  # type: ignore[attr-defined]
+        refused = await sink.deliver(Batch.of([outbox("p", 2, "a")]))
+        bundle.write_bytes(new.ca_cert.read_bytes())
+        reloaded = watched.check()
+        after = await sink.deliver(Batch.of([outbox("p", 3, "a")]))
+        await sink.close()
+
+    assert list(before) == [DELIVERED]
+    assert isinstance(refused[0], Retry)
+    assert reloaded == "reloaded"
+    assert list(after) == [DELIVERED]
+    assert [r.body["id"] for r in server.requests] == ["p:outbox:1", "p:outbox:3"]
