@@ -96,27 +96,9 @@ def parse_host_port(addr: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-def _read_text(option: str, path: Path) -> str:
-    """A mounted file's text; a ``ValueError`` naming ``option`` and the file, never its content."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-        raise ValueError(f"{option}: cannot read {str(path)!r}: {reason}") from None
-
-
 def read_secret_file(option: str, path: Path) -> str:
     """A secret file's value without surrounding whitespace (``relayd.secret.strip_secret``)."""
     return secret_file(option, path).value
-
-
-def read_headers_file(option: str, path: Path) -> tuple[tuple[str, str], ...]:
-    """The extra headers in a mounted file (``relayd.sinks.http_policy.parse_header_lines``)."""
-    text = _read_text(option, path)
-    try:
-        return parse_header_lines(text)
-    except ValueError as exc:
-        raise ValueError(f"{option}: {str(path)!r} {exc}") from None
 
 
 def _check_readable(option: str, path: Path | None) -> None:
@@ -134,6 +116,10 @@ def _require_hash_tags(prefixes: tuple[str, ...]) -> None:
         )
 
 
+#: The options whose files hold Redis or Sentinel credentials (plaintext to them is refused).
+_CREDENTIAL_FILES: Final = frozenset(
+    {"--redis-username-file", "--redis-password-file", "--sentinel-username-file", "--sentinel-password-file"}
+)
 #: Constraints of the numeric options (checked by msgspec, named in the error).
 Batch = Annotated[int, Meta(ge=1, le=100_000)]
 Seconds = Annotated[float, Meta(gt=0, le=3600)]
@@ -262,17 +248,7 @@ class Settings:
         refusal = plaintext_refusal(
             (host for host, _ in address.nodes),
             tls=address.tls,
-            credentials=bool(
-                address.username
-                or address.password
-                or self._files.keys()
-                & {
-                    "--redis-username-file",
-                    "--redis-password-file",
-                    "--sentinel-username-file",
-                    "--sentinel-password-file",
-                }
-            ),
+            credentials=bool(address.username or address.password or self._files.keys() & _CREDENTIAL_FILES),
             allow_plaintext=self.allow_plaintext,
         )
         if refusal is not None:
