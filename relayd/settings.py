@@ -191,7 +191,6 @@ class Settings:
     _files: dict[str, WatchedFile[Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _kafka_username: str | None = field(default=None, init=False, repr=False, compare=False)
     _kafka_password: Secret | None = field(default=None, init=False, repr=False, compare=False)
-    _nats_token: Secret | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._set("_address", self._check_redis())
@@ -282,7 +281,7 @@ class Settings:
                 "_kafka_password", Secret(read_secret_file("--kafka-password-file", self.kafka_password_file))
             )
         if self.nats_token_file is not None:
-            self._set("_nats_token", Secret(read_secret_file("--nats-token-file", self.nats_token_file)))
+            self._watch(secret_file("--nats-token-file", self.nats_token_file))
 
     @property
     def redis(self) -> RedisAddress:
@@ -315,9 +314,15 @@ class Settings:
 
     def secrets(self) -> tuple[str, ...]:
         """Every secret value configured, for the log redaction processor."""
-        values = [self.redis.password, self._kafka_password, self._nats_token]
+        values = [self.redis.password, self._kafka_password]
         shown = [v.get_secret_value() for v in values if v is not None]
-        for option in ("--redis-password-file", "--sentinel-password-file", "--amqp-password-file"):
+        watched = (
+            "--redis-password-file",
+            "--sentinel-password-file",
+            "--amqp-password-file",
+            "--nats-token-file",
+        )
+        for option in watched:
             shown.append(self._current(option))
         shown.extend(self._current("--webhook-secret-file") or ())
         shown.extend(value for _, value in self._current("--webhook-headers-file") or ())
@@ -374,7 +379,8 @@ class Settings:
             kafka_sasl_mechanism=self.kafka_sasl_mechanism,
             kafka_ca_file=_path_text(self.kafka_ca_file),
             nats_creds_file=_path_text(self.nats_creds_file),
-            nats_token=_reveal(self._nats_token),
+            nats_token=self._current("--nats-token-file"),
+            nats_token_material=self.watched("--nats-token-file"),
             nats_ca_file=_path_text(self.nats_ca_file),
         )
 

@@ -224,7 +224,7 @@ KAFKA_SASL_MECHANISM = _option(
 KAFKA_CA_FILE = _option("kafka_ca_file", "PEM CA bundle for the kafka sink's TLS (implies TLS).", SECURITY)
 NATS_CREDS_FILE = _option("nats_creds_file", "The nats sink's credentials file (JWT and seed).", SECURITY)
 NATS_TOKEN_FILE = _option(
-    "nats_token_file", "File holding the nats sink's token (surrounding whitespace stripped).", SECURITY
+    "nats_token_file", f"File holding the nats sink's token ({_STRIPPED_WATCHED}).", SECURITY
 )
 NATS_CA_FILE = _option("nats_ca_file", "PEM CA bundle for the nats sink's TLS (implies TLS).", SECURITY)
 

@@ -119,6 +119,8 @@ class SinkOptions:
     nats_creds_file: str | None = None
     #: A NATS token, read from ``--nats-token-file``.
     nats_token: str | None = field(default=None, repr=False)
+    #: The same token, re-read when ``--nats-token-file`` changes (preferred when set).
+    nats_token_material: Material[str] | None = field(default=None, repr=False)
     #: CA bundle for the ``nats`` sink's TLS (None: the system trust store).
     nats_ca_file: str | None = None
     #: The AMQP user's password, read from ``--amqp-password-file`` (never from the spec).

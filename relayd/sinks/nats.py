@@ -66,7 +66,10 @@ class NatsSink:
         self._nats = _import_nats()  # without the extra, naming the sink fails at start-up
         self._target = parse_nats_target(spec.target)
         tls = self._target.tls or options.nats_ca_file is not None
-        credentials = options.nats_creds_file is not None or options.nats_token is not None
+        token = options.nats_token_material
+        credentials = (
+            options.nats_creds_file is not None or options.nats_token is not None or token is not None
+        )
         check_plaintext(
             self._target.hosts,
             "nats",
@@ -85,7 +88,10 @@ class NatsSink:
         }
         if options.nats_creds_file is not None:
             self._connect_kwargs["user_credentials"] = options.nats_creds_file
-        if options.nats_token is not None:
+        if token is not None:
+            # nats-py asks at every (re)connect: a rotated --nats-token-file is used by the next one
+            self._connect_kwargs["token"] = lambda: token.value
+        elif options.nats_token is not None:
             self._connect_kwargs["token"] = options.nats_token
         self._tls = tls
         self._ca_file = options.nats_ca_file

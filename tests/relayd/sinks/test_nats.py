@@ -3,16 +3,21 @@ per subject, a missing stream, oversize, an unreachable server, the configuratio
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
 from collections.abc import AsyncIterator
 
 import nats
 import orjson
 import pytest
 from nats.js.api import StreamConfig
+from support.nats import nats_server_path
+from support.processes import end_process
 from support.redis_server import free_port
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError
+from relayd.material import secret_file
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
 from relayd.sinks.nats import NatsSink
 
@@ -150,3 +155,67 @@ def test_a_spec_that_cannot_work_is_one_config_error(target, options, message):
     assert "\n" not in str(caught.value)
     assert "t0k3n" not in str(caught.value)
     assert "pw" not in str(caught.value)
+
+
+async def test_a_rotated_token_file_is_used_by_the_reconnect_to_a_server_with_a_new_token(
+    tmp_path, make_sink, prefix
+):
+    """nats-server restarts wanting a new token; the sink reconnects with the token file as it is
+    then (with a token read once, it retries the old one forever)."""
+    port = free_port()
+    config = tmp_path / "nats.conf"
+    store = tmp_path / "js"
+
+    def configure(token: str) -> None:
+        config.write_text(
+            f'listen: "127.0.0.1:{port}"\njetstream {{ store_dir: "{store}" }}\n'
+            f'authorization {{ token: "{token}" }}\n'
+        )
+
+    configure("old-nats-token")
+    server = subprocess.Popen(
+        [nats_server_path(), "-c", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    token_file = tmp_path / "token"
+    token_file.write_text("old-nats-token\n")
+    watched = secret_file("--nats-token-file", token_file)
+    url = f"nats://127.0.0.1:{port}"
+    try:
+        admin = await _connect_when_up(url, "old-nats-token")
+        await admin.jetstream().add_stream(StreamConfig(name=prefix, subjects=[f"{prefix}.>"]))
+        await admin.close()
+        sink = await make_sink(f"{url}?subject={prefix}.events", SinkOptions(nats_token_material=watched))
+        before = await sink.deliver(Batch.of([outbox(prefix, 1, "t")]))
+
+        end_process(server)  # the server comes back wanting the new token: the sink must reconnect
+        configure("new-nats-token")
+        server = subprocess.Popen(
+            [nats_server_path(), "-c", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        token_file.write_text("new-nats-token\n")
+        reloaded = watched.check()
+        after: list = []
+        for seq in range(2, 2000):  # until the reconnect with the new token went through
+            after = list(await sink.deliver(Batch.of([outbox(prefix, seq, "t")])))
+            if after == [DELIVERED]:
+                break
+            await asyncio.sleep(0.05)
+        admin = await _connect_when_up(url, "new-nats-token")
+        stored = await read_stream(admin.jetstream(), prefix)
+        await admin.close()
+    finally:
+        end_process(server)
+
+    assert before == [DELIVERED]
+    assert reloaded == "reloaded"
+    assert after == [DELIVERED]
+    assert len(stored) == 2
+
+
+async def _connect_when_up(url: str, token: str):
+    for _ in range(200):
+        try:
+            return await nats.connect(url, token=token, connect_timeout=1, allow_reconnect=False)
+        except Exception:
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"nats-server at {url} did not come up")
