@@ -8,17 +8,20 @@ import ssl
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from cryptography import x509
 from prometheus_client import CollectorRegistry
 from support.secret_files import MODES, Mode, SecretDir
 from support.tls import make_pki
 
+from relayd.cli.app import app
 from relayd.health import Health
 from relayd.logs import Redactor
 from relayd.material import WatchedFile, pem_file, secret_file, secret_lines_file
 from relayd.material_watch import MaterialWatch
 from relayd.redis_tls import RedisTls
 from relayd.secret import secret_lines, strip_secret
+from relayd.settings import load_settings
 from relayd.sinks.http_policy import sign, sign_all, verify
 
 
@@ -185,3 +188,22 @@ def test_the_redis_tls_context_is_rebuilt_from_new_files_and_kept_when_they_do_n
     assert rotated.check_hostname
     trusted = [int(c["serialNumber"], 16) for c in rotated.get_ca_certs()]
     assert trusted == [x509.load_pem_x509_certificate(new.ca_cert.read_bytes()).serial_number]
+
+
+def test_the_webhook_key_is_each_line_without_surrounding_whitespace(tmp_path: Path) -> None:
+    secret = tmp_path / "signing"
+    secret.write_text("  s3cret \t\r\n\n second\n")
+
+    options = load_settings(sink="webhook:http://127.0.0.1:1/h", webhook_secret_file=secret).sink_options()
+
+    assert options.webhook_secrets is not None
+    assert options.webhook_secrets.value == (b"s3cret", b"second")
+
+
+def test_the_help_says_what_a_secret_file_loses_and_that_it_is_re_read() -> None:
+    shown = CliRunner().invoke(app, ["sweep", "--help"], terminal_width=400).output
+
+    for option in ("--webhook-secret-file", "--redis-password-file", "--amqp-password-file"):
+        (line,) = [line for line in shown.splitlines() if option in line]
+        assert "surrounding whitespace stripped" in line
+        assert "re-read when it changes" in line
