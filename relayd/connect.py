@@ -20,9 +20,9 @@ from a redis-py ``credential_provider`` reading the watched files (``Settings.re
 for the master, the sentinels and a cluster's nodes alike; on a standalone Redis and through
 sentinels the TLS context comes from ``relayd.redis_tls.RedisTls``, rebuilt when the CA,
 certificate or key file changed (on a cluster redis-py loads the files by path when it creates
-a connection; one that reconnects keeps its context). ``refresh`` (``MaterialWatch.check_now``) is called first, so a connection
-made after an authentication or TLS failure reads the files at once. Connections that still
-work carry on with what they were opened with.
+a connection; one that reconnects keeps its context). ``refresh`` (``MaterialWatch.check_now``)
+is called first, so a connection made after an authentication or TLS failure reads the files at
+once. Connections that still work carry on with what they were opened with.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ class MaterialWatch:
         registry: CollectorRegistry | None = None,
         derived_problems: Sequence[Callable[[], str | None]] = (),
     ) -> None:
-        self.files = tuple(files)
+        self.files = list(files)
         self._derived = list(derived_problems)
         self._listeners: list[Callable[[], None]] = []
         self._reloads = (
@@ -49,6 +49,10 @@ class MaterialWatch:
             if registry is not None
             else None
         )
+
+    def add(self, watched: WatchedFile[Any]) -> None:
+        """Watch one more file (the console's token beside the Redis files)."""
+        self.files.append(watched)
 
     def on_reload(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after any file's new material was taken."""

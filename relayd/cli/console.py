@@ -24,16 +24,24 @@ def console(ctx: click.Context, /, **_: object) -> None:
         raise ConfigError(f"the console needs its extra: pip install 'relayd[console]' ({missing})") from None
     import asyncio
 
-    from relayd.connect import BRIEF, connect
+    from relayd.connect import BRIEF, build_client, connect
+    from relayd.logs import redact_also
+    from relayd.material_watch import MaterialWatch
 
     settings = o.settings_from(ctx)
     o.configure_logs(settings)
     options = ConsoleOptions.from_settings(settings)
 
+    # the Redis files are re-read as the relay's are; serve_console adds the token file
+    watch = MaterialWatch(settings.watched_files())
+    watch.on_reload(lambda: redact_also(settings.secrets()))
+
     async def run() -> None:
-        client = await connect(settings, BRIEF)
+        client = await connect(settings, BRIEF, client_factory=lambda s: build_client(s, watch=watch))
         try:
-            await serve_console(client, options, redis_display=settings.redis.display, announce=click.echo)
+            await serve_console(
+                client, options, redis_display=settings.redis.display, announce=click.echo, watch=watch
+            )
         finally:
             await client.aclose()
 

@@ -101,8 +101,12 @@ async def serve_console(
     *,
     redis_display: str,
     announce: Callable[[str], None],
+    watch: MaterialWatch | None = None,
 ) -> None:
-    """Serve until uvicorn is told to stop (SIGINT/SIGTERM); ``announce`` prints the address once."""
+    """Serve until uvicorn is told to stop (SIGINT/SIGTERM); ``announce`` prints the address once.
+
+    ``watch`` (the Redis files' ``MaterialWatch``) is run here, with the token file added.
+    """
     import asyncio
 
     import uvicorn
@@ -112,8 +116,9 @@ async def serve_console(
         (watched.value, False) if watched else load_token(None, allow_actions=options.allow_actions)
     )
     access = Access(token=token, allow_actions=options.allow_actions)
-    watch = MaterialWatch([watched] if watched else [])
+    watch = watch or MaterialWatch([])
     if watched is not None:
+        watch.add(watched)
         watch.on_reload(lambda: access.rotate(watched.value))
     stop_watching = asyncio.Event()
     watching = asyncio.create_task(watch.run(stop_watching))
