@@ -2,7 +2,8 @@
 
     RelaydError(exit_code=1)
     ├── ConfigError (2)            bad flag, env var, URL, file or sink spec
-    │   └── UnknownSink (2)        no sink registered under that scheme
+    │   ├── UnknownSink (2)        no sink registered under that scheme
+    │   └── ListenerUnavailable (2) a listener (metrics, console) cannot bind its address
     ├── RedisUnreachable (3)       Redis refused, timed out or rejected the credentials
     └── SinkError (1)              a sink failed to start or close
 
@@ -32,6 +33,16 @@ class UnknownSink(ConfigError):
     def __init__(self, scheme: str, known: Sequence[str]) -> None:
         super().__init__(f"unknown sink {scheme!r}; known: {', '.join(sorted(known))}")
         self.scheme, self.known = scheme, tuple(known)
+
+
+class ListenerUnavailable(ConfigError):
+    """A listener cannot bind its address (in use, not local, not permitted)."""
+
+    def __init__(self, what: str, host: str, port: int, error: OSError) -> None:
+        shown_host = f"[{host}]" if ":" in host else host
+        why = error.strerror or type(error).__name__
+        super().__init__(f"cannot listen on {shown_host}:{port} for the {what}: {why.lower()}")
+        self.host, self.port = host, port
 
 
 class RedisUnreachable(RelaydError):

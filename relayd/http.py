@@ -16,6 +16,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
+from relayd.errors import ListenerUnavailable
 from relayd.health import Answer, Health
 
 _StartResponse = Callable[..., Any]
@@ -70,7 +71,10 @@ class HttpHandle:
 
 
 def serve_http(host: str, port: int, registry: CollectorRegistry, health: Health) -> HttpHandle:
-    """Serve the endpoints on ``host:port`` from a daemon thread."""
+    """Serve the endpoints on ``host:port`` from a daemon thread.
+
+    Raises ``ListenerUnavailable`` when the address cannot be bound (a busy port, say).
+    """
     server_class = ThreadingWSGIServer
     if ":" in host:  # an IPv6 literal such as "::" or "::1"
 
@@ -78,7 +82,11 @@ def serve_http(host: str, port: int, registry: CollectorRegistry, health: Health
             address_family = socket.AF_INET6
 
         server_class = _V6Server
-    server = make_server(host, port, make_app(registry, health), server_class, handler_class=_QuietHandler)
+    app = make_app(registry, health)
+    try:
+        server = make_server(host, port, app, server_class, handler_class=_QuietHandler)
+    except OSError as exc:
+        raise ListenerUnavailable("metrics endpoint", host, port, exc) from None
     thread = threading.Thread(target=server.serve_forever, name="relayd-http", daemon=True)
     thread.start()
     return HttpHandle(server, thread)

@@ -18,6 +18,7 @@ from relayd.console.actions import ActionRunner
 from relayd.console.app import ConsoleState, build_app
 from relayd.console.poller import OverviewPoller
 from relayd.console.security import Access, check_listen_address, load_token, watch_token
+from relayd.errors import ListenerUnavailable
 from relayd.material_watch import MaterialWatch
 from relayd.redis_url import is_loopback
 from relayd.settings import Settings
@@ -85,12 +86,19 @@ def allowed_hosts(listen_host: str) -> list[str]:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """Bind the listening socket first, so port 0 works and the address printed is the real one."""
+    """Bind the listening socket first, so port 0 works and the address printed is the real one.
+
+    Raises ``ListenerUnavailable`` when the address cannot be bound (a busy port, say).
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise ListenerUnavailable("console", host, port, exc) from None
     sock.set_inheritable(True)
     return sock
 
