@@ -1,8 +1,10 @@
 """Liveness and readiness: a snapshot of the relay's state and a pure verdict for each probe.
 
-``/healthz`` answers whether the loop made progress recently (a stuck loop is what a restart
-fixes); ``/readyz`` whether Redis answers and every sink is ready (an outage a restart does
-not fix, so it only takes the pod out of rotation). ``Health`` is the thread-safe holder the
+``/healthz`` answers whether the event loop still runs (its heartbeat, ``relayd.heartbeat``,
+beat recently: a stuck loop is what a restart fixes); a pass waiting on a slow or hung sink
+keeps it live, since a restart would not fix the sink (``relayd_last_sweep_timestamp_seconds``
+shows how long ago a pass finished). ``/readyz`` answers whether Redis answers and every sink is
+ready (an outage a restart does not fix). ``Health`` is the thread-safe holder the
 loop writes and the HTTP thread reads; times are monotonic seconds passed in by the caller.
 """
 
@@ -13,8 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-#: Default silence after which the loop counts as stuck (a pass is bounded by sink timeouts).
-DEFAULT_STALE_AFTER_S: Final = 60.0
+#: Default silence of the event loop after which it counts as stuck: the heartbeat beats every
+#: second, so only a loop blocked by synchronous work this long stays silent.
+DEFAULT_STALE_AFTER_S: Final = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +36,7 @@ class Answer:
 class HealthSnapshot:
     """What the probes look at, copied out of ``Health`` at one instant."""
 
-    last_progress_s: float | None = None  # monotonic time of the loop's last iteration
+    last_progress_s: float | None = None  # monotonic time the event loop last beat
     redis_error: str | None = "not connected yet"  # None once Redis answered
     sinks_ready: Mapping[str, bool] = field(default_factory=dict)
     stopping: bool = False
@@ -46,12 +49,12 @@ class HealthSnapshot:
 
 
 def healthz(snapshot: HealthSnapshot, *, now_s: float, stale_after_s: float) -> Answer:
-    """Live while the loop has iterated within ``stale_after_s`` (or has not started yet)."""
+    """Live while the event loop has beat within ``stale_after_s`` (or has not started yet)."""
     if snapshot.last_progress_s is None:
         return Answer(True, "starting")
     silent_s = now_s - snapshot.last_progress_s
     if silent_s > stale_after_s:
-        return Answer(False, f"no progress for {silent_s:.1f}s")
+        return Answer(False, f"event loop silent for {silent_s:.1f}s")
     return Answer(True, "ok")
 
 
@@ -105,7 +108,7 @@ class Health:
         self._material: Callable[[], list[str]] = list
 
     def progress(self, now_s: float) -> None:
-        """The loop completed an iteration (a pass, an idle poll, a standby check, a backoff)."""
+        """The event loop ran at ``now_s``: its heartbeat, or a relay loop's iteration."""
         with self._lock:
             self._last_progress_s = now_s
 

@@ -70,6 +70,7 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
     from relayd.connect import BRIEF, FOREVER, build_client, connect
     from relayd.engine.loop import run_relay
     from relayd.health import Health
+    from relayd.heartbeat import heartbeat
     from relayd.logs import redact_also
     from relayd.material_watch import MaterialWatch
     from relayd.metrics import RelayMetrics
@@ -91,24 +92,25 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
         server = serve_http(host, port, registry, health)
         structlog.get_logger(__name__).info("http_serving", url=f"http://{host}:{server.port}/metrics")
     try:
-        client = await connect(
-            settings,
-            BRIEF if once else FOREVER,
-            stop=stop,
-            on_failure=health.redis_failed,
-            client_factory=lambda s: build_client(s, watch=watch),
-        )
-        try:
-            summary = await run_relay(
-                settings.sweep_options(once=once),
-                redis=client,
-                sinks=sinks,
-                metrics=metrics,
-                health=health,
+        async with heartbeat(health):
+            client = await connect(
+                settings,
+                BRIEF if once else FOREVER,
                 stop=stop,
+                on_failure=health.redis_failed,
+                client_factory=lambda s: build_client(s, watch=watch),
             )
-        finally:
-            await client.aclose()
+            try:
+                summary = await run_relay(
+                    settings.sweep_options(once=once),
+                    redis=client,
+                    sinks=sinks,
+                    metrics=metrics,
+                    health=health,
+                    stop=stop,
+                )
+            finally:
+                await client.aclose()
     finally:
         watching.cancel()
         if server is not None:

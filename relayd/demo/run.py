@@ -37,6 +37,7 @@ from relayd.engine.loop import RunSummary, run_relay
 from relayd.engine.options import SweepOptions
 from relayd.envelope import KINDS, Kind
 from relayd.health import Health
+from relayd.heartbeat import heartbeat
 from relayd.http import serve_http
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Outcome
@@ -185,19 +186,19 @@ async def _run(*, duration_s: float, redis_port: int, host: str, port: int, out:
     out.print(f"metrics: http://{host}:{http.port}/metrics  (also /healthz, /readyz)")
     stop = asyncio.Event()
     try:
-        workload = start_workload(sync_client, committed, until=workload_until)
-        relay = start_relay(client, sink, metrics=RelayMetrics(registry), health=health, stop=stop)
-        with Live(console=out, refresh_per_second=4, transient=False) as live:
-            while (now := time.time()) < end and not relay.done():
-                live.update(
-                    progress_table(committed.due(now), sink, title=f"relayd demo ({end - now:4.1f}s left)")
-                )
-                await asyncio.sleep(REFRESH_S)
-            stop.set()
-            summary = await relay
-            finished_at = time.time()
-            live.update(progress_table(committed.due(finished_at), sink, title="relayd demo: finished"))
-        workload.join(5)
+        async with heartbeat(health):
+            workload = start_workload(sync_client, committed, until=workload_until)
+            relay = start_relay(client, sink, metrics=RelayMetrics(registry), health=health, stop=stop)
+            with Live(console=out, refresh_per_second=4, transient=False) as live:
+                while (now := time.time()) < end and not relay.done():
+                    title = f"relayd demo ({end - now:4.1f}s left)"
+                    live.update(progress_table(committed.due(now), sink, title=title))
+                    await asyncio.sleep(REFRESH_S)
+                stop.set()
+                summary = await relay
+                finished_at = time.time()
+                live.update(progress_table(committed.due(finished_at), sink, title="relayd demo: finished"))
+            workload.join(5)
     finally:
         stop.set()
         http.close()

@@ -250,7 +250,7 @@ def test_relayd_pods_run_locked_down(kind: str) -> None:
 
 
 def test_the_sidecar_is_probed_and_scraped_on_its_metrics_port() -> None:
-    """Liveness on /healthz, readiness on /readyz, Prometheus annotations, all on port 9464."""
+    """Start-up and liveness on /healthz, Prometheus annotations, all on port 9464."""
     deployment = resource("Deployment")
     container = relayd_container("Deployment")
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
@@ -258,10 +258,9 @@ def test_the_sidecar_is_probed_and_scraped_on_its_metrics_port() -> None:
     env = {e["name"]: e.get("value") for e in container.get("env", [])}
 
     assert container["args"] == ["sweep"]
-    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert ports[container["livenessProbe"]["httpGet"]["port"]] == METRICS_PORT
-    assert ports[container["readinessProbe"]["httpGet"]["port"]] == METRICS_PORT
+    for probe in ("startupProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["path"] == "/healthz"
+        assert ports[container[probe]["httpGet"]["port"]] == METRICS_PORT
     assert annotations["prometheus.io/scrape"] == "true"
     assert annotations["prometheus.io/port"] == str(METRICS_PORT)
     assert annotations["prometheus.io/path"] == "/metrics"
@@ -270,6 +269,22 @@ def test_the_sidecar_is_probed_and_scraped_on_its_metrics_port() -> None:
     # The kubelet must wait longer than relayd's own shutdown grace before it SIGKILLs.
     grace = float(resource("ConfigMap")["data"]["RELAYD_SHUTDOWN_GRACE"])
     assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > grace
+
+
+def test_the_sidecar_never_gates_the_engine_pods_readiness() -> None:
+    """A pod is ready only when every container is: a readinessProbe on relayd would take the
+    engine out of its Service whenever a sink or Redis is down. So the sidecar has none, and the
+    sink's health is alerted on instead (failing attempts, and passes that stop finishing)."""
+    container = relayd_container("Deployment")
+    alerts = {
+        rule["alert"]: rule["expr"]
+        for group in yaml.safe_load(PROMETHEUS_RULES.read_text())["groups"]
+        for rule in group["rules"]
+    }
+
+    assert "readinessProbe" not in container
+    assert "relayd_delivery_attempts_total" in alerts["RelaydSinkFailing"]
+    assert "relayd_last_sweep_timestamp_seconds" in alerts["RelaydSweepStalled"]
 
 
 def test_the_cronjob_runs_one_bounded_pass_never_two_at_once() -> None:

@@ -1,18 +1,18 @@
-"""The probes: liveness from loop progress, readiness from Redis and the sinks."""
+"""The probes: liveness from the event loop's heartbeat, readiness from Redis and the sinks."""
 
 from __future__ import annotations
 
 from relayd.health import Health, HealthSnapshot, healthz, readyz
 
 
-def test_healthz_fails_once_the_loop_stops_making_progress():
+def test_healthz_fails_once_the_event_loop_stops_beating():
     snap = HealthSnapshot(last_progress_s=100.0)
 
     fresh = healthz(snap, now_s=130.0, stale_after_s=60.0)
     stale = healthz(snap, now_s=161.0, stale_after_s=60.0)
 
     assert (fresh.ok, fresh.status) == (True, 200)
-    assert (stale.ok, stale.status, stale.reason) == (False, 503, "no progress for 61.0s")
+    assert (stale.ok, stale.status, stale.reason) == (False, 503, "event loop silent for 61.0s")
 
 
 def test_readyz_names_what_is_not_ready():

@@ -60,7 +60,7 @@ def test_healthz_turns_503_when_the_loop_stalls(served):
 
     assert (live.status_code, live.text.strip()) == (200, "ok")
     assert stalled.status_code == 503
-    assert stalled.text.startswith("no progress for")
+    assert stalled.text.startswith("event loop silent for")
 
 
 def test_serves_on_ipv6_loopback_too():

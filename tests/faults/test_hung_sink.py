@@ -1,0 +1,117 @@
+"""A webhook receiver that accepts and never answers: relayd's pass hangs on it for longer than
+the liveness threshold, yet ``/healthz`` stays 200 (the process and its event loop are alive; a
+restart would not fix the receiver), while the pass-progress gauge shows no pass finishing."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from faults.harness import RecordProperty, RelayProcess, sample
+from support.redis_server import RedisServer
+from support.waiting import wait_until
+
+from relayd.health import DEFAULT_STALE_AFTER_S
+from store import Event, Execution, RedisStore
+
+pytestmark = [pytest.mark.faults, pytest.mark.slow]
+
+PREFIX = "hung"
+#: How long the test watches /healthz while the pass hangs: past today's threshold and the old
+#: one (a pass finished within 60 s), with room for a probe period.
+WATCH_S = 66.0
+
+
+class HungReceiver:
+    """A TCP listener that accepts every connection, reads what comes and never answers."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.requests = 0
+        self.connections: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, name="hung-receiver", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/hook"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections.append(conn)
+            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _read(self, conn: socket.socket) -> None:
+        try:
+            while data := conn.recv(65536):
+                if b"POST " in data:
+                    self.requests += 1
+        except OSError:
+            return
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.connections:
+            conn.close()
+
+
+@pytest.fixture
+def hung_receiver() -> Iterator[HungReceiver]:
+    receiver = HungReceiver()
+    yield receiver
+    receiver.close()
+
+
+def healthz(port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_a_hung_webhook_never_fails_liveness(
+    redis_process: RedisServer, hung_receiver: HungReceiver, tmp_path: Path, record_property: RecordProperty
+) -> None:
+    """One request held open for longer than the liveness threshold: /healthz answers 200
+    throughout, and no pass finishes meanwhile (the gauge stands still)."""
+    store = RedisStore(redis_process.client(), prefix=PREFIX)
+    exe = Execution(id="exe-1", definition_id="hung.flow")
+    store.commit(exe, [("target-1", Event(id="e-1", kind="ping", data={}))])
+    relay = RelayProcess(
+        [
+            "--redis-url", redis_process.url, "--prefix", PREFIX, "--sink", f"webhook:{hung_receiver.url}",
+            "--webhook-timeout", "300", "--lease-ttl", "2", "--poll-interval", "0.2",
+        ],
+        tmp_path / "relay.log",
+    )  # fmt: skip
+    relay.start()
+    try:
+        wait_until(lambda: hung_receiver.requests >= 1, 30, "the webhook request to reach the receiver")
+        hung_since = time.monotonic()
+        last_pass = sample(relay.metrics(), "relayd_last_sweep_timestamp_seconds", prefix=PREFIX)
+        answers: list[int] = []
+        while time.monotonic() - hung_since < WATCH_S:
+            answers.append(healthz(relay.metrics_port))
+            time.sleep(1.0)
+        last_pass_after = sample(relay.metrics(), "relayd_last_sweep_timestamp_seconds", prefix=PREFIX)
+        alive = relay.alive
+    finally:
+        relay.stop()
+    record_property("healthz_answers", f"{len(answers)} probes over {WATCH_S:g}s: {sorted(set(answers))}")
+
+    assert WATCH_S > DEFAULT_STALE_AFTER_S
+    assert alive, relay.log_tail()
+    assert hung_receiver.requests == 1
+    assert set(answers) == {200}, (answers, relay.log_tail())
+    assert last_pass_after == last_pass
