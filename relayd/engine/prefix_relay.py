@@ -7,7 +7,8 @@ polls again at once, an idle pass backs off up to ``poll_interval_s`` with jitte
 error is counted, reported to ``/readyz`` and retried with exponential backoff from a fresh
 ``Sweeper``. When ``stop`` is set no new read or delivery starts, the pass in flight gets
 ``shutdown_grace_s`` to finish and ack, then the reader cursors are checkpointed and the lease
-released. With ``once`` the loop drains everything due now and returns.
+released. With ``once`` the loop drains everything due now and returns; when another replica
+holds the lease, it logs that replica and returns at once (the prefix is relayed, not here).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from relayd.health import Health
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import Sink
 from relayd.state import RedisClient
-from relayd.state.lease import Lease
+from relayd.state.lease import Lease, read_lease
 from store import AsyncRedisStore
 
 log = structlog.get_logger(__name__)
@@ -68,6 +69,7 @@ class PrefixRelay:
     ) -> None:
         self.prefix = prefix
         self.options = options
+        self.redis = redis
         self.store = AsyncRedisStore(redis, prefix=prefix)
         self.sinks = sinks
         self.sink_locks = sink_locks
@@ -100,6 +102,8 @@ class PrefixRelay:
         self.dead_lettered: Counter[Kind] = Counter()
         self.left_for_retry = 0
         self.skipped = False
+        #: A one-shot run found the lease taken by another replica (an acquire was refused).
+        self.lease_refused = False
         self.sweeper: Sweeper | None = None
         metrics.add_prefix(prefix)
 
@@ -123,8 +127,10 @@ class PrefixRelay:
                             await self.lease.renew()
                             self.health.redis_ok()
                     elif self.may_acquire:
-                        await self.lease.acquire()
+                        self.lease_refused = not await self.lease.acquire()
                         self.health.redis_ok()
+                        if self.lease_refused and self.options.once:
+                            self.lease_changed.set()
                 except REDIS_ERRORS as exc:
                     self._redis_failed(exc)
                 self._note_lease()
@@ -195,10 +201,11 @@ class PrefixRelay:
             if not self.lease.held():
                 self._drop_sweeper()
                 self._note_lease()
-                if self.options.once and self.clock.monotonic() - waiting_since_s > 2 * self.lease.ttl_s:
-                    log.warning("lease_held_elsewhere", prefix=self.prefix)
-                    self.skipped = True
-                    return
+                if self.options.once and (
+                    self.lease_refused or self.clock.monotonic() - waiting_since_s > 2 * self.lease.ttl_s
+                ):
+                    if await self._held_elsewhere():
+                        return
                 self.health.progress(self.clock.monotonic())
                 self.lease_changed.clear()
                 await self._wait(self.lease.ttl_s / 3, self.lease_changed)
@@ -240,6 +247,27 @@ class PrefixRelay:
             idle_streak += 1
             self.on_busy(False)
             await self._wait(self._idle_delay(idle_streak, result), self.loop_wake)
+
+    async def _held_elsewhere(self) -> bool:
+        """Whether another replica holds the lease (a one-shot run then leaves the prefix to it);
+        logs which one. False when the lease has come free meanwhile: the keeper tries again."""
+        try:
+            holder = await read_lease(self.redis, self.store.keyspace)
+        except REDIS_ERRORS as exc:
+            self._redis_failed(exc)
+            holder = None
+        if holder is None or holder.token == self.lease.token:
+            self.lease_refused = False
+            self.keeper_wake.set()
+            return False
+        log.info(
+            "another_replica_active",
+            prefix=self.prefix,
+            holder=holder.holder,
+            outcome="nothing to do here: the active replica relays this prefix",
+        )
+        self.skipped = True
+        return True
 
     def _idle_delay(self, idle_streak: int, result: PassResult) -> float:
         interval_s = self.options.poll_interval_s
