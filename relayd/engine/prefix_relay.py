@@ -201,11 +201,10 @@ class PrefixRelay:
             if not self.lease.held():
                 self._drop_sweeper()
                 self._note_lease()
-                if self.options.once and (
-                    self.lease_refused or self.clock.monotonic() - waiting_since_s > 2 * self.lease.ttl_s
-                ):
-                    if await self._held_elsewhere():
-                        return
+                waited_s = self.clock.monotonic() - waiting_since_s
+                refused = self.lease_refused or waited_s > 2 * self.lease.ttl_s
+                if self.options.once and refused and await self._held_elsewhere():
+                    return
                 self.health.progress(self.clock.monotonic())
                 self.lease_changed.clear()
                 await self._wait(self.lease.ttl_s / 3, self.lease_changed)
