@@ -161,7 +161,9 @@ REDIS_KEY_FILE = _option(
     SECURITY,
 )
 ALLOW_PLAINTEXT = _flag(
-    "allow_plaintext", "Permit plaintext Redis to a non-loopback host (never with credentials).", SECURITY
+    "allow_plaintext",
+    "Permit plaintext (Redis, a broker, an http:// webhook) to a non-loopback host (never with credentials).",
+    SECURITY,
 )
 WEBHOOK_SECRET_FILE = _option(
     "webhook_secret_file",

@@ -65,6 +65,7 @@ from relayd.sinks.base import Outcome, Retry, SinkOptions
 from relayd.sinks.http_policy import classify_status, sign_all
 from relayd.sinks.per_key import deliver_in_key_order
 from relayd.sinks.spec import SinkSpec
+from relayd.sinks.webhook_transport import check_webhook_transport
 
 #: Gzip level for ``--webhook-gzip``: a middle level; small bodies gain little from the slowest ones.
 GZIP_LEVEL: Final = 5
@@ -82,6 +83,8 @@ class WebhookSink:
             raise ConfigError("sink 'webhook' needs an http:// or https:// URL")
         if options.webhook_concurrency < 1 or options.webhook_timeout_s <= 0:
             raise ConfigError("sink 'webhook': concurrency must be >= 1 and the timeout > 0")
+        header_names = [name for name, _ in options.webhook_headers]
+        check_webhook_transport(spec.target, header_names, allow_plaintext=options.allow_plaintext)
         self._url = spec.target
         self._secrets: Material[tuple[bytes, ...]] | None = options.webhook_secrets
         if self._secrets is None and options.webhook_secret is not None:
