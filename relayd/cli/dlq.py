@@ -52,16 +52,24 @@ def _check_kind(kind: str | None) -> Kind | None:
     return kind
 
 
-def _per_prefix(settings: Settings, action: Callable[[AsyncRedis, Keyspace], Awaitable[T]]) -> list[T]:
+def _per_prefix(
+    settings: Settings, action: Callable[[AsyncRedis, Keyspace], Awaitable[T]], *, hint: bool = False
+) -> list[T]:
+    """Run ``action`` on each prefix; with ``hint``, print the hint for a prefix that holds nothing."""
     import asyncio
 
     from relayd.connect import BRIEF, connect
+    from relayd.prefix_hint import prefix_hints
     from store import Keyspace
 
     async def run() -> list[T]:
         client = await connect(settings, BRIEF)
         try:
-            return [await action(client, Keyspace(prefix)) for prefix in settings.prefix]
+            results = [await action(client, Keyspace(prefix)) for prefix in settings.prefix]
+            if hint:
+                for line in await prefix_hints(client, settings.prefix):
+                    click.echo(f"relayd: hint: {line}", err=True)
+            return results
         finally:
             await client.aclose()
 
@@ -119,7 +127,7 @@ def list_(ctx: click.Context, /, as_json: bool, kind: str | None, **_: object) -
         letters = await list_dead_letters(client, keyspace, kind=only)
         return [{"prefix": keyspace.prefix, **_as_dict(letter)} for letter in letters]
 
-    rows = [row for rows in _per_prefix(settings, action) for row in rows]
+    rows = [row for rows in _per_prefix(settings, action, hint=True) for row in rows]
     if as_json:
         import orjson
 

@@ -14,14 +14,17 @@ if TYPE_CHECKING:
     from relayd.status import StatusReport
 
 
-async def gather_reports(settings: Settings) -> list[StatusReport]:
+async def gather_reports(settings: Settings) -> tuple[list[StatusReport], list[str]]:
+    """Each prefix's report, and the hints for prefixes that hold nothing (``relayd.prefix_hint``)."""
     from relayd.connect import BRIEF, connect
+    from relayd.prefix_hint import prefix_hints
     from relayd.status import collect_status
 
     client = await connect(settings, BRIEF)
     try:
         now = time.time()
-        return [await collect_status(client, prefix, now=now) for prefix in settings.prefix]
+        reports = [await collect_status(client, prefix, now=now) for prefix in settings.prefix]
+        return reports, await prefix_hints(client, settings.prefix)
     finally:
         await client.aclose()
 
@@ -48,7 +51,9 @@ def status(ctx: click.Context, /, as_json: bool, **_: object) -> None:
 
     settings = o.settings_from(ctx)
     o.configure_logs(settings)
-    reports = asyncio.run(gather_reports(settings))
+    reports, hints = asyncio.run(gather_reports(settings))
+    for hint in hints:
+        click.echo(f"relayd: hint: {hint}", err=True)
     if as_json:
         click.echo(
             orjson.dumps({"prefixes": [r.to_json() for r in reports]}, option=orjson.OPT_INDENT_2).decode()

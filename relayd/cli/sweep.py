@@ -74,6 +74,7 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
     from relayd.logs import redact_also
     from relayd.material_watch import MaterialWatch
     from relayd.metrics import RelayMetrics
+    from relayd.prefix_hint import prefix_hints
 
     stop = asyncio.Event()
     install_signal_handlers(stop)
@@ -101,6 +102,8 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
                 client_factory=lambda s: build_client(s, watch=watch),
             )
             try:
+                for hint in await prefix_hints(client, settings.prefix):
+                    structlog.get_logger(__name__).warning("prefix_empty", hint=hint)
                 summary = await run_relay(
                     settings.sweep_options(once=once),
                     redis=client,
