@@ -10,6 +10,7 @@ from __future__ import annotations
 import structlog
 
 from relayd.engine.clock import Clock
+from relayd.engine.failure_log import FailureLog
 from relayd.engine.lane import FreshBatch, Lane
 from relayd.engine.plan import MAX_ATTEMPTS, PERMANENT, Dead, Held, Verdicts
 from relayd.envelope import Kind
@@ -33,6 +34,7 @@ class Settlement:
         self.keys = RelayKeys(store.keyspace)
         self.metrics = metrics
         self.clock = clock
+        self.failures = FailureLog(self.prefix)
 
     async def check_attempts(self, lane: Lane) -> None:
         """Note whether ``P:relay:attempts:{kind}`` holds any record (one EXISTS)."""
@@ -59,14 +61,17 @@ class Settlement:
             lane.attempts_maybe = True
             await save_attempts(self.client, self.keys.attempts(kind), records)
             for h in verdicts.retry:
-                log.debug(
-                    "delivery_retry",
-                    prefix=self.prefix,
+                self.failures.failed(
                     kind=kind,
+                    target=h.envelope.ordering_key,
                     id=h.envelope.id,
-                    attempt=h.attempts,
                     error=h.last_error,
+                    attempt=h.attempts,
+                    retry_in_s=h.not_before - now,
+                    now_s=now,
                 )
+        else:
+            self.failures.flush(now)
         if verdicts.dead:
             await self._bury(kind, verdicts.dead, now)
         resolved = [*acked, *(d.held.ref for d in verdicts.dead)]

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import os
 import ssl
 import time
 from collections.abc import Callable, Sequence
@@ -69,6 +70,15 @@ from relayd.sinks.webhook_transport import check_webhook_transport
 
 #: Gzip level for ``--webhook-gzip``: a middle level; small bodies gain little from the slowest ones.
 GZIP_LEVEL: Final = 5
+
+
+def connection_failure(exc: aiohttp.ClientError) -> str:
+    """What went wrong, without the host: the OS error's own text (``Connection refused``) when
+    there is one (its message may name the address), else the exception's type."""
+    os_error = getattr(exc, "os_error", None)
+    if isinstance(os_error, OSError) and os_error.errno:
+        return os.strerror(os_error.errno)
+    return type(exc).__name__
 
 
 class WebhookSink:
@@ -152,8 +162,7 @@ class WebhookSink:
                 except TimeoutError as exc:
                     return Retry(error=f"webhook timeout ({type(exc).__name__})")
                 except aiohttp.ClientError as exc:
-                    # the exception text may name the host; the type is enough to act on
-                    return Retry(error=f"webhook connection error ({type(exc).__name__})")
+                    return Retry(error=f"webhook connection error ({connection_failure(exc)})")
             answered += 1
             return classify_status(status, retry_after, self._clock())
 
