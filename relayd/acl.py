@@ -59,6 +59,12 @@ COMMANDS: Final[Mapping[str, str]] = {
     "script|load": "the same, when the server answers NOSCRIPT",
     "subscribe": "wake-up",
     "unsubscribe": "wake-up: a busy prefix leaves its channels",
+    "zscan": "console: timers of one execution",
+    "multi": "console: an audit record and its trim in one transaction",
+    "exec": "the same",
+    "lpush": "console: an action's audit record",
+    "ltrim": "console: the audit log kept bounded",
+    "lrange": "console: the audit page",
 }
 #: Added with a redis-stream destination on the same server (``streams``).
 STREAM_COMMANDS: Final = ("xadd",)

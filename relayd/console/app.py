@@ -17,6 +17,7 @@ from urllib.parse import parse_qs
 
 import orjson
 from jinja2 import Environment, PackageLoader, select_autoescape
+from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
@@ -33,6 +34,7 @@ from relayd.console.filters import DeadLetterFilter, FilterInvalid
 from relayd.console.paging import PageTokenInvalid
 from relayd.console.poller import OverviewPoller
 from relayd.console.reads import read_dead_letter, read_dead_letter_page, read_timers, sample_groups
+from relayd.console.redis_failure import RETRY_AFTER_S, redis_failure
 from relayd.console.security import CSRF_FIELD, SECURITY_HEADERS, SESSION_COOKIE, Access, same_origin
 from relayd.console.signatures import error_signature
 from relayd.envelope import KINDS
@@ -394,6 +396,13 @@ def _handle_bad_input(
     return guarded
 
 
+async def _redis_failed(request: Request, exc: Exception) -> Response:
+    """Redis failed a page's read: 503 with the reason; the page asks again by itself."""
+    response = render(request, "error.html", 503, message=redis_failure(exc), retry_after_s=RETRY_AFTER_S)
+    response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    return response
+
+
 def build_app(state: ConsoleState, *, static_dir: str, allowed_hosts: Sequence[str] = ("*",)) -> Starlette:
     routes = [
         Route("/", _handle_bad_input(overview)),
@@ -412,7 +421,7 @@ def build_app(state: ConsoleState, *, static_dir: str, allowed_hosts: Sequence[s
         Route("/logout", logout, methods=["POST"]),
         Mount("/static", StaticFiles(directory=static_dir), name="static"),
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, exception_handlers={RedisError: _redis_failed})
     app.state.console = state
     app.add_middleware(ConsoleGuard)
     # Added last, so it runs first: a page on another site whose name was re-pointed at 127.0.0.1

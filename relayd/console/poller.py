@@ -17,6 +17,7 @@ from typing import Final
 
 from relayd.console.groups import reason_counts
 from relayd.console.rates import KindCounters, delivery_rates
+from relayd.console.warnings import prefix_warnings
 from relayd.envelope import KINDS, Kind
 from relayd.state import RedisClient
 from relayd.state.deadletters import scan_dead_letters
@@ -40,6 +41,8 @@ class PrefixOverview:
     #: Entries delivered per second since the previous reading (None: unknown).
     rates: dict[Kind, float | None] = field(default_factory=dict)
     counters: dict[Kind, KindCounters] = field(default_factory=dict)
+    #: What an operator should look at now (``console.warnings``).
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +74,13 @@ async def read_prefix(client: RedisClient, prefix: str, *, now: float) -> Prefix
         "spawn": KindCounters(int(spawns_seq or 0), report.backlog["spawn"], report.dead_letters["spawn"]),
         "timer": KindCounters(None, report.backlog["timer"], report.dead_letters["timer"]),
     }
-    return PrefixOverview(report=report, reasons=reasons, reasons_exact=exact, counters=counters)
+    return PrefixOverview(
+        report=report,
+        reasons=reasons,
+        reasons_exact=exact,
+        counters=counters,
+        warnings=prefix_warnings(report),
+    )
 
 
 def _with_rates(previous: Snapshot | None, current: list[PrefixOverview], now: float) -> list[PrefixOverview]:

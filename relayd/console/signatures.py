@@ -18,7 +18,8 @@ _RULES: Final = (
     (re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I), "<url>"),
     (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<ip>"),
     (re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{12,}\b", re.I), "<hex>"),
-    (re.compile(r"(?<!\w)\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.I), "<n>"),
+    # An HTTP status stays: a 401, a 404 and a 422 are different failures.
+    (re.compile(r"(?<!\w)(?<!http )\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.I), "<n>"),
     (re.compile(r"'[^']*'|\"[^\"]*\""), "<str>"),
     (re.compile(r"\s+"), " "),
 )

@@ -14,6 +14,7 @@ from email.utils import parsedate_to_datetime
 from typing import Final
 
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry
+from relayd.sinks.http_excerpt import body_excerpt
 
 #: Statuses that mean "not now": the receiver may accept the same request later.
 RETRYABLE_STATUSES: Final = frozenset({408, 425, 429})
@@ -73,17 +74,20 @@ def parse_retry_after(value: str | None, now_s: float) -> float | None:
     return max(0.0, when.timestamp() - now_s)
 
 
-def classify_status(status: int, retry_after: str | None, now_s: float) -> Outcome:
+def classify_status(status: int, retry_after: str | None, now_s: float, body: bytes = b"") -> Outcome:
     """Map an HTTP response to an outcome.
 
     2xx → Delivered; 408, 425, 429 and 5xx → Retry (honouring ``Retry-After``); any other
     status (4xx, and 1xx/3xx since redirects are not followed) → Permanent ``"http <status>"``.
+    A failure's text ends with a short, redacted excerpt of ``body`` (``http 422: {...}``).
     """
     if 200 <= status < 300:
         return DELIVERED
+    excerpt = body_excerpt(body)
+    text = f"http {status}: {excerpt}" if excerpt else f"http {status}"
     if status in RETRYABLE_STATUSES or status >= 500:
-        return Retry(error=f"http {status}", after_s=parse_retry_after(retry_after, now_s))
-    return Permanent(reason=f"http {status}")
+        return Retry(error=text, after_s=parse_retry_after(retry_after, now_s))
+    return Permanent(reason=text)
 
 
 def parse_header_lines(text: str) -> tuple[tuple[str, str], ...]:

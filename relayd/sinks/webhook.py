@@ -157,14 +157,15 @@ class WebhookSink:
                     async with session.post(
                         self._url, data=data, headers=headers, allow_redirects=False, ssl=context
                     ) as answer:
-                        await answer.read()  # read to the end: the connection goes back to the pool
+                        # read to the end: the connection goes back to the pool
+                        answer_body = await answer.read()
                         status, retry_after = answer.status, answer.headers.get("Retry-After")
                 except TimeoutError as exc:
                     return Retry(error=f"webhook timeout ({type(exc).__name__})")
                 except aiohttp.ClientError as exc:
                     return Retry(error=f"webhook connection error ({connection_failure(exc)})")
             answered += 1
-            return classify_status(status, retry_after, self._clock())
+            return classify_status(status, retry_after, self._clock(), answer_body)
 
         outcomes = await deliver_in_key_order(batch.keys(), send_one)
         if batch:

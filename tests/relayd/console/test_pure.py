@@ -51,8 +51,23 @@ def letter(
         ("key 'user:42' missing", "key <str> missing"),
         ("request 8f3a9c2e11d4aa failed", "request <hex> failed"),
         ("", "(no error text)"),
+        ("http 401", "http 401"),
+        ('http 422: {"error":"order 17 refused"}', "http 422: {<str>:<str>}"),
+        ("http 404: no route for order-9", "http 404: no route for order-<n>"),
     ],
-    ids=["status-and-id", "same-signature", "ip", "uuid", "url", "quoted", "hex", "empty"],
+    ids=[
+        "status-and-id",
+        "same-signature",
+        "ip",
+        "uuid",
+        "url",
+        "quoted",
+        "hex",
+        "empty",
+        "http-status-kept",
+        "http-status-and-body",
+        "http-404-apart",
+    ],
 )
 def test_error_signature_replaces_numbers_and_ids(text: str, signature: str) -> None:
     assert error_signature(text) == signature
