@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -91,11 +92,7 @@ def _with_rates(previous: Snapshot | None, current: list[PrefixOverview], now: f
     for overview in current:
         old = before.get(overview.report.prefix)
         rates = {} if old is None else delivery_rates(old.counters, overview.counters, now - previous.at)
-        out.append(
-            PrefixOverview(
-                overview.report, overview.reasons, overview.reasons_exact, rates, overview.counters
-            )
-        )
+        out.append(dataclasses.replace(overview, rates=rates))
     return out
 
 
