@@ -1,9 +1,9 @@
 """A hint when the chosen prefix holds nothing but a well-known other prefix does.
 
 relayd's default prefix is the store's (``stm``); harel writes under ``harel``. A user who
-forgets ``--prefix harel`` sees an empty, healthy relay. ``status``, ``dlq list`` and ``sweep``
-ask ``prefix_hints`` and print its one line: "no keys under prefix 'stm'; found keys under
-'harel': did you mean --prefix harel?".
+forgets ``--prefix harel`` sees an empty, healthy relay. ``status``, ``dlq list``, ``sweep`` and
+the console's overview ask ``prefix_hints`` and show its one line: "no keys under prefix 'stm';
+found keys under 'harel': did you mean --prefix harel?".
 
 Bounded cost: one pipelined round-trip of ``EXISTS`` on the few keys that mark a prefix in use
 (the outbox and spawn hashes and counters, the timers, the dead letters), never a ``SCAN`` of the

@@ -20,6 +20,7 @@ from relayd.console.groups import reason_counts
 from relayd.console.rates import KindCounters, delivery_rates
 from relayd.console.warnings import prefix_warnings
 from relayd.envelope import KINDS, Kind
+from relayd.prefix_hint import prefix_hints
 from relayd.state import RedisClient
 from relayd.state.deadletters import scan_dead_letters
 from relayd.status import StatusReport, collect_status
@@ -80,7 +81,7 @@ async def read_prefix(client: RedisClient, prefix: str, *, now: float) -> Prefix
         reasons=reasons,
         reasons_exact=exact,
         counters=counters,
-        warnings=prefix_warnings(report),
+        warnings=(*prefix_warnings(report), *await prefix_hints(client, [prefix])),
     )
 
 

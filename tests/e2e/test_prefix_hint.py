@@ -1,5 +1,6 @@
 """A harel program writes under ``harel``; relayd's default prefix is ``stm``. ``status``,
-``dlq list`` and ``sweep`` say so in one hint line instead of showing an empty, healthy relay.
+``dlq list``, ``sweep`` and the console say so in one hint line instead of showing an empty,
+healthy relay.
 Shown on a real redis-server of the test's own (so no other test's ``stm`` keys interfere)."""
 
 from __future__ import annotations
@@ -8,8 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import fakeredis
+import httpx
 import orjson
 import pytest
+from support.console import start_console
 from support.redis_server import RedisServer
 
 from relayd.prefix_hint import hint_for, prefix_hints
@@ -44,6 +47,11 @@ def test_status_dlq_list_and_sweep_name_the_prefix_that_holds_keys(own_redis: Re
     dlq = run_relayd("dlq", "list", *url)
     sweep = run_relayd("sweep", "--once", *url, "--sink", f"jsonl:{tmp_path / 'out.jsonl'}")
     right = run_relayd("status", *url, "--prefix", "harel")
+    console = start_console(own_redis.url, ["stm"])
+    try:
+        overview = httpx.get(console.url + "/", timeout=30)
+    finally:
+        console.stop()
 
     for result in (status, status_json, dlq):
         assert result.returncode == 0, result.stderr
@@ -54,6 +62,7 @@ def test_status_dlq_list_and_sweep_name_the_prefix_that_holds_keys(own_redis: Re
     assert [(w["level"], w["hint"]) for w in warnings] == [("warning", HINT)]
     assert right.returncode == 0
     assert "hint" not in right.stderr
+    assert HINT.replace("'", "&#39;") in overview.text  # as Jinja escapes it
 
 
 def test_no_hint_when_the_prefix_holds_keys_or_nothing_is_anywhere(own_redis: RedisServer):
