@@ -66,7 +66,7 @@ from relayd.sinks.base import Outcome, Retry, SinkOptions
 from relayd.sinks.http_policy import classify_status, sign_all
 from relayd.sinks.per_key import deliver_in_key_order
 from relayd.sinks.spec import SinkSpec
-from relayd.sinks.webhook_transport import check_webhook_transport
+from relayd.sinks.webhook_transport import check_webhook_transport, webhook_transport_refusal
 
 #: Gzip level for ``--webhook-gzip``: a middle level; small bodies gain little from the slowest ones.
 GZIP_LEVEL: Final = 5
@@ -95,6 +95,9 @@ class WebhookSink:
             raise ConfigError("sink 'webhook': concurrency must be >= 1 and the timeout > 0")
         header_names = [name for name, _ in options.webhook_headers]
         check_webhook_transport(spec.target, header_names, allow_plaintext=options.allow_plaintext)
+        self._allow_plaintext = options.allow_plaintext
+        self._checked_headers: tuple[tuple[str, str], ...] | None = None
+        self._headers_refusal: str | None = None
         self._url = spec.target
         self._secrets: Material[tuple[bytes, ...]] | None = options.webhook_secrets
         if self._secrets is None and options.webhook_secret is not None:
@@ -139,7 +142,11 @@ class WebhookSink:
         ids, bodies = batch.ids(), batch.render()
         answered = 0
         # the material current for this batch: a rotated file takes effect from the next one
-        base_headers = {**self._fixed_headers, **dict(self._extra_headers.value)}
+        extra_headers = self._extra_headers.value
+        refusal = self._refusal(extra_headers)
+        if refusal is not None:  # a rotated headers file broke the plaintext rule: send nothing
+            return [Retry(error=f"webhook {refusal}")] * len(ids)
+        base_headers = {**self._fixed_headers, **dict(extra_headers)}
         secrets = self._secrets.value if self._secrets is not None else ()
         context = self._ssl_context()
 
@@ -174,6 +181,15 @@ class WebhookSink:
 
     def ready(self) -> bool:
         return self._answered
+
+    def _refusal(self, extra_headers: tuple[tuple[str, str], ...]) -> str | None:
+        """Why these headers may not go to this URL (checked again only when the file changed)."""
+        if extra_headers is not self._checked_headers:
+            self._checked_headers = extra_headers
+            self._headers_refusal = webhook_transport_refusal(
+                self._url, [name for name, _ in extra_headers], allow_plaintext=self._allow_plaintext
+            )
+        return self._headers_refusal
 
     def _ssl_context(self) -> ssl.SSLContext:
         """The verified context from the current CA bundle; a bundle that does not load keeps the last."""

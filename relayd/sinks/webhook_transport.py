@@ -5,6 +5,8 @@ connection relayd opens): ``https://`` always may; ``http://`` to loopback may; 
 elsewhere needs ``--allow-plaintext`` and never carries credentials, whether in the URL's user
 info or in a credential header of ``--webhook-headers-file``. URL credentials and an
 ``Authorization`` header together are refused too: the HTTP client would refuse every request.
+At start-up a refusal stops relayd (exit 2); a rotated headers file that breaks the rule is
+refused batch by batch instead (nothing is sent, every entry is retried) until it is fixed.
 """
 
 from __future__ import annotations
@@ -28,15 +30,19 @@ def check_webhook_transport(url: str, header_names: Iterable[str], *, allow_plai
     Raises:
         ConfigError: one line naming the rule broken; it never shows a credential.
     """
+    refusal = webhook_transport_refusal(url, header_names, allow_plaintext=allow_plaintext)
+    if refusal is not None:
+        raise ConfigError(f"sink 'webhook': {refusal}")
+
+
+def webhook_transport_refusal(url: str, header_names: Iterable[str], *, allow_plaintext: bool) -> str | None:
+    """Why this URL and these headers may not be used together, or None when they may."""
     parts = urlsplit(url)
     names = {name.lower() for name in header_names}
     url_credentials = parts.username is not None or parts.password is not None
     if url_credentials and "authorization" in names:
-        raise ConfigError(
-            "sink 'webhook': credentials in the URL and an Authorization header in "
-            "--webhook-headers-file; keep one"
-        )
-    refusal = plaintext_refusal(
+        return "credentials in the URL and an Authorization header in --webhook-headers-file; keep one"
+    return plaintext_refusal(
         [parts.hostname or ""],
         tls=parts.scheme.lower() == "https",
         credentials=url_credentials or bool(names & CREDENTIAL_HEADERS),
@@ -44,5 +50,3 @@ def check_webhook_transport(url: str, header_names: Iterable[str], *, allow_plai
         service="webhook",
         secure="https://",
     )
-    if refusal is not None:
-        raise ConfigError(f"sink 'webhook': {refusal}")

@@ -333,3 +333,32 @@ async def test_a_rotated_ca_file_verifies_new_connections_from_the_next_batch(tm
     assert reloaded == "reloaded"
     assert list(after) == [DELIVERED]
     assert [r.body["id"] for r in server.requests] == ["p:outbox:1", "p:outbox:3"]
+
+
+class _RotatingHeaders:
+    """A headers file's material whose content an operator rotates mid-run."""
+
+    def __init__(self, value: tuple[tuple[str, str], ...]) -> None:
+        self.value = value
+
+
+async def test_a_rotated_headers_file_with_a_credential_over_plaintext_sends_nothing() -> None:
+    """Allowed at start (plain HTTP opted in, no credential); the file then gains an
+    Authorization header: every entry is retried with the reason and no request goes out."""
+    headers = _RotatingHeaders((("X-Tenant", "a"),))
+    sink = make_sink(
+        "http://hooks.example.invalid/h",
+        allow_plaintext=True,
+        webhook_headers=headers.value,
+        webhook_headers_material=headers,
+    )
+    await sink.start()
+    headers.value = (("Authorization", "Bearer s3cret"),)
+    outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a"), outbox("p", 2, "b")]))
+    await sink.close()
+
+    assert len(outcomes) == 2
+    for outcome in outcomes:
+        assert isinstance(outcome, Retry)
+        assert "refusing to send webhook credentials over plaintext" in outcome.error
+        assert "s3cret" not in outcome.error
