@@ -19,12 +19,18 @@ import msgspec
 import orjson
 
 from relayd.batch import Batch
+from relayd.stored import (
+    EVENT_SHAPE,
+    MAX_ENTRY_BYTES,
+    bytes_fault,
+    event_fault,
+    is_utf8,
+    json_object,
+)
 from store import MalformedEntry, RawEntry, RawTimer, dumps, parse_timer_member
 
 #: The envelope format tag; a receiver refuses what it does not know.
 ENVELOPE_VERSION: Final = "relayd/1"
-#: Checks that bytes are one JSON document without building it (cheaper than decoding it).
-_CHECK_JSON: Final = msgspec.json.Decoder(msgspec.Raw)
 #: Line breaks to spaces: in JSON text they can only be whitespace between tokens.
 _LINE_BREAKS_TO_SPACES: Final = bytes.maketrans(b"\r\n", b"  ")
 #: The line breaks as byte values: ``int in bytes`` is a memchr, while ``bytes in bytes`` first
@@ -355,16 +361,6 @@ def timeout_event(execution_id: str, path: str, fire_at: float) -> dict[str, obj
     }
 
 
-def _object(value: bytes | str, what: str) -> dict[str, object]:
-    try:
-        decoded = orjson.loads(value)
-    except orjson.JSONDecodeError as exc:
-        raise MalformedEntry("bad_json", f"{what} is not JSON") from exc
-    if not isinstance(decoded, dict):
-        raise MalformedEntry("wrong_type", f"{what} is not a JSON object")
-    return decoded
-
-
 def _require(obj: dict[str, object], key: str, what: str) -> object:
     if key not in obj:
         raise MalformedEntry("missing_field", f"{what} has no {key!r}")
@@ -380,39 +376,44 @@ def _string(obj: dict[str, object], key: str, what: str, *, nullable: bool = Fal
     return value
 
 
-def _seq(entry: RawEntry) -> int:
-    if entry.seq is None:
-        raise MalformedEntry("bad_seq", "hash field is not a decimal integer")
-    return entry.seq
-
-
 def outbox_envelopes(
     entries: Iterable[RawEntry], *, prefix: str, attempt: int, relayed_at: float
 ) -> tuple[OutboxWindow, list[RawEntry], list[tuple[RawEntry, MalformedEntry]]]:
     """The envelopes of outbox entries ``{"t": target_id|null, "e": event_json_string}``.
 
     Returns the well-formed entries' envelopes as one ``OutboxWindow`` and those entries (both
-    in order), and each malformed entry with why (``bad_seq``, ``bad_json``, ``missing_field``
-    or ``wrong_type``). One loop for a window, into columns: no object per entry.
+    in order), and each malformed entry with why (a reason of ``store.MALFORMED_REASONS``).
+    One loop for a window, into columns: no object per entry.
     """
-    # The hot path of a drain: one try around the parse and the checks; only an entry that
-    # fails them goes through ``_outbox_fault`` to learn which reason to dead-letter with. The
-    # event is checked here, so a malformed one is caught at read, not by the sink.
+    # The hot path of a drain: a length check, then one try around the parse and the checks;
+    # only an entry that fails them goes through ``_outbox_fault`` to learn which reason to
+    # dead-letter with. The event is checked here (``relayd.stored``: the engine's shape, its
+    # depth bounded), so a malformed one is caught at read, not by the sink.
     window = OutboxWindow(prefix, attempt, relayed_at, [], [], [], [])
     fields, seqs, targets, events = window.fields, window.seqs, window.targets, window.events
     good: list[RawEntry] = []
     malformed: list[tuple[RawEntry, MalformedEntry]] = []
-    loads, check = orjson.loads, _CHECK_JSON.decode
+    loads, check, limit = orjson.loads, EVENT_SHAPE.decode, MAX_ENTRY_BYTES
     for entry in entries:
         field, seq, stored = entry
-        try:
-            value = loads(stored)
-            target_id, event_text = value["t"], value["e"]
-            event_json = event_text.encode()
-            check(event_json)
-            well_formed = event_json.lstrip()[:1] == b"{" and (target_id is None or type(target_id) is str)
-        except (orjson.JSONDecodeError, msgspec.DecodeError, KeyError, TypeError, AttributeError):
-            well_formed = False
+        well_formed = False
+        if len(stored) <= limit:
+            try:
+                value = loads(stored)
+                target_id, event_text = value["t"], value["e"]
+                event_json = event_text.encode()
+                check(event_json)
+                well_formed = target_id is None or type(target_id) is str
+            # RecursionError: an event nested past msgspec's limit (the interpreter's).
+            except (
+                orjson.JSONDecodeError,
+                msgspec.DecodeError,
+                KeyError,
+                TypeError,
+                AttributeError,
+                RecursionError,
+            ):
+                pass
         if not well_formed or seq is None:
             malformed.append((entry, _outbox_fault(entry)))
             continue
@@ -432,7 +433,7 @@ def outbox_envelope(entry: RawEntry, *, prefix: str, attempt: int, relayed_at: f
     """Build the envelope of one outbox entry (``outbox_envelopes`` of one).
 
     Raises:
-        MalformedEntry: ``bad_seq``, ``bad_json``, ``missing_field`` or ``wrong_type``.
+        MalformedEntry: with a reason of ``store.MALFORMED_REASONS``.
     """
     window, _, malformed = outbox_envelopes([entry], prefix=prefix, attempt=attempt, relayed_at=relayed_at)
     if malformed:
@@ -440,38 +441,50 @@ def outbox_envelope(entry: RawEntry, *, prefix: str, attempt: int, relayed_at: f
     return window[0]
 
 
+def _field_fault(entry: RawEntry, kind: str) -> MalformedEntry | None:
+    if not is_utf8(entry.field):
+        return MalformedEntry("not_utf8", f"{kind} field is not UTF-8 (its bytes are kept as base64)")
+    if entry.seq is None:
+        return MalformedEntry("bad_seq", "hash field is not a decimal integer")
+    return None
+
+
 def _outbox_fault(entry: RawEntry) -> MalformedEntry:
     """Why an outbox entry that failed ``outbox_envelopes``'s checks is malformed."""
+    fault = _field_fault(entry, "outbox")
+    if fault is not None:
+        return fault
     try:
-        _seq(entry)
-        value = _object(entry.value, "outbox value")
+        value = json_object(entry.value, "outbox value")
         _string(value, "t", "outbox value", nullable=True)
         event_text = _string(value, "e", "outbox value")
-        _object(str(event_text), "outbox event")
+        fault = event_fault(str(event_text).encode())
     except MalformedEntry as exc:
         return exc
-    return MalformedEntry("wrong_type", "outbox value has an unexpected shape")  # not reached
+    return fault or MalformedEntry("wrong_type", "outbox value has an unexpected shape")  # not reached
 
 
 def spawn_envelope(entry: RawEntry, *, prefix: str, attempt: int, relayed_at: float) -> Envelope:
     """Build the envelope of one spawn intent ``{"p", "c", "r", "x"}``.
 
     Raises:
-        MalformedEntry: ``bad_seq``, ``bad_json``, ``missing_field`` or ``wrong_type``.
+        MalformedEntry: with a reason of ``store.MALFORMED_REASONS``.
     """
     seq = entry.seq
-    try:  # the hot path, as in ``outbox_envelope``: the reason is found only for a bad entry
-        value = orjson.loads(entry.value)
-        parent_id, child_id, root_path, context = value["p"], value["c"], value["r"], value["x"]
-        well_formed = (
-            type(parent_id) is str
-            and type(child_id) is str
-            and type(root_path) is str
-            and type(context) is dict
-            and seq is not None
-        )
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        well_formed = False
+    well_formed = False
+    if len(entry.value) <= MAX_ENTRY_BYTES:  # the hot path, as in ``outbox_envelopes``
+        try:
+            value = orjson.loads(entry.value)
+            parent_id, child_id, root_path, context = value["p"], value["c"], value["r"], value["x"]
+            well_formed = (
+                type(parent_id) is str
+                and type(child_id) is str
+                and type(root_path) is str
+                and type(context) is dict
+                and seq is not None
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            pass
     if not well_formed:
         raise _spawn_fault(entry)
     id_ = spawn_id(prefix, entry.field)
@@ -494,9 +507,11 @@ def spawn_envelope(entry: RawEntry, *, prefix: str, attempt: int, relayed_at: fl
 
 def _spawn_fault(entry: RawEntry) -> MalformedEntry:
     """Why a spawn entry that failed ``spawn_envelope``'s checks is malformed."""
+    fault = _field_fault(entry, "spawn")
+    if fault is not None:
+        return fault
     try:
-        _seq(entry)
-        value = _object(entry.value, "spawn value")
+        value = json_object(entry.value, "spawn value")
         for key in ("p", "c", "r"):
             _string(value, key, "spawn value")
         if not isinstance(_require(value, "x", "spawn value"), dict):
@@ -510,8 +525,10 @@ def timer_envelope(timer: RawTimer, *, prefix: str, attempt: int, relayed_at: fl
     """Build the envelope of one due timer, carrying the engine's own Timeout event.
 
     Raises:
-        MalformedEntry: ``bad_member`` when the member is not UTF-8 or has no ``\\x00``.
+        MalformedEntry: ``too_large``, ``not_utf8``, or ``bad_member`` when it has no ``\\x00``.
     """
+    if len(timer.member) > MAX_ENTRY_BYTES:
+        raise bytes_fault(timer.member, "timer member") or MalformedEntry("too_large")
     execution_id, path = parse_timer_member(timer.member)
     fire_at = float(timer.fire_at)
     event = timeout_event(execution_id, path, fire_at)

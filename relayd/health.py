@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 #: Default silence of the event loop after which it counts as stuck: the heartbeat beats every
 #: second, so only a loop blocked by synchronous work this long stays silent.
@@ -46,6 +46,8 @@ class HealthSnapshot:
     sinks_reason: Mapping[str, str] = field(default_factory=dict)
     #: secret or certificate files whose new content was refused (the old material stays in use)
     material_refused: tuple[str, ...] = ()
+    #: ``prefix:kind`` -> why that lane is parked (its key has the wrong type)
+    parked_lanes: Mapping[str, str] = field(default_factory=dict)
 
 
 def healthz(snapshot: HealthSnapshot, *, now_s: float, stale_after_s: float) -> Answer:
@@ -59,7 +61,8 @@ def healthz(snapshot: HealthSnapshot, *, now_s: float, stale_after_s: float) -> 
 
 
 def readyz(snapshot: HealthSnapshot) -> Answer:
-    """Ready when Redis answers and every sink is ready; the reason names what is not."""
+    """Ready when Redis answers, every live key has its type and every sink is ready; the
+    reason names what is not."""
     if snapshot.stopping:
         return Answer(False, "shutting down")
     if snapshot.material_refused:
@@ -67,6 +70,9 @@ def readyz(snapshot: HealthSnapshot) -> Answer:
         return Answer(False, f"secret file refused, the previous material stays in use: {refused}")
     if snapshot.redis_error is not None:
         return Answer(False, f"redis: {redis_waiting_for(snapshot.redis_error, snapshot.sentinel_service)}")
+    if snapshot.parked_lanes:
+        parked = "; ".join(why for _, why in sorted(snapshot.parked_lanes.items()))
+        return Answer(False, f"wrong key type (those kinds are not relayed): {parked}")
     not_ready = sorted(name for name, ready in snapshot.sinks_ready.items() if not ready)
     if not_ready:
         named = (
@@ -106,6 +112,7 @@ class Health:
         self._reasons: dict[str, Callable[[], str | None]] = {}
         self._stopping = False
         self._material: Callable[[], list[str]] = list
+        self._parked: dict[str, str] = {}
 
     def progress(self, now_s: float) -> None:
         """The event loop ran at ``now_s``: its heartbeat, or a relay loop's iteration."""
@@ -120,6 +127,13 @@ class Health:
         """Redis did not answer; ``reason`` is the error's class or text, never a URL."""
         with self._lock:
             self._redis_error = reason
+
+    def lanes_parked(self, prefix: str, parked: Mapping[Any, str]) -> None:
+        """The kinds of ``prefix`` whose key has the wrong type now (kind -> why); empty: none."""
+        with self._lock:
+            for name in [n for n in self._parked if n.rpartition(":")[0] == prefix]:
+                del self._parked[name]
+            self._parked.update({f"{prefix}:{kind}": why for kind, why in parked.items()})
 
     def watch_sinks(
         self,
@@ -145,6 +159,7 @@ class Health:
             sinks, reasons = dict(self._sinks), dict(self._reasons)
             progress_s, redis_error, stopping = self._last_progress_s, self._redis_error, self._stopping
             material = self._material
+            parked = dict(self._parked)
         ready: dict[str, bool] = {}
         why: dict[str, str] = {}
         for name, is_ready in sinks.items():
@@ -163,6 +178,7 @@ class Health:
             sentinel_service=self.sentinel_service,
             sinks_reason=why,
             material_refused=tuple(material()),
+            parked_lanes=parked,
         )
 
     def live(self, now_s: float) -> Answer:

@@ -21,6 +21,9 @@ from relayd.redis_url import redact_url
 
 #: What a redacted value is replaced with.
 REDACTED: Final = "***"
+#: Longest text a log line carries per value (characters): a longer one keeps its head and tail
+#: around a note of how much was cut, so a huge stored value cannot make a huge line.
+MAX_VALUE_CHARS: Final = 4096
 
 #: The field names log lines use (STYLE §4.5); listed for documentation and tests.
 FIELDS: Final = (
@@ -55,11 +58,15 @@ class Redactor:
         """Redact these values too (a secret file was re-read and holds new ones)."""
         self.secrets = sorted({*self.secrets, *(s for s in secrets if s)}, key=len, reverse=True)
 
-    def text(self, value: str) -> str:
+    def redact(self, value: str) -> str:
         for secret in self.secrets:
             if secret in value:
                 value = value.replace(secret, REDACTED)
         return redact_url(value)
+
+    def text(self, value: str) -> str:
+        # Redacted whole, then cut: a cut first could split a URL's credentials off their "@".
+        return truncate(self.redact(value))
 
     def value(self, value: object) -> object:
         if isinstance(value, str):
@@ -83,13 +90,35 @@ class Redactor:
         def render(logger: WrappedLogger, name: str, event_dict: EventDict) -> str:
             line = renderer(logger, name, event_dict)
             text = line.decode() if isinstance(line, bytes | bytearray) else str(line)
-            return self.text(text)
+            return self.redact(text)
 
         return render
 
 
+def truncate(text: str, limit: int = MAX_VALUE_CHARS) -> str:
+    """``text`` if at most ``limit`` characters, else its head and tail around ``…[N chars cut]…``."""
+    if len(text) <= limit:
+        return text
+    keep = limit // 2
+    return f"{text[:keep]}…[{len(text) - 2 * keep} chars cut]…{text[-keep:]}"
+
+
+def _printable(value: object) -> object:
+    """``value`` with every string made encodable (an escaped undecodable byte shown as ``\\udcNN``)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {str(_printable(k)): _printable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_printable(v) for v in value]
+    return value
+
+
 def _json_dumps(obj: MutableMapping[str, Any], **_kw: Any) -> str:
-    return orjson.dumps(obj, default=str).decode()
+    try:
+        return orjson.dumps(obj, default=str).decode()
+    except TypeError:  # a str holding a lone surrogate (bytes read with surrogateescape)
+        return orjson.dumps(_printable(obj), default=str).decode()
 
 
 #: The redactor of the configured logging, which ``redact_also`` teaches new secrets.

@@ -8,7 +8,7 @@ holds counts, times and the lease holder's token (``host/pid/random``) only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rich.table import Table
@@ -39,6 +39,8 @@ class StatusReport:
     oldest_timer_lag_s: float | None
     dead_letters: dict[Kind, int]
     active: ActiveReplica | None = None
+    #: kind -> why, for each kind whose live key has the wrong type (it is not relayed)
+    wrong_type: dict[Kind, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,6 +57,7 @@ def build_report(
     oldest_due_fire_at: float | None,
     dead: dict[Kind, int],
     active: ActiveReplica | None,
+    wrong_type: dict[Kind, str] | None = None,
 ) -> StatusReport:
     """Assemble a report from raw counts (pure)."""
     lag = None if oldest_due_fire_at is None or due_timers == 0 else max(0.0, now - oldest_due_fire_at)
@@ -66,15 +69,25 @@ def build_report(
         oldest_timer_lag_s=lag,
         dead_letters={kind: dead.get(kind, 0) for kind in KINDS},
         active=active,
+        wrong_type=dict(wrong_type or {}),
     )
+
+
+def _count(reply: object) -> int:
+    """A pipelined count, 0 in place of an error (a key of the wrong type answers WRONGTYPE)."""
+    return 0 if isinstance(reply, Exception) else int(reply)  # type: ignore[call-overload]
 
 
 async def collect_status(client: Any, prefix: str, *, now: float) -> StatusReport:
     """Read one prefix's counts in one pipelined round-trip plus the lease."""
+    from relayd.engine.key_types import describe, read_key_types, wrong_types
     from relayd.state.lease import read_lease
 
     keyspace = Keyspace(prefix)
     relay = RelayKeys(keyspace)
+    wrong = {
+        k: describe(keyspace, k, t) for k, t in wrong_types(await read_key_types(client, keyspace)).items()
+    }
     pipe = client.pipeline(transaction=False)
     pipe.hlen(keyspace.outbox)
     pipe.hlen(keyspace.spawns)
@@ -83,19 +96,22 @@ async def collect_status(client: Any, prefix: str, *, now: float) -> StatusRepor
     pipe.zrangebyscore(keyspace.timers, "-inf", now, start=0, num=1, withscores=True)
     for kind in KINDS:
         pipe.hlen(relay.dead(kind))
-    outbox, spawns, timers, due, oldest, *dead_counts = await pipe.execute()
+    outbox, spawns, timers, due, oldest, *dead_counts = await pipe.execute(raise_on_error=False)
+    if isinstance(oldest, Exception):
+        oldest = []
     lease = await read_lease(client, keyspace)
     active = None if lease is None else ActiveReplica(holder=lease.holder, ttl_s=lease.ttl_ms / 1000)
     return build_report(
         prefix,
         now=now,
-        outbox=int(outbox),
-        spawns=int(spawns),
-        timers=int(timers),
-        due_timers=int(due),
+        outbox=_count(outbox),
+        spawns=_count(spawns),
+        timers=_count(timers),
+        due_timers=_count(due),
         oldest_due_fire_at=float(oldest[0][1]) if oldest else None,
-        dead=dict(zip(KINDS, (int(n) for n in dead_counts), strict=True)),
+        dead=dict(zip(KINDS, (_count(n) for n in dead_counts), strict=True)),
         active=active,
+        wrong_type=wrong,
     )
 
 
@@ -119,12 +135,16 @@ def render_table(reports: Sequence[StatusReport]) -> Table:
         active = "none" if r.active is None else f"{r.active.holder} (ttl {r.active.ttl_s:.1f}s)"
         table.add_row(
             r.prefix,
-            str(r.backlog["spawn"]),
-            str(r.backlog["outbox"]),
-            str(r.backlog["timer"]),
+            *(_backlog_cell(r, kind) for kind in ("spawn", "outbox", "timer")),
             str(r.due_timers),
             lag,
             dead,
             active,
         )
     return table
+
+
+def _backlog_cell(report: StatusReport, kind: Kind) -> str:
+    if kind in report.wrong_type:
+        return f"WRONGTYPE: {report.wrong_type[kind]}"
+    return str(report.backlog[kind])

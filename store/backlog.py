@@ -24,8 +24,9 @@ acked prefix is skipped quickly.
 
 Reconcile: one incremental HSCAN step (COUNT = limit) at most every
 ``reconcile_interval_s``, and whenever a read finds nothing new. It returns entries below the
-frontier that are neither open nor gaps (a commit later than the grace, anything missed) and
-every field that is not a canonical decimal integer (``seq=None``). So a late entry is
+frontier that are neither open nor gaps (a commit later than the grace, anything missed), every
+entry above the counter (written without taking its seq from the counter: no window would
+reach it) and every field that is not a canonical decimal integer (``seq=None``). So a late entry is
 returned within ``grace_s`` through its gap, or else within one full reconcile cycle
 (``hash size / limit`` steps, one per ``reconcile_interval_s`` or per idle read). A burned seq
 never stalls anything: the frontier never waits on it.
@@ -104,6 +105,10 @@ class SeqWindow:
         # checkpoint, and parsing a thousand fields again each pass cost more than the read.
         self.open: dict[str, int | None] = {}
         self.c_start: int | None = None
+        self.counter = 0  # the counter as the last window read saw it
+        # seqs above that counter the reconcile scan returned and are still open: no window
+        # read returns them again (a commit's INCR may land between the read and the scan)
+        self.ahead: set[int] = set()
         self.scan_cursor = 0
         self._window = 0
         self._last_reconcile: float | None = None
@@ -120,6 +125,10 @@ class SeqWindow:
     def resolve(self, fields: Iterable[str]) -> None:
         """Forget returned entries that were acked or dead-lettered."""
         pop = self.open.pop
+        if self.ahead:
+            for field in fields:
+                self.ahead.discard(pop(field, None))  # type: ignore[arg-type]
+            return
         for field in fields:
             pop(field, None)
 
@@ -160,6 +169,7 @@ class SeqWindow:
     ) -> list[RawEntry]:
         """Fold one HMGET reply (aligned with ``read.fields``) into the state; return new entries."""
         counter = counter or 0
+        self.counter = counter
         if self.c_start is None:
             self.c_start = counter
         c_start = self.c_start
@@ -189,6 +199,8 @@ class SeqWindow:
             for row in zip(names, range(start, start + end), window_values[:end], strict=True)
             if row[2] is not None
         ]
+        if self.ahead:
+            found = [entry for entry in found if entry.seq not in self.ahead]
         room = read.budget - len(out)
         if len(found) > room:
             first_left = found[room].seq  # the rest waits for the next read
@@ -238,7 +250,12 @@ class SeqWindow:
         overflow = False
         for field, value in pairs:
             seq = parse_seq(field)
-            if field in self.open or (seq is not None and (seq >= self.frontier or seq in self.gaps)):
+            # A seq between the frontier and the counter is the window's to read; one above the
+            # counter no window reaches until the counter does (written without its INCR), so
+            # the scan returns it now and marks it ``ahead``.
+            if field in self.open or (
+                seq is not None and (self.frontier <= seq <= self.counter or seq in self.gaps)
+            ):
                 continue
             if len(out) >= budget:
                 overflow = True
@@ -251,6 +268,7 @@ class SeqWindow:
             # something was left behind in this step: only a fresh full cycle proves exhaustion
             self._caught_up = (self._full_cycles, self.scan_cursor)
         self.open.update((e.field, e.seq) for e in out)
+        self.ahead.update(seq for e in out if (seq := e.seq) is not None and seq > self.counter)
         if out:
             self._found_nothing = False
         return out

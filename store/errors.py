@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Final
 
 #: The fixed set of reasons a stored entry is malformed (bounded metric label values).
-MALFORMED_REASONS: Final = frozenset({"bad_json", "missing_field", "bad_seq", "bad_member", "wrong_type"})
+MALFORMED_REASONS: Final = frozenset(
+    {"bad_json", "missing_field", "bad_seq", "bad_member", "wrong_type", "not_utf8", "too_large", "too_deep"}
+)
 
 
 class StoreError(Exception):

@@ -75,12 +75,12 @@ def parse_timer_member(member: bytes | str) -> tuple[str, str]:
     """Decode a zset member into ``(execution_id, path)``.
 
     Raises:
-        MalformedEntry: ``bad_member`` when it is not UTF-8 or has no ``\\x00``.
+        MalformedEntry: ``not_utf8`` when it is not UTF-8, ``bad_member`` when it has no ``\\x00``.
     """
     try:
         text = member.decode() if isinstance(member, bytes | bytearray) else member
     except UnicodeDecodeError as exc:
-        raise MalformedEntry("bad_member", "timer member is not UTF-8") from exc
+        raise MalformedEntry("not_utf8", "timer member is not UTF-8 (its bytes are kept as base64)") from exc
     execution_id, sep, path = text.partition(TIMER_SEPARATOR)
     if not sep:
         raise MalformedEntry("bad_member", "timer member has no \\x00 separator")

@@ -13,7 +13,7 @@ gauges are known to be 0 for free, and a refresh reads only the three dead-lette
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import Any, Final
 
 from relayd.engine.plan import Held
 from relayd.envelope import Kind
@@ -45,6 +45,11 @@ def refresh_due(*, last_s: float | None, now_s: float, worked: bool, dirty: bool
     if worked:
         return age_s >= BUSY_REFRESH_S
     return dirty or age_s >= IDLE_REFRESH_S
+
+
+def _or_zero(reply: object) -> Any:
+    """A pipelined reply, or 0 in place of an error (``raise_on_error=False`` returns them)."""
+    return 0 if isinstance(reply, Exception) else reply
 
 
 class PrefixGauges:
@@ -101,7 +106,10 @@ class PrefixGauges:
         pipe.zrange(ks.timers, 0, 0, withscores=True)
         for kind in ("outbox", "spawn", "timer"):
             pipe.hlen(self.keys.dead(kind))
-        outbox_n, spawns_n, due_n, first, *dead = await pipe.execute()
+        # A key of the wrong type answers WRONGTYPE (its lane is parked: ``engine.key_types``);
+        # its gauge reads 0 rather than failing the refresh of the others.
+        replies = [_or_zero(reply) for reply in await pipe.execute(raise_on_error=False)]
+        outbox_n, spawns_n, due_n, first, *dead = replies
         m.backlog.labels(p, "outbox").set(outbox_n)
         m.backlog.labels(p, "spawn").set(spawns_n)
         m.backlog.labels(p, "timer").set(due_n)

@@ -17,6 +17,7 @@ from relayd.engine.overlap import Overlap
 from relayd.engine.plan import Dead, Held, Verdicts, judge
 from relayd.envelope import Envelope, Kind, OutboxWindow, outbox_envelopes, spawn_envelope, timer_envelope
 from relayd.sinks.base import Delivered, Outcome, Retry, Sink, all_delivered
+from relayd.stored import display_text
 from store import AsyncBacklogReader, MalformedEntry, RawEntry, RawTimer
 
 #: One fresh entry: its ref (hash field or timer id), the entry as read, its envelope.
@@ -110,7 +111,7 @@ def timer_ref(timer: RawTimer) -> str:
     try:
         return timer_envelope(timer, prefix="", attempt=1, relayed_at=0.0).id
     except MalformedEntry:
-        member = timer.member.decode("utf-8", "backslashreplace").replace("\x00", "\\x00")
+        member = display_text(timer.member).replace("\x00", "\\x00")
         return f"timeout:{member}:{float(timer.fire_at)}"
 
 
@@ -148,10 +149,16 @@ def build_fresh(
     return fresh, [_dead_letter(kind, prefix, raw, why, now) for raw, why in failures]
 
 
+def dead_letter_id(prefix: str, kind: Kind, ref: str) -> str:
+    """The id a dead letter is parked and logged under (the one ``relayd dlq list`` shows)."""
+    return display_text(ref) if kind == "timer" else f"{prefix}:{kind}:{display_text(ref)}"
+
+
 def _dead_letter(kind: Kind, prefix: str, raw: RawEntry | RawTimer, why: MalformedEntry, now: float) -> Dead:
-    """A malformed entry on its way to the dead letters: no envelope could be built, so an empty one."""
+    """A malformed entry on its way to the dead letters: no envelope could be built, so an empty
+    one, named by the dead letter's id."""
     ref = timer_ref(raw) if isinstance(raw, RawTimer) else raw.field
-    placeholder = Envelope(id=ref, kind=kind, prefix=prefix, attempt=0, body={})
+    placeholder = Envelope(dead_letter_id(prefix, kind, ref), kind, prefix, 0, {})
     return Dead(Held(ref, raw, placeholder, now), why.reason, str(why))
 
 

@@ -54,12 +54,14 @@ class RunSummary:
     left_for_retry: int = 0
     #: Prefixes another replica held (``once``): that replica relays them, so they are no failure.
     skipped_prefixes: tuple[str, ...] = ()
+    #: ``prefix:kind`` of every lane left parked because its key has the wrong type.
+    parked_lanes: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
         """0 when all due work was delivered (here, or by the replica active on a prefix); 1 when
-        entries were left or dead-lettered."""
-        troubled = self.left_for_retry or sum(self.dead_lettered.values())
+        entries were left or dead-lettered, or a kind could not be read (its key has the wrong type)."""
+        troubled = self.left_for_retry or sum(self.dead_lettered.values()) or self.parked_lanes
         return 1 if troubled else 0
 
 
@@ -156,6 +158,7 @@ def _summarise(relays: list[PrefixRelay]) -> RunSummary:
         dead_lettered=dict(dead),
         left_for_retry=sum(r.left_for_retry for r in relays),
         skipped_prefixes=tuple(r.prefix for r in relays if r.skipped),
+        parked_lanes=tuple(f"{r.prefix}:{kind}" for r in relays for kind in sorted(r.parked)),
     )
 
 

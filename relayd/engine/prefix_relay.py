@@ -104,6 +104,8 @@ class PrefixRelay:
         self.skipped = False
         #: A one-shot run found the lease taken by another replica (an acquire was refused).
         self.lease_refused = False
+        #: kind -> why, for the kinds whose key has the wrong type (``engine.key_types``)
+        self.parked: dict[Kind, str] = {}
         self.sweeper: Sweeper | None = None
         metrics.add_prefix(prefix)
 
@@ -217,6 +219,7 @@ class PrefixRelay:
                 # arrives while the pass runs must end the idle wait that follows it.
                 self.loop_wake.clear()
                 result = await self._pass(self.sweeper)
+                self._note_parked(self.sweeper)
             except REDIS_ERRORS as exc:
                 self._redis_failed(exc)
                 self._drop_sweeper()
@@ -313,6 +316,12 @@ class PrefixRelay:
         if self.sweeper is not None:
             self.sweeper.abandon()
         self.sweeper = None
+
+    def _note_parked(self, sweeper: Sweeper | None) -> None:
+        """Tell ``/readyz`` (and the run's summary) which kinds have a key of the wrong type."""
+        if sweeper is not None and sweeper.parked != self.parked:
+            self.parked = dict(sweeper.parked)
+            self.health.lanes_parked(self.prefix, self.parked)
 
     def _tally(self, result: PassResult) -> None:
         self.delivered.update(result.delivered)

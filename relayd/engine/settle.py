@@ -7,11 +7,15 @@ failures and forgotten on delivery, dead letters move in one atomic step per chu
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from typing import Final
+
 import structlog
+from redis.exceptions import OutOfMemoryError
 
 from relayd.engine.clock import Clock
 from relayd.engine.failure_log import FailureLog
-from relayd.engine.lane import FreshBatch, Lane
+from relayd.engine.lane import FreshBatch, Lane, dead_letter_id
 from relayd.engine.plan import MAX_ATTEMPTS, PERMANENT, Dead, Held, Verdicts
 from relayd.envelope import Kind
 from relayd.metrics import RelayMetrics, observe_many
@@ -19,9 +23,13 @@ from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, forget_attempts, save_attempts
 from relayd.state.deadletters import DeadMove, encode_dead_letter, move_to_dead_letters
 from relayd.state.keys import RelayKeys
+from relayd.stored import field_bytes
 from store import AsyncRedisStore, RawTimer
 
 log = structlog.get_logger(__name__)
+
+#: Seconds between two log lines about one kind of bookkeeping write Redis refused.
+REFUSED_LOG_EVERY_S: Final = 10.0
 
 
 class Settlement:
@@ -35,6 +43,7 @@ class Settlement:
         self.metrics = metrics
         self.clock = clock
         self.failures = FailureLog(self.prefix)
+        self._refused_logged_s: dict[str, float] = {}  # what -> when a refusal was last logged
 
     async def check_attempts(self, lane: Lane) -> None:
         """Note whether ``P:relay:attempts:{kind}`` holds any record (one EXISTS)."""
@@ -59,7 +68,10 @@ class Settlement:
                 for h in verdicts.retry
             }
             lane.attempts_maybe = True
-            await save_attempts(self.client, self.keys.attempts(kind), records)
+            # Refused (Redis out of memory): the counts stay in memory; a restart forgets them.
+            await self.bookkeeping(
+                kind, "attempts", save_attempts(self.client, self.keys.attempts(kind), records)
+            )
             for h in verdicts.retry:
                 self.failures.failed(
                     kind=kind,
@@ -72,9 +84,13 @@ class Settlement:
                 )
         else:
             self.failures.flush(now)
+        buried = True
         if verdicts.dead:
-            await self._bury(kind, verdicts.dead, now)
+            buried = await self._bury(kind, verdicts.dead, now)
         resolved = [*acked, *(d.held.ref for d in verdicts.dead)]
+        if not buried:
+            # Forgotten here, still live in Redis: the reconcile scan reads them again later.
+            verdicts.dead.clear()
         if lane.held:
             for ref in resolved:
                 lane.held.pop(ref, None)
@@ -92,9 +108,36 @@ class Settlement:
         lags_s += [max(0.0, stamp - raw.fire_at) for raw in acked_fast.raws if isinstance(raw, RawTimer)]
         observe_many(self.metrics.timer_lag.labels(self.prefix), lags_s)
 
-    async def _bury(self, kind: Kind, dead: list[Dead], now: float) -> None:
+    async def bookkeeping(self, kind: Kind, what: str, write: Awaitable[object]) -> bool:
+        """Run a bookkeeping write; False when Redis refused it for want of memory.
+
+        Under ``maxmemory`` with ``noeviction`` Redis refuses writes that grow it (attempt
+        records, dead letters, cursors) but still takes the acks (deletes): the relay goes on
+        delivering and acking instead of starting over, and says what it could not keep (one
+        line per kind of write every ``REFUSED_LOG_EVERY_S``; the Redis error count counts all).
+        """
+        try:
+            await write
+        except OutOfMemoryError:
+            self.metrics.redis_errors.labels(self.prefix).inc()
+            now_s = self.clock.monotonic()
+            if now_s - self._refused_logged_s.get(what, float("-inf")) >= REFUSED_LOG_EVERY_S:
+                self._refused_logged_s[what] = now_s
+                log.warning(
+                    "bookkeeping_refused",
+                    prefix=self.prefix,
+                    kind=kind,
+                    error=f"{what}: Redis is out of memory",
+                )
+            return False
+        return True
+
+    async def _bury(self, kind: Kind, dead: list[Dead], now: float) -> bool:
         moves = [self._dead_move(kind, d, now) for d in dead]
-        await move_to_dead_letters(self.client, self.keys, kind, moves)
+        if not await self.bookkeeping(
+            kind, "dead letters", move_to_dead_letters(self.client, self.keys, kind, moves)
+        ):
+            return False
         for d in dead:
             log.warning(
                 "dead_lettered",
@@ -105,6 +148,7 @@ class Settlement:
                 outcome=d.reason_code,
                 error=d.reason,
             )
+        return True
 
     async def _ack(self, lane: Lane, refs: list[str], held: list[Held], fast: FreshBatch) -> None:
         """Ack ``refs`` (the refs of ``held`` then ``fast``): one HDEL, or one timer script call."""
@@ -121,7 +165,7 @@ class Settlement:
 
     def _dead_move(self, kind: Kind, dead: Dead, now: float) -> DeadMove:
         held, raw = dead.held, dead.held.raw
-        id_ = held.ref if kind == "timer" else f"{self.prefix}:{kind}:{held.ref}"
+        id_ = dead_letter_id(self.prefix, kind, held.ref)
         doc = encode_dead_letter(
             id_=id_,
             kind=kind,
@@ -139,8 +183,9 @@ class Settlement:
             fire_at=raw.fire_at if isinstance(raw, RawTimer) else None,
         )
         if isinstance(raw, RawTimer):
-            return DeadMove(raw.member, raw.fire_at, id_, doc, held.ref)
-        return DeadMove(raw.field, None, id_, doc, held.ref)
+            return DeadMove(raw.member, raw.fire_at, id_, doc, field_bytes(held.ref))
+        # The field's own bytes: one that is not UTF-8 was read with ``surrogateescape``.
+        return DeadMove(field_bytes(raw.field), None, id_, doc, field_bytes(held.ref))
 
     def count(self, kind: Kind, verdicts: Verdicts, acked_fast: int) -> None:
         m, p = self.metrics, self.prefix

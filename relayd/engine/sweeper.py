@@ -37,6 +37,7 @@ from relayd.batch import Batch
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock
 from relayd.engine.gauges import PrefixGauges
+from relayd.engine.key_types import RECHECK_EVERY_S, describe, read_key_types, wrong_types
 from relayd.engine.lane import Fetched, FreshBatch, Lane, build_fresh, judge_delivery
 from relayd.engine.options import SweepOptions
 from relayd.engine.ordering import split_fresh
@@ -99,6 +100,9 @@ class Sweeper:
         # Lanes whose last run read, attempted and held nothing: the next pass probes them first.
         self._quiet: set[Kind] = set()
         self.next_timer_at: float | None = None  # the earliest timer not yet due (epoch s)
+        # Lanes whose live key has the wrong type (``engine.key_types``): kind -> what was found.
+        self.parked: dict[Kind, str] = {}
+        self._types_checked_s = float("-inf")
         for kind in ("spawn", "outbox", "timer"):
             reader = None
             if kind != "timer":
@@ -114,16 +118,34 @@ class Sweeper:
         return self.store.client  # type: ignore[no-any-return]
 
     async def start(self) -> None:
-        """Load the readers' persisted cursors."""
+        """Check the live keys' types and load the readers' persisted cursors."""
+        await self._check_key_types()
         for lane in self.lanes:
             if lane.reader is not None:
                 await lane.reader.start()
             await self.settle.check_attempts(lane)
 
+    async def _check_key_types(self) -> None:
+        """Park the lanes whose key has the wrong type, resume those fixed; log each change."""
+        self._types_checked_s = self.clock.monotonic()
+        keyspace = self.store.keyspace
+        parked = {
+            kind: describe(keyspace, kind, found)
+            for kind, found in wrong_types(await read_key_types(self.client, keyspace)).items()
+        }
+        for kind, why in parked.items():
+            if self.parked.get(kind) != why:
+                log.error("key_wrong_type", prefix=self.prefix, kind=kind, error=why)
+        for kind in self.parked.keys() - parked.keys():
+            log.info("key_type_fixed", prefix=self.prefix, kind=kind)
+        self.parked = parked
+
     def has_eligible(self) -> bool:
         """Whether some held entry may be attempted now (not waiting, not behind a waiting head)."""
         now, blocked = self.clock.now(), set[str]()
         for lane in self.lanes:
+            if lane.kind in self.parked:
+                continue
             picked, _ = choose(lane.held.values(), now=now, limit=1, blocked=blocked)
             if picked:
                 return True
@@ -150,7 +172,9 @@ class Sweeper:
                 continue
             mark = lane.reader.low_water_mark
             if self._checkpointed.get(lane.kind) != mark:
-                await lane.reader.checkpoint()
+                # Refused (Redis out of memory): an older mark is a safe restart point.
+                if not await self.settle.bookkeeping(lane.kind, "cursor", lane.reader.checkpoint()):
+                    continue
                 self._checkpointed[lane.kind] = mark
 
     async def run_pass(self, stop: asyncio.Event | None = None) -> PassResult:
@@ -158,12 +182,15 @@ class Sweeper:
         started_s = self.clock.monotonic()
         result = Tally()
         blocked_children: set[str] = set()
-        idle_kinds = await self._probe(self._quiet) if self._quiet else set()
+        if self.parked and self.clock.monotonic() - self._types_checked_s >= RECHECK_EVERY_S:
+            await self._check_key_types()
+        quiet = self._quiet - self.parked.keys()
+        idle_kinds = await self._probe(quiet) if quiet else set()
         for lane in self.lanes:
             if (stop is not None and stop.is_set()) or not self.may_deliver():
                 result.interrupted = True
                 break
-            if lane.kind in idle_kinds:
+            if lane.kind in idle_kinds or lane.kind in self.parked:
                 continue
             before = (result.read, result.attempted)
             await self._run_lane(lane, result, blocked_children)
@@ -211,7 +238,7 @@ class Sweeper:
             waits.append(max(self.next_timer_at - now, TIMER_GATHER_S))
         # A hash the probe found absent has nothing left to read: as good as an exhausted reader.
         exhausted = all(
-            lane.reader.exhausted or lane.kind in probed_empty
+            lane.reader.exhausted or lane.kind in probed_empty or lane.kind in self.parked
             for lane in self.lanes
             if lane.reader is not None
         )

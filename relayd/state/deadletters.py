@@ -5,7 +5,7 @@ label a metric), ``reason`` (free text), ``attempts``, ``first_attempt_at``, ``l
 ``dead_at``, the envelope when the entry could be decoded, and what it takes to put the entry
 back exactly: ``field``/``seq`` and the raw ``value`` for outbox and spawns, ``member`` and
 ``fire_at`` (the original score) for timers. Bytes that are not UTF-8 are kept as base64 in
-``value_b64`` / ``member_b64``.
+``field_b64`` / ``value_b64`` / ``member_b64``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class DeadMove:
     score: float | None  # the delivered fire_at (timers), None for hashes
     id: str
     document: bytes
-    attempts_field: str
+    attempts_field: bytes | str
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +60,14 @@ class DeadLetter:
     document: dict[str, object]
 
 
-def _bytes_fields(name: str, data: bytes) -> dict[str, object]:
+def _bytes_fields(name: str, data: bytes | str) -> dict[str, object]:
+    """``{name: text}``, or ``{name_b64: base64}`` when ``data`` is not UTF-8 (a str decoded with
+    ``surrogateescape`` holds its original bytes)."""
+    raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
     try:
-        return {name: data.decode("utf-8")}
+        return {name: raw.decode("utf-8")}
     except UnicodeDecodeError:
-        return {f"{name}_b64": base64.b64encode(data).decode("ascii")}
+        return {f"{name}_b64": base64.b64encode(raw).decode("ascii")}
 
 
 def _bytes_from(document: dict[str, object], name: str) -> bytes:
@@ -112,7 +115,7 @@ def encode_dead_letter(
     else:
         if field is None or value is None:
             raise ValueError("an outbox or spawn dead letter needs field and value")
-        doc.update(_bytes_fields("value", value), field=field, seq=seq)
+        doc.update(_bytes_fields("value", value), **_bytes_fields("field", field), seq=seq)
     return orjson.dumps(doc)
 
 
@@ -122,6 +125,9 @@ def decode_dead_letter(raw: bytes | str) -> DeadLetter:
     member = doc.get("member")
     if member is None and "member_b64" in doc:
         member = _bytes_from(doc, "member").decode("utf-8", "backslashreplace")
+    field = doc.get("field")
+    if field is None and "field_b64" in doc:
+        field = _bytes_from(doc, "field").decode("utf-8", "backslashreplace")
     return DeadLetter(
         id=doc["id"],
         kind=doc["kind"],
@@ -131,7 +137,7 @@ def decode_dead_letter(raw: bytes | str) -> DeadLetter:
         first_attempt_at=doc.get("first_attempt_at"),
         last_attempt_at=doc.get("last_attempt_at"),
         dead_at=float(doc["dead_at"]),
-        field=doc.get("field"),
+        field=field,
         seq=doc.get("seq"),
         member=member,
         fire_at=doc.get("fire_at"),
@@ -248,8 +254,8 @@ async def replay_dead_letters(
             if k == "timer":
                 ref, payload = _bytes_from(doc, "member"), repr(float(doc["fire_at"]))
             else:
-                ref, payload = str(doc["field"]).encode(), _bytes_from(doc, "value")
-            attempts_field = doc["id"] if k == "timer" else doc["field"]
+                ref, payload = _bytes_from(doc, "field"), _bytes_from(doc, "value")
+            attempts_field = doc["id"] if k == "timer" else ref
             groups.append([dead_id, raw, ref, payload, attempts_field])
         for start in range(0, len(groups), _CHUNK):
             args: list[bytes | str] = ["zset" if k == "timer" else "hash"]

@@ -87,12 +87,33 @@ def test_at_most_limit_entries_and_the_rest_waits() -> None:
 
 def test_reconcile_returns_only_what_nobody_else_returns() -> None:
     window = SeqWindow()
-    _fold(window, 10, {1, 2}, counter=5)  # 1, 2 open; 3..5 resolved (<= c_start)
-    pairs = [("1", b"v"), ("3", b"v"), ("9", b"v"), ("x-1", b"v"), ("007", b"v")]
+    _fold(window, 10, {1, 2}, counter=5)  # 1, 2 open; 3..5 resolved (<= c_start); frontier 6
+    window.apply(window.plan(10), 8, [None] * 10, now=0.0)  # the counter moves to 8: 6..8 gaps
+    pairs = [("1", b"v"), ("3", b"v"), ("7", b"v"), ("x-1", b"v"), ("007", b"v")]
 
     found = window.apply_scan(0, pairs, budget=10, now=0.0)
 
     assert [(e.field, e.seq) for e in found] == [("3", 3), ("x-1", None), ("007", None)]
+
+
+def test_an_entry_above_the_counter_is_returned_by_the_scan_once() -> None:
+    """Written without its INCR (``HSET P:outbox 5001`` while the counter is at 5): no window
+    reaches it, so the reconcile scan returns it, and no window returns it again while open."""
+    window = SeqWindow()
+    _fold(window, 10, {1}, counter=5)
+
+    found = window.apply_scan(0, [("5001", _value(5001))], budget=10, now=0.0)
+    again = window.apply_scan(0, [("5001", _value(5001))], budget=10, now=1.0)
+    window.frontier = 5000  # the counter catches up while it is still open ...
+    by_window = _fold(window, 10, {5001}, counter=5010)
+    window.resolve(["5001"])  # ... acked; the engine then commits a new entry at that seq
+    window.frontier = 5000
+    after = _fold(window, 10, {5001}, counter=5010)
+
+    assert [e.seq for e in found] == [5001]
+    assert again == []
+    assert by_window == []
+    assert [e.seq for e in after] == [5001]
 
 
 def test_exhausted_needs_a_full_cycle_after_catching_up() -> None:
