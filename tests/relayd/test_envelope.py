@@ -128,7 +128,7 @@ def test_timer_envelope_json_is_the_design_body_key_for_key():
 
 def test_restamp_changes_only_attempt_and_relayed_at():
     env = outbox_envelope(
-        RawEntry("1", 1, _outbox_value("t", {"id": "a"})), prefix="p", attempt=1, relayed_at=1.0
+        RawEntry("1", 1, _outbox_value("t", {"id": "a", "kind": "K"})), prefix="p", attempt=1, relayed_at=1.0
     )
 
     again = env.restamped(attempt=2, relayed_at=7.0)
@@ -183,12 +183,12 @@ def test_a_retry_of_a_passed_through_event_keeps_its_text():
 
 def test_an_event_number_beyond_a_double_is_valid_json_and_still_decodes():
     """JSON has no number range: such an event is delivered as written; ``body`` reads it as inf."""
-    entry = RawEntry("5", 5, orjson.dumps({"t": "exe", "e": '{"n": 1e999}'}))
+    entry = RawEntry("5", 5, orjson.dumps({"t": "exe", "e": '{"id": "e", "kind": "K", "n": 1e999}'}))
 
     env = outbox_envelope(entry, prefix="p", attempt=1, relayed_at=0.0)
 
-    assert env.to_json().endswith(b'"event":{"n": 1e999}}')
-    assert env.body["event"] == {"n": float("inf")}
+    assert env.to_json().endswith(b'"event":{"id": "e", "kind": "K", "n": 1e999}}')
+    assert env.body["event"] == {"id": "e", "kind": "K", "n": float("inf")}
 
 
 def _rendered_by_dict(prefix, field, *, attempt, relayed_at, target, event_text):
@@ -243,7 +243,7 @@ def test_envelopes_of_different_deliveries_rendered_in_turn_keep_their_own_stamp
         attempt = rng.choice([1, 2])
         relayed_at = rng.choice([1.5, 2.25, float("1.5"), 1e16 + rng.random()])
         target = rng.choice([None, "t1", "t2"])
-        event = f'{{"n":{n}}}'
+        event = f'{{"id":"e{n}","kind":"K","n":{n}}}'
         entry = RawEntry(str(n), n, orjson.dumps({"t": target, "e": event}))
         env = outbox_envelope(entry, prefix=prefix, attempt=attempt, relayed_at=0.0)
         env.stamp(relayed_at)
@@ -259,11 +259,11 @@ def test_a_window_of_outbox_entries_keeps_its_order_and_sets_the_malformed_aside
     """``outbox_envelopes`` builds a whole window in one loop: a malformed entry anywhere in it
     comes back with its reason, and every other entry in order, exactly as one by one."""
     entries = [
-        RawEntry("1", 1, _outbox_value("a", {"id": "e1"})),
+        RawEntry("1", 1, _outbox_value("a", {"id": "e1", "kind": "K"})),
         RawEntry("2", 2, b"{not json"),
-        RawEntry("3", 3, _outbox_value(None, {"id": "e3"})),
-        RawEntry("x", None, _outbox_value("a", {"id": "ex"})),
-        RawEntry("5", 5, _outbox_value("b", {"id": "e5"})),
+        RawEntry("3", 3, _outbox_value(None, {"id": "e3", "kind": "K"})),
+        RawEntry("x", None, _outbox_value("a", {"id": "ex", "kind": "K"})),
+        RawEntry("5", 5, _outbox_value("b", {"id": "e5", "kind": "K"})),
     ]
 
     window, good, malformed = outbox_envelopes(entries, prefix="p", attempt=2, relayed_at=3.5)
@@ -277,7 +277,7 @@ def test_a_window_of_outbox_entries_keeps_its_order_and_sets_the_malformed_aside
 
 def _window(prefix: str = "p", count: int = 5) -> tuple[OutboxWindow, list[RawEntry]]:
     entries = [
-        RawEntry(str(n), n, _outbox_value(f"t{n % 2}" if n % 3 else None, {"id": f"e{n}", "x": n / 3}))
+        RawEntry(str(n), n, _outbox_value(f"t{n % 2}" if n % 3 else None, {"id": f"e{n}", "kind": "K", "x": n / 3}))
         for n in range(1, count + 1)
     ]
     window, good, malformed = outbox_envelopes(entries, prefix=prefix, attempt=1, relayed_at=0.0)
@@ -312,10 +312,10 @@ def test_a_window_is_a_sequence_of_envelopes_and_a_slice_is_a_window():
         ("1", json.dumps({"t": "x", "e": {"id": "obj"}}).encode(), "wrong_type"),
         ("1", json.dumps({"t": "x", "e": "not json"}).encode(), "bad_json"),
         ("1", json.dumps({"t": "x", "e": "[1]"}).encode(), "wrong_type"),
-        ("1", json.dumps({"t": "x", "e": '{"a": 1} {'}).encode(), "bad_json"),
+        ("1", json.dumps({"t": "x", "e": '{"id": "a", "kind": "K"} {'}).encode(), "bad_json"),
         ("1", json.dumps({"t": "x", "e": '{"a": "\\ud800"}'}).encode(), "bad_json"),
         ("1", json.dumps({"t": "x", "e": ' "{}"'}).encode(), "wrong_type"),
-        ("abc", _outbox_value("x", {"id": "a"}), "bad_seq"),
+        ("abc", _outbox_value("x", {"id": "a", "kind": "K"}), "bad_seq"),
     ],
     ids=[
         "bad-json",
@@ -344,7 +344,7 @@ def test_malformed_outbox_entry_raises_with_reason(field, value, reason):
 @pytest.mark.parametrize(
     ("value", "reason"),
     [
-        (b"\xff\xfe", "bad_json"),
+        (b"\xff\xfe", "not_utf8"),
         (json.dumps({"p": "a", "c": "b", "r": "c"}).encode(), "missing_field"),
         (json.dumps({"p": "a", "c": 3, "r": "c", "x": {}}).encode(), "wrong_type"),
         (json.dumps({"p": "a", "c": "b", "r": "c", "x": "ctx"}).encode(), "wrong_type"),
@@ -358,9 +358,13 @@ def test_malformed_spawn_entry_raises_with_reason(value, reason):
     assert caught.value.reason == reason
 
 
-@pytest.mark.parametrize("member", [b"no-separator", b"\xff\x00path"], ids=["no-nul", "not-utf8"])
-def test_malformed_timer_member_raises_bad_member(member):
+@pytest.mark.parametrize(
+    ("member", "reason"),
+    [(b"no-separator", "bad_member"), (b"\xff\x00path", "not_utf8")],
+    ids=["no-nul", "not-utf8"],
+)
+def test_malformed_timer_member_raises_with_reason(member, reason):
     with pytest.raises(MalformedEntry) as caught:
         timer_envelope(RawTimer(member, 1.0), prefix="p", attempt=1, relayed_at=0.0)
 
-    assert caught.value.reason == "bad_member"
+    assert caught.value.reason == reason

@@ -98,7 +98,7 @@ async def test_a_burned_gap_filled_late_is_delivered_while_idle(async_client, pr
     await sweeper.run_pass()
     await sweeper.run_pass()  # quiet now
 
-    await async_client.hset(ks.outbox, "1", '{"t": "A", "e": "{\\"id\\": \\"one\\"}"}')
+    await async_client.hset(ks.outbox, "1", '{"t": "A", "e": "{\\"id\\": \\"one\\", \\"kind\\": \\"K\\"}"}')
     await sweeper.run_pass()
 
     assert [e.body["event"]["id"] for e in sink.delivered] == ["two", "one"]

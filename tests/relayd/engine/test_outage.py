@@ -34,13 +34,13 @@ async def test_relay_survives_a_redis_restart(own_redis_server, prefix):
     reason = health.ready().reason
     own_redis_server.start()
     await client.incr(ks.outbox_seq)
-    await client.hset(ks.outbox, "1", '{"t": "a", "e": "{\\"id\\": \\"after\\"}"}')
+    await client.hset(ks.outbox, "1", '{"t": "a", "e": "{\\"id\\": \\"after\\", \\"kind\\": \\"K\\"}"}')
     await until(lambda: len(sink.delivered) == 1, timeout_s=10.0)
     await until(lambda: health.ready().ok, timeout_s=10.0)
 
     assert errors >= 1
     assert reason.startswith("redis: ")
-    assert sink.delivered[0].body["event"] == {"id": "after"}
+    assert sink.delivered[0].body["event"] == {"id": "after", "kind": "K"}
     assert health.live(time.monotonic()).ok
     stop.set()
     summary = await asyncio.wait_for(task, 10)
