@@ -8,23 +8,28 @@
 --           dead-letter id, dead-letter JSON, attempts field
 --
 -- An entry already gone from the live structure (acked elsewhere) is not recorded; a timer
--- whose score is no longer the one delivered was re-armed by the engine and stays live.
+-- whose score is no longer the one delivered was re-armed by the engine and stays live. The
+-- dead letter is written before the live entry is removed: a Redis out of memory refuses the
+-- write and the script stops there, with the entry still live (never removed and not parked).
 -- Returns the number of entries moved.
 local moved = 0
 local zset = ARGV[1] == "zset"
 for i = 2, #ARGV, 5 do
   local ref, score, id, doc, afield = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-  local removed = 0
+  local present
   if zset then
     local current = redis.call("ZSCORE", KEYS[1], ref)
-    if current and tonumber(current) == tonumber(score) then
-      removed = redis.call("ZREM", KEYS[1], ref)
-    end
+    present = current and tonumber(current) == tonumber(score)
   else
-    removed = redis.call("HDEL", KEYS[1], ref)
+    present = redis.call("HEXISTS", KEYS[1], ref) == 1
   end
-  if removed == 1 then
+  if present then
     redis.call("HSET", KEYS[2], id, doc)
+    if zset then
+      redis.call("ZREM", KEYS[1], ref)
+    else
+      redis.call("HDEL", KEYS[1], ref)
+    end
     moved = moved + 1
   end
   redis.call("HDEL", KEYS[3], afield)
