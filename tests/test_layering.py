@@ -21,6 +21,7 @@ PURE_MODULES = [
     "relayd/engine/notify.py",
     "relayd/batch.py",
     "relayd/envelope.py",
+    "relayd/stored.py",
     "relayd/health.py",
     "relayd/sinks/spec.py",
     "relayd/sinks/http_policy.py",

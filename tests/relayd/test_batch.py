@@ -17,7 +17,12 @@ def _outbox_entries(count: int) -> list[RawEntry]:
         RawEntry(
             str(n),
             n,
-            json.dumps({"t": f"t{n % 2}" if n % 3 else None, "e": json.dumps({"id": f"e{n}", "kind": "K", "x": n / 3})}).encode(),
+            json.dumps(
+                {
+                    "t": f"t{n % 2}" if n % 3 else None,
+                    "e": json.dumps({"id": f"e{n}", "kind": "K", "x": n / 3}),
+                }
+            ).encode(),
         )
         for n in range(1, count + 1)
     ]

@@ -277,7 +277,9 @@ def test_a_window_of_outbox_entries_keeps_its_order_and_sets_the_malformed_aside
 
 def _window(prefix: str = "p", count: int = 5) -> tuple[OutboxWindow, list[RawEntry]]:
     entries = [
-        RawEntry(str(n), n, _outbox_value(f"t{n % 2}" if n % 3 else None, {"id": f"e{n}", "kind": "K", "x": n / 3}))
+        RawEntry(
+            str(n), n, _outbox_value(f"t{n % 2}" if n % 3 else None, {"id": f"e{n}", "kind": "K", "x": n / 3})
+        )
         for n in range(1, count + 1)
     ]
     window, good, malformed = outbox_envelopes(entries, prefix=prefix, attempt=1, relayed_at=0.0)

@@ -83,3 +83,22 @@ def test_readyz_gives_the_reason_a_sink_states_for_not_being_ready():
     assert answer.reason == "sink not ready: outbox:amqp (amqp: 2 unroutable message(s))"
     assert answer.status == 503
     assert health.ready().ok
+
+
+def test_readyz_names_each_kind_whose_key_has_the_wrong_type_until_it_is_fixed():
+    health = Health()
+    health.redis_ok()
+
+    health.lanes_parked("a", {"outbox": "a:outbox is a string, not a hash"})
+    health.lanes_parked("b", {"timer": "b:timers is a hash, not a zset"})
+    parked = health.ready()
+    health.lanes_parked("a", {})
+    one_left = health.ready()
+    health.lanes_parked("b", {})
+
+    assert parked.status == 503
+    assert "a:outbox is a string, not a hash" in parked.reason
+    assert "b:timers is a hash, not a zset" in parked.reason
+    assert "a:outbox" not in one_left.reason
+    assert "b:timers" in one_left.reason
+    assert health.ready().ok

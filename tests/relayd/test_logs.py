@@ -9,7 +9,8 @@ import orjson
 import pytest
 import structlog
 
-from relayd.logs import REDACTED, Redactor, configure_logging
+from relayd.logs import MAX_VALUE_CHARS, REDACTED, Redactor, configure_logging
+from relayd.redis_url import redact_url
 
 pytestmark = pytest.mark.usefixtures("no_relayd_env", "reset_logging")
 
@@ -84,3 +85,39 @@ def test_format_defaults_to_json_off_a_terminal():
     structlog.get_logger("t").info("hello")
 
     assert orjson.loads(out.getvalue())["event"] == "hello"
+
+
+@pytest.mark.timeout(20)
+def test_url_redaction_is_linear_on_a_megabyte():
+    """A 1 MB run of scheme characters (a hostile timer member in a log line) is scanned once,
+    not once per position; a URL at its end is still redacted."""
+    huge = "F" * 1_000_000 + " see redis://user:pw@host/0 " + "a://" * 250_000
+
+    redacted = redact_url(huge)
+
+    assert redacted.startswith("F" * 1_000_000 + " see redis://***@host/0 ")
+    assert "pw" not in redacted
+    assert len(redacted) == len(huge) - len("user:pw") + len("***")
+
+
+def test_a_huge_value_is_cut_in_the_line_after_redaction():
+    out = io.StringIO()
+    configure_logging(log_format="json", log_level="info", secrets=["hunter2"], stream=out)
+
+    structlog.get_logger("t").warning("dead_lettered", id="x" * 300_000 + "rediss://u:hunter2@h/0")
+
+    line = orjson.loads(out.getvalue())
+    assert len(line["id"]) < MAX_VALUE_CHARS + 100
+    assert "chars cut" in line["id"]
+    assert line["id"].endswith("rediss://***@h/0")
+    assert "hunter2" not in out.getvalue()
+
+
+def test_a_value_holding_undecodable_bytes_is_rendered_not_raised():
+    """A hash field read with surrogateescape, logged as it is: the line is written."""
+    out = io.StringIO()
+    configure_logging(log_format="json", log_level="info", stream=out)
+
+    structlog.get_logger("t").warning("dead_lettered", id=b"\xff7".decode("utf-8", "surrogateescape"))
+
+    assert orjson.loads(out.getvalue())["id"] == "\\udcff7"

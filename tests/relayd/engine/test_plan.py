@@ -11,7 +11,9 @@ from store.backlog import RawEntry
 
 
 def _held(seq: int, target: str | None, *, not_before: float = 0.0, attempts: int = 0) -> Held:
-    raw = RawEntry(str(seq), seq, json.dumps({"t": target, "e": json.dumps({"id": f"e{seq}", "kind": "K"})}).encode())
+    raw = RawEntry(
+        str(seq), seq, json.dumps({"t": target, "e": json.dumps({"id": f"e{seq}", "kind": "K"})}).encode()
+    )
     env = outbox_envelope(raw, prefix="p", attempt=1, relayed_at=0.0)
     return Held(str(seq), raw, env, first_seen_at=0.0, attempts=attempts, not_before=not_before)
 

@@ -329,3 +329,27 @@ async def test_metrics_match_deliveries(async_client, prefix, seeder, clock):
     assert value("relayd_sweep_duration_seconds_count") == 2
     assert value("relayd_sink_latency_seconds_count", kind="outbox") == 2
     assert value("relayd_last_sweep_timestamp_seconds") == clock.now()
+
+
+async def test_a_key_of_the_wrong_type_parks_its_kind_while_the_others_flow(
+    async_client, prefix, seeder, clock
+):
+    """``P:outbox`` is a string: spawns and timers are delivered, the pass drains (so ``--once``
+    ends), the outbox is parked with why; once the key is fixed it flows again."""
+    ks_outbox = f"{prefix}:outbox"
+    await async_client.set(ks_outbox, "not a hash")
+    await seeder.spawn("parent", "child")
+    await seeder.timer("exe", "a", clock.now() - 5)
+    sink = MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": sink, "timer": sink})
+
+    await _drain(sweeper)
+    parked = dict(sweeper.parked)
+    await async_client.delete(ks_outbox)
+    await seeder.outbox("child", "e1")
+    clock.advance(2.0)
+    await _drain(sweeper)
+
+    assert parked == {"outbox": f"{prefix}:outbox is a string, not a hash"}
+    assert [e.kind for e in sink.delivered] == ["spawn", "timer", "outbox"]
+    assert sweeper.parked == {}

@@ -72,3 +72,35 @@ async def test_get_and_scan_return_the_parked_letters(async_client, prefix):
     assert [d.id for d in only_timers] == [timer_id]
     assert (cursor, [d.id for d in scanned]) == (0, [outbox_id])
     assert await get_dead_letters(async_client, keyspace, []) == []
+
+
+async def test_a_field_and_value_that_are_not_utf8_are_parked_as_base64_and_replayed_exactly(
+    async_client, prefix
+):
+    keyspace = Keyspace(prefix)
+    keys = RelayKeys(keyspace)
+    field = b"\xff\xfe7".decode("utf-8", "surrogateescape")  # as the reader hands it over
+    value = b'{"t": "a", "e": "\xff"}'
+    doc = encode_dead_letter(
+        id_=f"{prefix}:outbox:\\xff\\xfe7",
+        kind="outbox",
+        reason_code="not_utf8",
+        reason="outbox field is not UTF-8",
+        attempts=0,
+        first_attempt_at=None,
+        last_attempt_at=None,
+        dead_at=2.0,
+        envelope=None,
+        field=field,
+        seq=None,
+        value=value,
+    )
+    await async_client.hset(keys.dead("outbox"), f"{prefix}:outbox:\\xff\\xfe7", doc)
+
+    (letter,) = await list_dead_letters(async_client, keyspace)
+    replayed = await replay_dead_letters(async_client, keyspace)
+
+    assert letter.field == "\\xff\\xfe7"
+    assert letter.document["reason_code"] == "not_utf8"
+    assert replayed == 1
+    assert await async_client.hgetall(keyspace.outbox) == {b"\xff\xfe7": value}
