@@ -127,7 +127,7 @@ class SeqWindow:
         pop = self.open.pop
         if self.ahead:
             for field in fields:
-                self.ahead.discard(pop(field, None))  # type: ignore[arg-type]
+                self.ahead.discard(pop(field, None))
             return
         for field in fields:
             pop(field, None)
