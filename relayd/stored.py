@@ -54,13 +54,17 @@ def display_text(raw: bytes | str) -> str:
     if isinstance(raw, str):
         if raw.isascii():
             return raw
-        raw = raw.encode("utf-8", "surrogateescape")
+        raw = field_bytes(raw)
     return raw.decode("utf-8", "backslashreplace")
 
 
 def field_bytes(field: str) -> bytes:
-    """A hash field's original bytes (it was decoded with ``surrogateescape``)."""
-    return field.encode("utf-8", "surrogateescape")
+    """A hash field's original bytes (it was decoded with ``surrogateescape``); any other lone
+    surrogate is kept as its own bytes."""
+    try:
+        return field.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return field.encode("utf-8", "surrogatepass")
 
 
 def is_utf8(raw: bytes | str) -> bool:
