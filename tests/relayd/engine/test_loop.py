@@ -266,3 +266,9 @@ async def test_the_membership_beat_keeps_the_lease_so_the_keeper_sends_no_renewa
         last_beat_s = max((s for s in beats if s <= renewed_s), default=None)
         assert last_beat_s is None or renewed_s - last_beat_s >= period_s, (renewed_s, beats)
     assert summary.exit_code == 0
+
+
+def test_a_once_run_that_left_a_kind_parked_exits_1():
+    """A key of the wrong type is work not done: ``--once`` says so with its exit code."""
+    assert RunSummary(delivered={"timer": 3}).exit_code == 0
+    assert RunSummary(delivered={"timer": 3}, parked_lanes=("p:outbox",)).exit_code == 1
