@@ -46,6 +46,8 @@ class HealthSnapshot:
     sinks_reason: Mapping[str, str] = field(default_factory=dict)
     #: secret or certificate files whose new content was refused (the old material stays in use)
     material_refused: tuple[str, ...] = ()
+    #: sinks whose circuit breaker is not closed: "open since T: reason" by sink name
+    breakers_open: Mapping[str, str] = field(default_factory=dict)
 
 
 def healthz(snapshot: HealthSnapshot, *, now_s: float, stale_after_s: float) -> Answer:
@@ -59,7 +61,8 @@ def healthz(snapshot: HealthSnapshot, *, now_s: float, stale_after_s: float) -> 
 
 
 def readyz(snapshot: HealthSnapshot) -> Answer:
-    """Ready when Redis answers and every sink is ready; the reason names what is not."""
+    """Ready when Redis answers, every sink is ready and no sink's breaker is open; the reason
+    names what is not ("sink webhook open since 2026-01-01T00:00:00Z: webhook timeout ...")."""
     if snapshot.stopping:
         return Answer(False, "shutting down")
     if snapshot.material_refused:
@@ -74,6 +77,9 @@ def readyz(snapshot: HealthSnapshot) -> Answer:
             for name in not_ready
         )
         return Answer(False, f"sink not ready: {', '.join(named)}")
+    if snapshot.breakers_open:
+        opened = sorted(snapshot.breakers_open.items())
+        return Answer(False, "; ".join(f"sink {name} {why}" for name, why in opened))
     return Answer(True, "ok")
 
 
@@ -104,6 +110,7 @@ class Health:
         self._redis_error: str | None = "not connected yet"
         self._sinks: dict[str, Callable[[], bool]] = {}
         self._reasons: dict[str, Callable[[], str | None]] = {}
+        self._breakers: dict[str, Callable[[], str | None]] = {}
         self._stopping = False
         self._material: Callable[[], list[str]] = list
 
@@ -135,6 +142,10 @@ class Health:
         """Ask ``problems`` (``MaterialWatch.problems``) on every readiness probe."""
         with self._lock:
             self._material = problems
+    def watch_breakers(self, breakers: Mapping[str, Callable[[], str | None]]) -> None:
+        """Ask these callables on every readiness probe why a sink's breaker is open (None: closed)."""
+        with self._lock:
+            self._breakers = dict(breakers)
 
     def stopping(self) -> None:
         with self._lock:
@@ -142,7 +153,7 @@ class Health:
 
     def snapshot(self) -> HealthSnapshot:
         with self._lock:
-            sinks, reasons = dict(self._sinks), dict(self._reasons)
+            sinks, reasons, breakers = dict(self._sinks), dict(self._reasons), dict(self._breakers)
             progress_s, redis_error, stopping = self._last_progress_s, self._redis_error, self._stopping
             material = self._material
         ready: dict[str, bool] = {}
@@ -155,6 +166,7 @@ class Health:
                 ready[name], reason = False, None
             if reason:
                 why[name] = reason
+        opened = {name: text for name, open_reason in breakers.items() if (text := open_reason())}
         return HealthSnapshot(
             last_progress_s=progress_s,
             redis_error=redis_error,
@@ -163,6 +175,7 @@ class Health:
             sentinel_service=self.sentinel_service,
             sinks_reason=why,
             material_refused=tuple(material()),
+            breakers_open=opened,
         )
 
     def live(self, now_s: float) -> Answer:

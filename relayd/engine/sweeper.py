@@ -37,13 +37,14 @@ from relayd.batch import Batch
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock
 from relayd.engine.gauges import PrefixGauges
-from relayd.engine.lane import Fetched, FreshBatch, Lane, build_fresh, judge_delivery
+from relayd.engine.lane import Fetched, FreshBatch, Lane, build_fresh, hold_all, judge_delivery
 from relayd.engine.options import SweepOptions
 from relayd.engine.ordering import split_fresh
 from relayd.engine.passes import PassResult, Tally
 from relayd.engine.plan import Dead, Held, Verdicts, choose
 from relayd.engine.probe import probe_quiet
 from relayd.engine.settle import Settlement
+from relayd.engine.sink_guard import SinkGuard, guards_for
 from relayd.engine.timer_reads import read_due_timers
 from relayd.envelope import Envelope, Kind
 from relayd.metrics import RelayMetrics
@@ -77,7 +78,7 @@ class Sweeper:
         metrics: RelayMetrics,
         clock: Clock,
         rng: random.Random | None = None,
-        sink_locks: Mapping[Kind, asyncio.Lock] | None = None,
+        guards: Mapping[Kind, SinkGuard] | None = None,
         may_deliver: Callable[[], bool] = lambda: True,
     ) -> None:
         self.store = store
@@ -90,7 +91,8 @@ class Sweeper:
         self.clock = clock
         self.rng = rng or random.Random()
         self.may_deliver = may_deliver
-        locks = sink_locks or {}
+        # One guard (lock, breaker, rate limit) per sink, shared with the other prefixes' sweepers.
+        guards = guards or guards_for(sinks, clock=clock)
         self.lanes: list[Lane] = []
         self._checkpointed: dict[Kind, int] = {}  # low-water marks written by this sweeper
         self._checkpointed_s = float("-inf")  # when they were last written (monotonic s)
@@ -107,7 +109,7 @@ class Sweeper:
                     grace_s=options.gap_grace_s,
                     reconcile_interval_s=min(1.0, options.poll_interval_s),
                 )
-            self.lanes.append(Lane(kind, sinks[kind], locks.get(kind) or asyncio.Lock(), reader))
+            self.lanes.append(Lane(kind, sinks[kind], guards[kind], reader))
 
     @property
     def client(self) -> RedisClient:
@@ -125,7 +127,7 @@ class Sweeper:
         now, blocked = self.clock.now(), set[str]()
         for lane in self.lanes:
             picked, _ = choose(lane.held.values(), now=now, limit=1, blocked=blocked)
-            if picked:
+            if picked and lane.guard.wait_s() is None:
                 return True
             if lane.kind == "spawn":
                 blocked = {k for h in lane.held.values() if (k := h.envelope.ordering_key)}
@@ -206,6 +208,8 @@ class Sweeper:
     def _freeze(self, tally: Tally, probed_empty: set[Kind]) -> PassResult:
         now = self.clock.now()
         waits = [w for lane in self.lanes for h in lane.held.values() if (w := h.not_before - now) > 0]
+        # A sink whose breaker is open: sleep until its probe may go.
+        waits += [wait_s for lane in self.lanes if (wait_s := lane.guard.wait_s()) is not None]
         if self.next_timer_at is not None:  # it may have come due during this pass
             # Sleep only until the next timer is due, gathering those due within a few ms.
             waits.append(max(self.next_timer_at - now, TIMER_GATHER_S))
@@ -231,7 +235,22 @@ class Sweeper:
 
     # --- one kind ---------------------------------------------------------------------------
     async def _run_lane(self, lane: Lane, tally: Tally, blocked: set[str]) -> None:
-        batch = self.options.batch
+        allowed = lane.guard.admit()
+        if allowed == 0:
+            return  # the sink's breaker is open: nothing is read or delivered until its probe
+        batch, probing = self.options.batch, allowed is not None
+        for most in (allowed, lane.guard.max_batch):
+            if most is not None:
+                batch = min(batch, most)
+        try:
+            await self._run_window(lane, tally, blocked, batch, read_ahead=not probing)
+        finally:
+            if probing and lane.guard.breaker.probing:  # the probe had nothing to send
+                lane.guard.cancel_probe()
+
+    async def _run_window(
+        self, lane: Lane, tally: Tally, blocked: set[str], batch: int, *, read_ahead: bool
+    ) -> None:
         now = self.clock.now()
         # Entries already waiting in memory are older than anything new: they go first.
         picked: list[Held] = []
@@ -256,8 +275,15 @@ class Sweeper:
             # The lease was lost while reading: another replica delivers now.
             self._hold(lane, fast, now)
             picked, fast = [], FreshBatch()
-        if not (fast and read_n >= room and len(lane.held) < self.options.max_held):
-            await self._deliver_and_settle(lane, tally, picked, fast, malformed=malformed, now=now)
+        if len(picked) + len(fast) > batch:  # a window read ahead before the batch shrank (a probe)
+            fresh = list(fast)
+            keep = max(batch - len(picked), 0)
+            self._hold(lane, FreshBatch.of(fresh[keep:]), now)
+            fast = FreshBatch.of(fresh[:keep])
+        if not (read_ahead and fast and read_n >= room and len(lane.held) < self.options.max_held):
+            await self._deliver_and_settle(
+                lane, tally, picked, fast, malformed=malformed, now=now, batch=batch
+            )
             return
         # A full window: the next one is read ahead and its envelopes built while the sink works
         # on this one, and this one's ack may run while the next one is delivered (``Overlap``).
@@ -265,7 +291,9 @@ class Sweeper:
         # and sends the sink's calls while Redis answers it, instead of reading first and
         # delivering after (``relayd bench --kinds outbox``, old and new alternating).
         delivery = asyncio.create_task(
-            self._deliver_and_settle(lane, tally, picked, fast, malformed=malformed, now=now, defer_ack=True)
+            self._deliver_and_settle(
+                lane, tally, picked, fast, malformed=malformed, now=now, batch=batch, defer_ack=True
+            )
         )
         try:
             raws, read_at = await self._read_raw(lane, batch, in_flight=fast)
@@ -293,9 +321,9 @@ class Sweeper:
         *,
         malformed: list[Dead],
         now: float,
+        batch: int,
         defer_ack: bool = False,
     ) -> None:
-        batch = self.options.batch
         tally.full |= len(picked) + len(fast) >= batch
         verdicts, acked_fast, stamp = Verdicts(), FreshBatch(), now
         if picked or fast:
@@ -306,15 +334,18 @@ class Sweeper:
             if picked:
                 retried = [h.envelope.restamped(attempt=h.attempts + 1, relayed_at=stamp) for h in picked]
                 envelopes = [*retried, *envelopes]
-            outcomes = await self._deliver(lane, envelopes)
-            verdicts, acked_fast, failed = judge_delivery(
-                picked,
-                fast,
-                outcomes,
-                now=stamp,
-                max_attempts=self.options.max_attempts,
-                delay_s=self._delay,
-            )
+            outcomes, charged = await self._deliver(lane, envelopes)
+            if charged:
+                verdicts, acked_fast, failed = judge_delivery(
+                    picked,
+                    fast,
+                    outcomes,
+                    now=stamp,
+                    max_attempts=self.options.max_attempts,
+                    delay_s=self._delay,
+                )
+            else:  # the breaker counts it as an outage: the entries wait, no attempt charged
+                verdicts, acked_fast, failed = hold_all(picked, fast, stamp)
             for held in failed:  # fast entries the sink did not confirm join the waiting line
                 lane.held[held.ref] = held
             if defer_ack and not (picked or failed or malformed) and lane.reader is not None:
@@ -447,11 +478,13 @@ class Sweeper:
         )
         return raws
 
-    async def _deliver(self, lane: Lane, envelopes: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def _deliver(self, lane: Lane, envelopes: Sequence[Envelope]) -> tuple[Sequence[Outcome], bool]:
+        """The sink's outcomes, and whether its failures count as attempts (``SinkGuard.record``)."""
         batch = Batch.of(envelopes, lane.kind)  # an outbox window as it is; a list wrapped, not copied
         started_s = self.clock.monotonic()
         try:
-            async with lane.lock:
+            async with lane.guard.lock:
+                await lane.guard.throttle(len(batch))
                 outcomes = await lane.sink.deliver(batch)
         except asyncio.CancelledError:
             raise
@@ -459,4 +492,4 @@ class Sweeper:
             log.warning("sink_failed", prefix=self.prefix, kind=lane.kind, count=len(batch), error=repr(exc))
             outcomes = [Retry(error=f"sink raised {type(exc).__name__}")] * len(batch)
         self.metrics.sink_latency.labels(self.prefix, lane.kind).observe(self.clock.monotonic() - started_s)
-        return outcomes
+        return outcomes, lane.guard.record(batch, outcomes)
