@@ -156,7 +156,7 @@ class Breaker:
             self.reason = signal.error or self.reason
             before, self.state = self.state, "open"
             return Transition(before, "open", self.reason)
-        if signal.succeeded:
+        if signal.succeeded or self.policy.threshold <= 0:  # 0: the breaker never opens
             self._failed = 0
             self._keys.clear()
             return None

@@ -160,6 +160,8 @@ def hold_all(picked: list[Held], fast: FreshBatch, now: float) -> tuple[Verdicts
     """``judge_delivery`` for a delivery the sink's breaker counts as an outage: no attempt is
     charged, nothing acked or dead-lettered; the fast entries join the waiting line."""
     failed = [Held(ref, raw, envelope, now) for ref, raw, envelope in fast]
+    for held in (*picked, *failed):
+        held.probed_at = now
     return Verdicts(held_back=list(picked)), FreshBatch(), failed
 
 

@@ -35,6 +35,7 @@ class Held:
     last_attempt_at: float | None = None
     not_before: float = 0.0  # earliest time of the next attempt
     last_error: str = ""
+    probed_at: float = 0.0  # when it last went in a delivery its sink's breaker took as an outage
 
     @property
     def order(self) -> tuple[float, str]:
@@ -83,6 +84,25 @@ def choose(
         limit=limit,
         blocked=blocked,
     )
+
+
+def pick_probe(candidates: Iterable[Held], limit: int) -> list[Held]:
+    """The entries of a half-open breaker's probe, from ``choose``'s picks: one per ordering key
+    (its head), least recently in a failed probe first, at most ``limit``, in delivery order.
+
+    Rotating keeps a few targets that always fail from taking every probe while others wait.
+    """
+    seen: set[str] = set()
+    heads: list[Held] = []
+    for held in candidates:
+        key = held.envelope.ordering_key
+        if key is not None:
+            if key in seen:
+                continue
+            seen.add(key)
+        heads.append(held)
+    heads.sort(key=lambda h: h.probed_at)  # stable: delivery order among equals
+    return sorted(heads[:limit], key=lambda h: h.order)
 
 
 def judge(

@@ -41,7 +41,7 @@ from relayd.engine.lane import Fetched, FreshBatch, Lane, build_fresh, hold_all,
 from relayd.engine.options import SweepOptions
 from relayd.engine.ordering import split_fresh
 from relayd.engine.passes import PassResult, Tally
-from relayd.engine.plan import Dead, Held, Verdicts, choose
+from relayd.engine.plan import Dead, Held, Verdicts, choose, pick_probe
 from relayd.engine.probe import probe_quiet
 from relayd.engine.settle import Settlement
 from relayd.engine.sink_guard import SinkGuard, guards_for
@@ -243,19 +243,19 @@ class Sweeper:
             if most is not None:
                 batch = min(batch, most)
         try:
-            await self._run_window(lane, tally, blocked, batch, read_ahead=not probing)
+            await self._run_window(lane, tally, blocked, batch, probing=probing)
         finally:
             if probing and lane.guard.breaker.probing:  # the probe had nothing to send
                 lane.guard.cancel_probe()
 
     async def _run_window(
-        self, lane: Lane, tally: Tally, blocked: set[str], batch: int, *, read_ahead: bool
+        self, lane: Lane, tally: Tally, blocked: set[str], batch: int, *, probing: bool
     ) -> None:
         now = self.clock.now()
         # Entries already waiting in memory are older than anything new: they go first.
         picked: list[Held] = []
         if lane.held:
-            picked, _ = choose(lane.held.values(), now=now, limit=batch, blocked=blocked)
+            picked = self._pick(lane, now, batch, blocked, probing=probing)
         fast = FreshBatch()
         malformed: list[Dead] = []
         room = min(batch - len(picked), self.options.max_held - len(lane.held))
@@ -266,7 +266,7 @@ class Sweeper:
             fast, malformed, read_n = await self._read(lane, room, waiting | blocked)
             tally.read += read_n
             if len(lane.held) > before:  # some joined the line (a history): they may go now too
-                picked, _ = choose(lane.held.values(), now=now, limit=batch - len(fast), blocked=blocked)
+                picked = self._pick(lane, now, batch - len(fast), blocked, probing=probing)
             # Anything read means more may wait: a window holding burned seqs (aborted commits)
             # returns fewer than asked, and must not send the loop to its idle backoff. A timer
             # read short of its limit took every due timer: the loop sleeps until the next.
@@ -280,7 +280,7 @@ class Sweeper:
             keep = max(batch - len(picked), 0)
             self._hold(lane, FreshBatch.of(fresh[keep:]), now)
             fast = FreshBatch.of(fresh[:keep])
-        if not (read_ahead and fast and read_n >= room and len(lane.held) < self.options.max_held):
+        if probing or not (fast and read_n >= room and len(lane.held) < self.options.max_held):
             await self._deliver_and_settle(
                 lane, tally, picked, fast, malformed=malformed, now=now, batch=batch
             )
@@ -311,6 +311,15 @@ class Sweeper:
                 await delivery
             raise
         await delivery
+
+    def _pick(self, lane: Lane, now: float, limit: int, blocked: set[str], *, probing: bool) -> list[Held]:
+        """Held entries that may go now (``plan.choose``); for a probe, one head per key, rotating
+        (``plan.pick_probe``), leaving room for a fresh entry when more wait."""
+        if not probing:
+            picked, _ = choose(lane.held.values(), now=now, limit=limit, blocked=blocked)
+            return picked
+        heads, _ = choose(lane.held.values(), now=now, limit=len(lane.held), blocked=blocked)
+        return pick_probe(heads, limit - 1 if len(heads) >= limit > 1 else limit)
 
     async def _deliver_and_settle(
         self,

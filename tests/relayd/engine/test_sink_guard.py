@@ -160,3 +160,27 @@ async def test_an_entry_confirmed_behind_a_failed_one_of_its_key_is_redelivered_
 
     assert sink.received == ["second", "free", "first", "second"]
     assert await async_client.hlen(sweeper.store.keyspace.outbox) == 0
+
+
+async def test_probes_rotate_so_targets_that_always_fail_do_not_keep_others_waiting(
+    async_client, prefix, seeder, clock
+):
+    """Eight targets fail for good and open the breaker; a healthy target's entries that arrive
+    later still go in a probe and are delivered."""
+    for i in range(8):
+        await seeder.outbox(f"bad{i}", f"b{i}")
+    sink = MemorySink(lambda env: DOWN if env.ordering_key.startswith("bad") else DELIVERED)
+    sweeper, guard = _sweeper(async_client, prefix, clock, sink, CollectorRegistry(), max_attempts=100)
+    await sweeper.start()
+    for _ in range(5):
+        await sweeper.run_pass()
+        clock.advance(1.0)
+    assert guard.breaker.state != "closed"
+    await seeder.outbox("good", "g0")
+    await seeder.outbox("good", "g1")
+
+    for _ in range(120):
+        await sweeper.run_pass()
+        clock.advance(1.0)
+
+    assert [e.body["event"]["id"] for e in sink.delivered] == ["g0", "g1"]
