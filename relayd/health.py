@@ -70,16 +70,17 @@ def readyz(snapshot: HealthSnapshot) -> Answer:
         return Answer(False, f"secret file refused, the previous material stays in use: {refused}")
     if snapshot.redis_error is not None:
         return Answer(False, f"redis: {redis_waiting_for(snapshot.redis_error, snapshot.sentinel_service)}")
+    # An open breaker first: it says why deliveries stopped (a sink may be not ready as well).
+    problems = [f"sink {name} {why}" for name, why in sorted(snapshot.breakers_open.items())]
     not_ready = sorted(name for name, ready in snapshot.sinks_ready.items() if not ready)
     if not_ready:
         named = (
             f"{name} ({snapshot.sinks_reason[name]})" if name in snapshot.sinks_reason else name
             for name in not_ready
         )
-        return Answer(False, f"sink not ready: {', '.join(named)}")
-    if snapshot.breakers_open:
-        opened = sorted(snapshot.breakers_open.items())
-        return Answer(False, "; ".join(f"sink {name} {why}" for name, why in opened))
+        problems.append(f"sink not ready: {', '.join(named)}")
+    if problems:
+        return Answer(False, "; ".join(problems))
     return Answer(True, "ok")
 
 

@@ -39,11 +39,11 @@ DEFAULT_THRESHOLD: Final = 5
 #: Distinct ordering keys those failures must span: one failing target alone is not an outage.
 DEFAULT_MIN_TARGETS: Final = 2
 #: First cool-down after the breaker opens, in seconds; it doubles per failed probe ...
-DEFAULT_COOLDOWN_BASE_S: Final = 1.0
+DEFAULT_COOLDOWN_BASE_S: Final = 2.0
 #: ... up to this many seconds.
-DEFAULT_COOLDOWN_CAP_S: Final = 30.0
+DEFAULT_COOLDOWN_CAP_S: Final = 15.0
 #: Most entries in one probe delivery (half-open).
-DEFAULT_PROBE_ENTRIES: Final = 5
+DEFAULT_PROBE_ENTRIES: Final = 3
 #: While another caller's probe is in flight, look again after this many seconds.
 PROBE_POLL_S: Final = 0.1
 

@@ -83,3 +83,19 @@ def test_readyz_gives_the_reason_a_sink_states_for_not_being_ready():
     assert answer.reason == "sink not ready: outbox:amqp (amqp: 2 unroutable message(s))"
     assert answer.status == 503
     assert health.ready().ok
+
+
+def test_an_open_breaker_is_named_first_with_when_and_why() -> None:
+    snapshot = HealthSnapshot(
+        redis_error=None,
+        sinks_ready={"outbox:webhook": False},
+        breakers_open={"webhook": "open since 2026-12-02T03:00:00Z: webhook timeout (TimeoutError)"},
+    )
+
+    answer = readyz(snapshot)
+
+    assert not answer.ok
+    assert answer.reason == (
+        "sink webhook open since 2026-12-02T03:00:00Z: webhook timeout (TimeoutError); "
+        "sink not ready: outbox:webhook"
+    )

@@ -70,7 +70,7 @@ def test_failed_probes_double_the_cooldown_up_to_the_cap_and_a_success_closes() 
     cooldowns = [breaker.cooldown_s]
     for _ in range(4):
         now_s = breaker.probe_at_s
-        assert breaker.admit(now_s)[0] == 5
+        assert breaker.admit(now_s)[0] == breaker.policy.probe_entries
         breaker.record(_failure("a"), now_s=now_s, at=now_s)
         cooldowns.append(breaker.cooldown_s)
 

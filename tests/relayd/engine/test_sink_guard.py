@@ -76,8 +76,8 @@ async def test_an_outage_across_targets_opens_the_breaker_and_charges_and_buries
     assert dead == []
     assert sorted(e.body["event"]["id"] for e in sink.delivered) == sorted(f"e{i}" for i in range(20))
     assert await async_client.hlen(sweeper.store.keyspace.outbox) == 0
-    # one batch of 20 before it opened, then probes of at most 5 entries, ever rarer
-    assert attempted_while_down <= 20 + 5 * 8
+    # one batch of 20 before it opened, then probes of at most 3 entries, ever rarer
+    assert attempted_while_down <= 20 + 3 * 8
     assert not readiness.ok
     assert readiness.reason.startswith(("sink memory open since ", "sink memory half-open"))
     assert DOWN.error in readiness.reason
