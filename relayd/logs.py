@@ -34,6 +34,7 @@ FIELDS: Final = (
     "error",
     "count",
     "duration_s",
+    "sink",
 )
 
 _LEVELS: Final = {
