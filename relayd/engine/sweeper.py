@@ -214,8 +214,9 @@ class Sweeper:
             # Sleep only until the next timer is due, gathering those due within a few ms.
             waits.append(max(self.next_timer_at - now, TIMER_GATHER_S))
         # A hash the probe found absent has nothing left to read: as good as an exhausted reader.
+        # So is a lane whose sink's breaker is open: a one-shot run leaves its backlog and ends.
         exhausted = all(
-            lane.reader.exhausted or lane.kind in probed_empty
+            lane.reader.exhausted or lane.kind in probed_empty or lane.guard.wait_s() is not None
             for lane in self.lanes
             if lane.reader is not None
         )

@@ -184,3 +184,25 @@ async def test_probes_rotate_so_targets_that_always_fail_do_not_keep_others_wait
         clock.advance(1.0)
 
     assert [e.body["event"]["id"] for e in sink.delivered] == ["g0", "g1"]
+
+
+async def test_a_one_shot_run_ends_when_the_breaker_opens_leaving_the_backlog(
+    async_client, prefix, seeder, clock
+):
+    """``sweep --once`` against a sink that is down: drained (nothing more it may do), nothing
+    dead-lettered, the entries still in Redis."""
+    for i in range(30):
+        await seeder.outbox(f"t{i % 3}", f"e{i}")
+    sink = MemorySink(lambda env: DOWN)
+    sweeper, guard = _sweeper(async_client, prefix, clock, sink, CollectorRegistry(), batch=10, once=True)
+    await sweeper.start()
+
+    results = []
+    for _ in range(3):
+        results.append(await sweeper.run_pass())
+        clock.advance(0.5)  # past the first retry's backoff, short of the breaker's cool-down
+
+    assert guard.breaker.state == "open"
+    assert results[-1].drained
+    assert await list_dead_letters(async_client, sweeper.store.keyspace, "outbox") == []
+    assert await async_client.hlen(sweeper.store.keyspace.outbox) == 30
