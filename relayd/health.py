@@ -143,6 +143,7 @@ class Health:
         """Ask ``problems`` (``MaterialWatch.problems``) on every readiness probe."""
         with self._lock:
             self._material = problems
+
     def watch_breakers(self, breakers: Mapping[str, Callable[[], str | None]]) -> None:
         """Ask these callables on every readiness probe why a sink's breaker is open (None: closed)."""
         with self._lock:
