@@ -76,6 +76,9 @@ class SinkContract:
 
     #: A prefix for this suite's envelopes (a subclass may change it, e.g. for a shared broker).
     prefix = "contract"
+    #: Whether an entry without an ordering key reaches the destination (a sink may confirm and
+    #: drop what its destination has no place for, as the harel sink does an untargeted event).
+    untargeted_received = True
 
     async def open_sink(self) -> Sink:
         """A started sink delivering to a working destination (``close`` is the case's)."""
@@ -102,7 +105,7 @@ class SinkContract:
         finally:
             await self._close(sink)
 
-        assert len(outcomes) == len(batch)
+        assert len(outcomes) == len(batch), outcomes
         assert all(isinstance(outcome, Delivered) for outcome in outcomes), outcomes
 
     async def test_every_confirmed_entry_is_received_in_order_per_key(self) -> None:
@@ -114,11 +117,12 @@ class SinkContract:
         finally:
             await self._close(sink)
 
-        assert sorted(set(received)) == sorted(e.id for e in batch)
+        expected = [e.id for e in batch if self.untargeted_received or e.ordering_key is not None]
+        assert sorted(set(received)) == sorted(expected), received
         for key in {e.ordering_key for e in batch if e.ordering_key is not None}:
             sent = [e.id for e in batch if e.ordering_key == key]
             got = [id_ for id_ in received if id_ in sent]
-            assert _dedupe(got) == sent, key
+            assert _dedupe(got) == sent, (key, got, sent)
 
     async def test_a_redelivery_is_delivered_again(self) -> None:
         """At least once: the same entries again are accepted (the consumer dedupes by id)."""
@@ -130,7 +134,7 @@ class SinkContract:
         finally:
             await self._close(sink)
 
-        assert len(again) == 3
+        assert len(again) == 3, again
         assert all(isinstance(outcome, Delivered) for outcome in again), again
 
     async def test_an_empty_batch_gives_no_outcome(self) -> None:
@@ -151,7 +155,7 @@ class SinkContract:
         finally:
             await self._close(sink)
 
-        assert ready is True
+        assert ready is True, reason() if reason else "not ready"
         assert reason is None or reason() is None
 
     async def test_close_returns(self) -> None:

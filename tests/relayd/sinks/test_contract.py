@@ -2,7 +2,8 @@
 
 Each class says how to open its sink against a real destination (the session's redis-server,
 kafka, nats, rabbitmq and moto servers, a scripted HTTP server, a file) and how to read back
-what arrived; the cases are the contract's. The memory and webhook sinks can be told to refuse
+what arrived; the cases are the contract's (the null sink, which keeps nothing, is the one left
+out). The memory and webhook sinks can be told to refuse
 a target, so they also run the cases of mixed outcomes, ``Retry-After`` and ``Permanent``.
 """
 
@@ -265,3 +266,37 @@ class TestPluginExampleSink(SinkContract):
     def _forget_module(self) -> Iterator[None]:
         yield
         sys.modules.pop("relayd_sqlite_sink", None)
+
+
+class TestHarelSink(SinkContract):
+    """harel's transport on the session's redis-server, read back as a harel worker claims it.
+
+    An untargeted outbox event has no harel execution to go to: confirmed and not published.
+    """
+
+    untargeted_received = False
+
+    @pytest.fixture(autouse=True)
+    def _server(self, redis_server: Any, prefix: str) -> None:
+        self.server, self.prefix = redis_server, prefix
+
+    async def open_sink(self) -> Sink:
+        from relayd.sinks.harel import HarelSink
+
+        return await _started(HarelSink(parse_sink_spec(f"harel:{self.server.url}"), SinkOptions()))
+
+    async def received(self, count: int) -> list[str]:
+        import redis.asyncio as aioredis
+        from harel.engine.aio_transport import AsyncRedisTransport
+
+        client = aioredis.Redis.from_url(self.server.url)
+        transport = AsyncRedisTransport(client, prefix=self.prefix)
+        got: list[str] = []
+        try:
+            while (lease := await transport.claim("contract", 30.0, 0)) is not None:
+                # the event id is the contract's "ev-<seq>": back to the envelope id it came in
+                got.append(f"{self.prefix}:outbox:{lease.event.id.removeprefix('ev-')}")
+                await transport.ack(lease)
+        finally:
+            await client.aclose()
+        return got
