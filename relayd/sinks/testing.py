@@ -25,7 +25,9 @@ subclasses ``RefusingContract`` and implements ``refuse``: the cases of mixed ou
 one per entry, in order; per-key order of what the destination received; a confirmed entry may
 follow an unconfirmed one of its key (the engine holds it back and sends it again after).
 
-Pytest with pytest-asyncio (``asyncio_mode = "auto"``) runs the async cases.
+Pytest with pytest-asyncio (``asyncio_mode = "auto"``) runs the async cases; for pytest's
+detailed assertion messages, call ``pytest.register_assert_rewrite("relayd.sinks.testing")`` in
+your ``conftest.py`` before importing it.
 """
 
 from __future__ import annotations
