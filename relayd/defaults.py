@@ -65,6 +65,12 @@ class Defaults:
     console_token_file: Path | None = None
     allow_actions: bool = False
     console_replay_rate: float = 100.0
+    # Each sink's circuit breaker (relayd.engine.breaker): failed entries over 2+ targets with no
+    # success between that open it (0: never), and its longest cool-down in seconds.
+    breaker_threshold: int = 5
+    breaker_cooldown_cap: float = 15.0
+    # Most entries a second delivered to each sink (0: unlimited).
+    sink_rate: float = 0.0
 
 
 DEFAULTS: Final = Defaults()

@@ -48,6 +48,8 @@ class HealthSnapshot:
     material_refused: tuple[str, ...] = ()
     #: ``prefix:kind`` -> why that lane is parked (its key has the wrong type)
     parked_lanes: Mapping[str, str] = field(default_factory=dict)
+    #: sinks whose circuit breaker is not closed: "open since T: reason" by sink name
+    breakers_open: Mapping[str, str] = field(default_factory=dict)
 
 
 def healthz(snapshot: HealthSnapshot, *, now_s: float, stale_after_s: float) -> Answer:
@@ -61,8 +63,9 @@ def healthz(snapshot: HealthSnapshot, *, now_s: float, stale_after_s: float) -> 
 
 
 def readyz(snapshot: HealthSnapshot) -> Answer:
-    """Ready when Redis answers, every live key has its type and every sink is ready; the
-    reason names what is not."""
+    """Ready when Redis answers, every live key has its type, every sink is ready and no sink's
+    breaker is open; the reason names what is not ("sink webhook open since
+    2026-01-01T00:00:00Z: webhook timeout ...")."""
     if snapshot.stopping:
         return Answer(False, "shutting down")
     if snapshot.material_refused:
@@ -73,13 +76,17 @@ def readyz(snapshot: HealthSnapshot) -> Answer:
     if snapshot.parked_lanes:
         parked = "; ".join(why for _, why in sorted(snapshot.parked_lanes.items()))
         return Answer(False, f"wrong key type (those kinds are not relayed): {parked}")
+    # An open breaker first: it says why deliveries stopped (a sink may be not ready as well).
+    problems = [f"sink {name} {why}" for name, why in sorted(snapshot.breakers_open.items())]
     not_ready = sorted(name for name, ready in snapshot.sinks_ready.items() if not ready)
     if not_ready:
         named = (
             f"{name} ({snapshot.sinks_reason[name]})" if name in snapshot.sinks_reason else name
             for name in not_ready
         )
-        return Answer(False, f"sink not ready: {', '.join(named)}")
+        problems.append(f"sink not ready: {', '.join(named)}")
+    if problems:
+        return Answer(False, "; ".join(problems))
     return Answer(True, "ok")
 
 
@@ -110,6 +117,7 @@ class Health:
         self._redis_error: str | None = "not connected yet"
         self._sinks: dict[str, Callable[[], bool]] = {}
         self._reasons: dict[str, Callable[[], str | None]] = {}
+        self._breakers: dict[str, Callable[[], str | None]] = {}
         self._stopping = False
         self._material: Callable[[], list[str]] = list
         self._parked: dict[str, str] = {}
@@ -150,13 +158,18 @@ class Health:
         with self._lock:
             self._material = problems
 
+    def watch_breakers(self, breakers: Mapping[str, Callable[[], str | None]]) -> None:
+        """Ask these callables on every readiness probe why a sink's breaker is open (None: closed)."""
+        with self._lock:
+            self._breakers = dict(breakers)
+
     def stopping(self) -> None:
         with self._lock:
             self._stopping = True
 
     def snapshot(self) -> HealthSnapshot:
         with self._lock:
-            sinks, reasons = dict(self._sinks), dict(self._reasons)
+            sinks, reasons, breakers = dict(self._sinks), dict(self._reasons), dict(self._breakers)
             progress_s, redis_error, stopping = self._last_progress_s, self._redis_error, self._stopping
             material = self._material
             parked = dict(self._parked)
@@ -170,6 +183,7 @@ class Health:
                 ready[name], reason = False, None
             if reason:
                 why[name] = reason
+        opened = {name: text for name, open_reason in breakers.items() if (text := open_reason())}
         return HealthSnapshot(
             last_progress_s=progress_s,
             redis_error=redis_error,
@@ -179,6 +193,7 @@ class Health:
             sinks_reason=why,
             material_refused=tuple(material()),
             parked_lanes=parked,
+            breakers_open=opened,
         )
 
     def live(self, now_s: float) -> Answer:

@@ -37,6 +37,7 @@ FIELDS: Final = (
     "error",
     "count",
     "duration_s",
+    "sink",
 )
 
 _LEVELS: Final = {

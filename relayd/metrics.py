@@ -2,7 +2,8 @@
 
 Labels stay bounded: ``prefix`` (configured), ``kind`` (outbox, spawn, timer), ``outcome``
 (delivered, retry, permanent), ``reason`` (the dead-letter reason codes), ``event`` (lease
-transitions). Never an entry id, a target id or a URL.
+transitions), ``sink`` and ``state`` (the configured sinks' circuit breakers). Never an entry
+id, a target id or a URL.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from relayd.state.deadletters import REASON_CODES
 OUTCOMES: Final = ("delivered", "retry", "permanent")
 #: Lease transitions.
 LEASE_EVENTS: Final = ("acquired", "lost", "released")
+#: A sink's circuit breaker states (``relayd.engine.breaker``).
+BREAKER_STATES: Final = ("closed", "open", "half_open")
 
 # Sub-second sinks up to a slow webhook at its timeout.
 _LATENCY_BUCKETS_S: Final = (
@@ -127,6 +130,18 @@ class RelayMetrics:
             ["prefix"],
             registry=registry,
         )
+        self.breaker_state = Gauge(
+            "relayd_sink_breaker_state",
+            "1 for the state each sink's circuit breaker is in (closed, open, half_open), else 0.",
+            ["sink", "state"],
+            registry=registry,
+        )
+        self.breaker_transitions = Counter(
+            "relayd_sink_breaker_transitions",
+            "Circuit breaker transitions of each sink, by the state entered.",
+            ["sink", "state"],
+            registry=registry,
+        )
         self.build = Info("relayd_build", "relayd version and Python.", registry=registry)
         self.build.info({"version": __version__, "python": platform.python_version()})
 
@@ -150,6 +165,12 @@ class RelayMetrics:
             self.lease_transitions.labels(prefix, event)
         self.last_sweep.labels(prefix)
         self.wakeups.labels(prefix)
+
+    def add_sink(self, sink: str) -> None:
+        """Create the breaker series of ``sink`` (closed, no transition yet)."""
+        for state in BREAKER_STATES:
+            self.breaker_state.labels(sink, state).set(1 if state == "closed" else 0)
+            self.breaker_transitions.labels(sink, state)
 
 
 def observe_many(histogram: Histogram, amounts: Iterable[float]) -> None:

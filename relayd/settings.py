@@ -42,6 +42,7 @@ import msgspec
 from msgspec import Meta
 
 from relayd.defaults import DEFAULTS, OPTION_NAMES, Defaults
+from relayd.engine.breaker import BreakerPolicy
 from relayd.engine.options import SweepOptions
 from relayd.errors import ConfigError
 from relayd.material import Material, WatchedFile, pem_file, secret_file, secret_lines_file, text_file
@@ -184,6 +185,9 @@ class Settings:
     nats_creds_file: Path | None = DEFAULTS.nats_creds_file
     nats_token_file: Path | None = DEFAULTS.nats_token_file
     nats_ca_file: Path | None = DEFAULTS.nats_ca_file
+    breaker_threshold: Annotated[int, Meta(ge=0, le=1_000_000)] = DEFAULTS.breaker_threshold
+    breaker_cooldown_cap: Seconds = DEFAULTS.breaker_cooldown_cap
+    sink_rate: Annotated[float, Meta(ge=0, le=10_000_000)] = DEFAULTS.sink_rate
 
     # Read and checked in __post_init__ (the files' contents and the parsed URL), never shown.
     _address: RedisAddress | None = field(default=None, init=False, repr=False, compare=False)
@@ -348,6 +352,8 @@ class Settings:
             shutdown_grace_s=self.shutdown_grace,
             once=once,
             wake=self.wake,
+            breaker=BreakerPolicy(threshold=self.breaker_threshold, cooldown_cap_s=self.breaker_cooldown_cap),
+            sink_rate_per_s=self.sink_rate,
         )
 
     def sink_options(self) -> SinkOptions:

@@ -19,6 +19,8 @@ PURE_MODULES = [
     "relayd/engine/ordering.py",
     "relayd/engine/shares.py",
     "relayd/engine/notify.py",
+    "relayd/engine/breaker.py",
+    "relayd/engine/rate.py",
     "relayd/batch.py",
     "relayd/envelope.py",
     "relayd/stored.py",

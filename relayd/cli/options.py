@@ -103,6 +103,15 @@ RETRY_CAP = _option(
     "retry_cap", "Longest retry delay in seconds (a sink's Retry-After may exceed it).", TUNING
 )
 MAX_ATTEMPTS = _option("max_attempts", "Attempts before an entry is dead-lettered.", TUNING)
+BREAKER_THRESHOLD = _option(
+    "breaker_threshold",
+    "Failed entries over 2+ targets, no success between, that open a sink's breaker (0: never).",
+    SINKS,
+)
+BREAKER_COOLDOWN_CAP = _option(
+    "breaker_cooldown_cap", "Longest wait in seconds of an open sink breaker before its probe.", SINKS
+)
+SINK_RATE = _option("sink_rate", "Most entries a second delivered to each sink (0: unlimited).", SINKS)
 LEASE_TTL = _option(
     "lease_ttl", "Lease time-to-live per prefix in seconds (renewed every third of it).", TUNING
 )

@@ -162,6 +162,9 @@ async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink
 @o.NATS_CREDS_FILE
 @o.NATS_TOKEN_FILE
 @o.NATS_CA_FILE
+@o.BREAKER_THRESHOLD
+@o.BREAKER_COOLDOWN_CAP
+@o.SINK_RATE
 @click.pass_context
 def sweep(ctx: click.Context, /, once: bool, **_: object) -> None:
     """Deliver outbox events, spawn intents and due timers to the sinks; ack what they confirmed."""

@@ -8,13 +8,13 @@ held and fresh entries (both pure). ``Lane`` keeps what one kind carries from pa
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
 from relayd.engine.overlap import Overlap
 from relayd.engine.plan import Dead, Held, Verdicts, judge
+from relayd.engine.sink_guard import SinkGuard
 from relayd.envelope import Envelope, Kind, OutboxWindow, outbox_envelopes, spawn_envelope, timer_envelope
 from relayd.sinks.base import Delivered, Outcome, Retry, Sink, all_delivered
 from relayd.stored import display_text
@@ -92,11 +92,12 @@ Fetched = tuple[FreshBatch, list[Dead], int, float]
 
 @dataclass(slots=True)
 class Lane:
-    """One kind's sink, reader and the entries waiting in memory (by ref)."""
+    """One kind's sink and its guard (lock, breaker, rate), reader, and the entries waiting in
+    memory (by ref)."""
 
     kind: Kind
     sink: Sink
-    lock: asyncio.Lock
+    guard: SinkGuard
     reader: AsyncBacklogReader | None  # None for timers (read straight from the zset)
     held: dict[str, Held] = field(default_factory=dict)
     # P:relay:attempts:{kind} may hold records: False only after an EXISTS said it is empty
@@ -162,6 +163,15 @@ def _dead_letter(kind: Kind, prefix: str, raw: RawEntry | RawTimer, why: Malform
     return Dead(Held(ref, raw, placeholder, now), why.reason, str(why))
 
 
+def hold_all(picked: list[Held], fast: FreshBatch, now: float) -> tuple[Verdicts, FreshBatch, list[Held]]:
+    """``judge_delivery`` for a delivery the sink's breaker counts as an outage: no attempt is
+    charged, nothing acked or dead-lettered; the fast entries join the waiting line."""
+    failed = [Held(ref, raw, envelope, now) for ref, raw, envelope in fast]
+    for held in (*picked, *failed):
+        held.probed_at = now
+    return Verdicts(held_back=list(picked)), FreshBatch(), failed
+
+
 def judge_delivery(
     picked: list[Held],
     fast: FreshBatch,
@@ -176,7 +186,9 @@ def judge_delivery(
 
     The held entries and the fast ones the sink did not confirm go through one ``plan.judge``,
     in the order the sink had them (retry with backoff, hold-back behind its key's failed head,
-    dead letter); a confirmed fast entry is acked without one.
+    dead letter); a confirmed fast entry is acked without one, unless an earlier entry of its
+    ordering key in this delivery was not delivered: then it is held back too, and delivered
+    again after that entry (per-key order, whatever the sink).
     """
     total = len(picked) + len(fast)
     if len(outcomes) != total:  # the sink broke its contract: every entry retries
@@ -184,12 +196,20 @@ def judge_delivery(
     elif not picked and all_delivered(outcomes, total):
         return Verdicts(), fast, []  # the common case: all fresh, all confirmed
     judged, judged_outcomes = list(picked), list(outcomes[: len(picked)])
+    failed_keys = {
+        key
+        for held, outcome in zip(picked, judged_outcomes, strict=True)
+        if type(outcome) is not Delivered and (key := held.envelope.ordering_key) is not None
+    }
     acked: list[Fresh] = []
     failed: list[Held] = []
     for fresh, outcome in zip(fast, outcomes[len(picked) :], strict=True):
-        if type(outcome) is Delivered:
+        key = fresh[2].ordering_key
+        if type(outcome) is Delivered and (key is None or key not in failed_keys):
             acked.append(fresh)
         else:
+            if key is not None:
+                failed_keys.add(key)
             failed.append(Held(fresh[0], fresh[1], fresh[2], now))
             judged_outcomes.append(outcome)
     judged += failed

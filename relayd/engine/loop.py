@@ -26,6 +26,7 @@ from relayd.engine.options import SweepOptions
 from relayd.engine.prefix_relay import PrefixRelay
 from relayd.engine.redis_errors import REDIS_ERRORS
 from relayd.engine.shares import PrefixView, ShareDecision, decide_shares
+from relayd.engine.sink_guard import guards_for
 from relayd.engine.wake import WakeSubscriber
 from relayd.envelope import Kind
 from relayd.errors import RelaydError, SinkError
@@ -96,7 +97,10 @@ async def run_relay(
         {f"{kind}:{sink.name}": sink.ready for kind, sink in sinks.items()},
         {f"{kind}:{sink.name}": reason for kind, sink in sinks.items() if (reason := not_ready_reason(sink))},
     )
-    locks = {id(sink): asyncio.Lock() for sink in unique}
+    guards = guards_for(
+        sinks, policy=options.breaker, rate_per_s=options.sink_rate_per_s, metrics=metrics, clock=clock
+    )
+    health.watch_breakers({guard.name: guard.open_reason for guard in guards.values()})
     # One token per process, on every lease and registry: the shares count leases by holder.
     token = make_token()
     relays = [
@@ -105,7 +109,7 @@ async def run_relay(
             options=options,
             redis=redis,
             sinks=sinks,
-            sink_locks={kind: locks[id(sink)] for kind, sink in sinks.items()},
+            guards=guards,
             metrics=metrics,
             health=health,
             stop=stop,

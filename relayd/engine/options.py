@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from relayd.engine.breaker import BreakerPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,3 +28,7 @@ class SweepOptions:
     #: Subscribe to keyspace notifications and wake an idle prefix at once on new work, when the
     #: server publishes them (``engine.wake``). Off here, on by default in ``Settings``.
     wake: bool = False
+    #: When each sink's circuit breaker opens and how long it stays open (``engine.breaker``).
+    breaker: BreakerPolicy = field(default_factory=BreakerPolicy)
+    #: Most entries a second delivered to each sink (0: unlimited; ``engine.rate``).
+    sink_rate_per_s: float = 0.0

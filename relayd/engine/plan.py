@@ -35,6 +35,7 @@ class Held:
     last_attempt_at: float | None = None
     not_before: float = 0.0  # earliest time of the next attempt
     last_error: str = ""
+    probed_at: float = 0.0  # when it last went in a delivery its sink's breaker took as an outage
 
     @property
     def order(self) -> tuple[float, str]:
@@ -85,6 +86,25 @@ def choose(
     )
 
 
+def pick_probe(candidates: Iterable[Held], limit: int) -> list[Held]:
+    """The entries of a half-open breaker's probe, from ``choose``'s picks: one per ordering key
+    (its head), least recently in a failed probe first, at most ``limit``, in delivery order.
+
+    Rotating keeps a few targets that always fail from taking every probe while others wait.
+    """
+    seen: set[str] = set()
+    heads: list[Held] = []
+    for held in candidates:
+        key = held.envelope.ordering_key
+        if key is not None:
+            if key in seen:
+                continue
+            seen.add(key)
+        heads.append(held)
+    heads.sort(key=lambda h: h.probed_at)  # stable: delivery order among equals
+    return sorted(heads[:limit], key=lambda h: h.order)
+
+
 def judge(
     batch: Sequence[Held],
     outcomes: Sequence[Outcome],
@@ -97,8 +117,9 @@ def judge(
 
     A ``Retry`` waits ``max(delay_s(attempts), after_s)``: the backoff, and never sooner than
     the sink asked. Reaching ``max_attempts`` attempts without delivery dead-letters the entry.
-    A ``Retry`` of an entry whose key already failed earlier in the batch is a hold-back (the
-    sink did not send it), not an attempt: the entry is left unchanged in ``held_back``.
+    An entry whose key already failed earlier in the batch is a hold-back, not an attempt,
+    whether the sink did not send it (``Retry``) or confirmed it (``Delivered``: acking it
+    would leave it ahead of the earlier entry for good); it is left unchanged in ``held_back``.
     A sink that returns the wrong number of outcomes broke its contract: every entry retries.
     """
     if len(outcomes) != len(batch):
@@ -108,9 +129,10 @@ def judge(
     failed_keys: set[str] = set()
     for item, outcome in zip(batch, outcomes, strict=True):
         key = item.envelope.ordering_key
-        if key is not None and key in failed_keys and isinstance(outcome, Retry):
-            # Held back behind an earlier failure of its own key in this batch: not an attempt
-            # of its own. It stays as it was, waiting behind that head.
+        if key is not None and key in failed_keys and not isinstance(outcome, Permanent):
+            # Behind an earlier failure of its own key in this batch: held back, not an attempt
+            # of its own. Even when the sink confirmed it, it is not acked: it goes again after
+            # that entry, so the consumer's last copy comes in order. It waits behind that head.
             verdicts.held_back.append(item)
             continue
         if key is not None and not isinstance(outcome, Delivered):

@@ -27,6 +27,7 @@ from relayd.engine.clock import Clock, sleep_until
 from relayd.engine.options import SweepOptions
 from relayd.engine.passes import PassResult
 from relayd.engine.redis_errors import REDIS_ERRORS
+from relayd.engine.sink_guard import SinkGuard
 from relayd.engine.sweeper import Sweeper
 from relayd.envelope import Kind
 from relayd.health import Health
@@ -60,7 +61,7 @@ class PrefixRelay:
         options: SweepOptions,
         redis: RedisClient,
         sinks: Mapping[Kind, Sink],
-        sink_locks: Mapping[Kind, asyncio.Lock],
+        guards: Mapping[Kind, SinkGuard],
         metrics: RelayMetrics,
         health: Health,
         stop: asyncio.Event,
@@ -72,7 +73,7 @@ class PrefixRelay:
         self.redis = redis
         self.store = AsyncRedisStore(redis, prefix=prefix)
         self.sinks = sinks
-        self.sink_locks = sink_locks
+        self.guards = guards
         self.metrics = metrics
         self.health = health
         self.stop = stop
@@ -307,7 +308,7 @@ class PrefixRelay:
             metrics=self.metrics,
             clock=self.clock,
             rng=self.rng,
-            sink_locks=self.sink_locks,
+            guards=self.guards,
             may_deliver=self.lease.held,
         )
 

@@ -38,13 +38,14 @@ from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock
 from relayd.engine.gauges import PrefixGauges
 from relayd.engine.key_types import RECHECK_EVERY_S, describe, read_key_types, wrong_types
-from relayd.engine.lane import Fetched, FreshBatch, Lane, build_fresh, judge_delivery
+from relayd.engine.lane import Fetched, FreshBatch, Lane, build_fresh, hold_all, judge_delivery
 from relayd.engine.options import SweepOptions
 from relayd.engine.ordering import split_fresh
 from relayd.engine.passes import PassResult, Tally
-from relayd.engine.plan import Dead, Held, Verdicts, choose
+from relayd.engine.plan import Dead, Held, Verdicts, choose, pick_probe
 from relayd.engine.probe import probe_quiet
 from relayd.engine.settle import Settlement
+from relayd.engine.sink_guard import SinkGuard, guards_for
 from relayd.engine.timer_reads import read_due_timers
 from relayd.envelope import Envelope, Kind
 from relayd.metrics import RelayMetrics
@@ -78,7 +79,7 @@ class Sweeper:
         metrics: RelayMetrics,
         clock: Clock,
         rng: random.Random | None = None,
-        sink_locks: Mapping[Kind, asyncio.Lock] | None = None,
+        guards: Mapping[Kind, SinkGuard] | None = None,
         may_deliver: Callable[[], bool] = lambda: True,
     ) -> None:
         self.store = store
@@ -91,7 +92,8 @@ class Sweeper:
         self.clock = clock
         self.rng = rng or random.Random()
         self.may_deliver = may_deliver
-        locks = sink_locks or {}
+        # One guard (lock, breaker, rate limit) per sink, shared with the other prefixes' sweepers.
+        guards = guards or guards_for(sinks, clock=clock)
         self.lanes: list[Lane] = []
         self._checkpointed: dict[Kind, int] = {}  # low-water marks written by this sweeper
         self._checkpointed_s = float("-inf")  # when they were last written (monotonic s)
@@ -111,7 +113,7 @@ class Sweeper:
                     grace_s=options.gap_grace_s,
                     reconcile_interval_s=min(1.0, options.poll_interval_s),
                 )
-            self.lanes.append(Lane(kind, sinks[kind], locks.get(kind) or asyncio.Lock(), reader))
+            self.lanes.append(Lane(kind, sinks[kind], guards[kind], reader))
 
     @property
     def client(self) -> RedisClient:
@@ -147,7 +149,7 @@ class Sweeper:
             if lane.kind in self.parked:
                 continue
             picked, _ = choose(lane.held.values(), now=now, limit=1, blocked=blocked)
-            if picked:
+            if picked and lane.guard.wait_s() is None:
                 return True
             if lane.kind == "spawn":
                 blocked = {k for h in lane.held.values() if (k := h.envelope.ordering_key)}
@@ -233,12 +235,18 @@ class Sweeper:
     def _freeze(self, tally: Tally, probed_empty: set[Kind]) -> PassResult:
         now = self.clock.now()
         waits = [w for lane in self.lanes for h in lane.held.values() if (w := h.not_before - now) > 0]
+        # A sink whose breaker is open: sleep until its probe may go.
+        waits += [wait_s for lane in self.lanes if (wait_s := lane.guard.wait_s()) is not None]
         if self.next_timer_at is not None:  # it may have come due during this pass
             # Sleep only until the next timer is due, gathering those due within a few ms.
             waits.append(max(self.next_timer_at - now, TIMER_GATHER_S))
         # A hash the probe found absent has nothing left to read: as good as an exhausted reader.
+        # So is a lane whose sink's breaker is open: a one-shot run leaves its backlog and ends.
         exhausted = all(
-            lane.reader.exhausted or lane.kind in probed_empty or lane.kind in self.parked
+            lane.reader.exhausted
+            or lane.kind in probed_empty
+            or lane.kind in self.parked
+            or lane.guard.wait_s() is not None
             for lane in self.lanes
             if lane.reader is not None
         )
@@ -258,12 +266,27 @@ class Sweeper:
 
     # --- one kind ---------------------------------------------------------------------------
     async def _run_lane(self, lane: Lane, tally: Tally, blocked: set[str]) -> None:
-        batch = self.options.batch
+        allowed = lane.guard.admit()
+        if allowed == 0:
+            return  # the sink's breaker is open: nothing is read or delivered until its probe
+        batch, probing = self.options.batch, allowed is not None
+        for most in (allowed, lane.guard.max_batch):
+            if most is not None:
+                batch = min(batch, most)
+        try:
+            await self._run_window(lane, tally, blocked, batch, probing=probing)
+        finally:
+            if probing and lane.guard.breaker.probing:  # the probe had nothing to send
+                lane.guard.cancel_probe()
+
+    async def _run_window(
+        self, lane: Lane, tally: Tally, blocked: set[str], batch: int, *, probing: bool
+    ) -> None:
         now = self.clock.now()
         # Entries already waiting in memory are older than anything new: they go first.
         picked: list[Held] = []
         if lane.held:
-            picked, _ = choose(lane.held.values(), now=now, limit=batch, blocked=blocked)
+            picked = self._pick(lane, now, batch, blocked, probing=probing)
         fast = FreshBatch()
         malformed: list[Dead] = []
         room = min(batch - len(picked), self.options.max_held - len(lane.held))
@@ -274,7 +297,7 @@ class Sweeper:
             fast, malformed, read_n = await self._read(lane, room, waiting | blocked)
             tally.read += read_n
             if len(lane.held) > before:  # some joined the line (a history): they may go now too
-                picked, _ = choose(lane.held.values(), now=now, limit=batch - len(fast), blocked=blocked)
+                picked = self._pick(lane, now, batch - len(fast), blocked, probing=probing)
             # Anything read means more may wait: a window holding burned seqs (aborted commits)
             # returns fewer than asked, and must not send the loop to its idle backoff. A timer
             # read short of its limit took every due timer: the loop sleeps until the next.
@@ -283,8 +306,15 @@ class Sweeper:
             # The lease was lost while reading: another replica delivers now.
             self._hold(lane, fast, now)
             picked, fast = [], FreshBatch()
-        if not (fast and read_n >= room and len(lane.held) < self.options.max_held):
-            await self._deliver_and_settle(lane, tally, picked, fast, malformed=malformed, now=now)
+        if len(picked) + len(fast) > batch:  # a window read ahead before the batch shrank (a probe)
+            fresh = list(fast)
+            keep = max(batch - len(picked), 0)
+            self._hold(lane, FreshBatch.of(fresh[keep:]), now)
+            fast = FreshBatch.of(fresh[:keep])
+        if probing or not (fast and read_n >= room and len(lane.held) < self.options.max_held):
+            await self._deliver_and_settle(
+                lane, tally, picked, fast, malformed=malformed, now=now, batch=batch
+            )
             return
         # A full window: the next one is read ahead and its envelopes built while the sink works
         # on this one, and this one's ack may run while the next one is delivered (``Overlap``).
@@ -292,7 +322,9 @@ class Sweeper:
         # and sends the sink's calls while Redis answers it, instead of reading first and
         # delivering after (``relayd bench --kinds outbox``, old and new alternating).
         delivery = asyncio.create_task(
-            self._deliver_and_settle(lane, tally, picked, fast, malformed=malformed, now=now, defer_ack=True)
+            self._deliver_and_settle(
+                lane, tally, picked, fast, malformed=malformed, now=now, batch=batch, defer_ack=True
+            )
         )
         try:
             raws, read_at = await self._read_raw(lane, batch, in_flight=fast)
@@ -311,6 +343,15 @@ class Sweeper:
             raise
         await delivery
 
+    def _pick(self, lane: Lane, now: float, limit: int, blocked: set[str], *, probing: bool) -> list[Held]:
+        """Held entries that may go now (``plan.choose``); for a probe, one head per key, rotating
+        (``plan.pick_probe``), leaving room for a fresh entry when more wait."""
+        if not probing:
+            picked, _ = choose(lane.held.values(), now=now, limit=limit, blocked=blocked)
+            return picked
+        heads, _ = choose(lane.held.values(), now=now, limit=len(lane.held), blocked=blocked)
+        return pick_probe(heads, limit - 1 if len(heads) >= limit > 1 else limit)
+
     async def _deliver_and_settle(
         self,
         lane: Lane,
@@ -320,9 +361,9 @@ class Sweeper:
         *,
         malformed: list[Dead],
         now: float,
+        batch: int,
         defer_ack: bool = False,
     ) -> None:
-        batch = self.options.batch
         tally.full |= len(picked) + len(fast) >= batch
         verdicts, acked_fast, stamp = Verdicts(), FreshBatch(), now
         if picked or fast:
@@ -333,15 +374,18 @@ class Sweeper:
             if picked:
                 retried = [h.envelope.restamped(attempt=h.attempts + 1, relayed_at=stamp) for h in picked]
                 envelopes = [*retried, *envelopes]
-            outcomes = await self._deliver(lane, envelopes)
-            verdicts, acked_fast, failed = judge_delivery(
-                picked,
-                fast,
-                outcomes,
-                now=stamp,
-                max_attempts=self.options.max_attempts,
-                delay_s=self._delay,
-            )
+            outcomes, charged = await self._deliver(lane, envelopes)
+            if charged:
+                verdicts, acked_fast, failed = judge_delivery(
+                    picked,
+                    fast,
+                    outcomes,
+                    now=stamp,
+                    max_attempts=self.options.max_attempts,
+                    delay_s=self._delay,
+                )
+            else:  # the breaker counts it as an outage: the entries wait, no attempt charged
+                verdicts, acked_fast, failed = hold_all(picked, fast, stamp)
             for held in failed:  # fast entries the sink did not confirm join the waiting line
                 lane.held[held.ref] = held
             if defer_ack and not (picked or failed or malformed) and lane.reader is not None:
@@ -474,11 +518,13 @@ class Sweeper:
         )
         return raws
 
-    async def _deliver(self, lane: Lane, envelopes: Sequence[Envelope]) -> Sequence[Outcome]:
+    async def _deliver(self, lane: Lane, envelopes: Sequence[Envelope]) -> tuple[Sequence[Outcome], bool]:
+        """The sink's outcomes, and whether its failures count as attempts (``SinkGuard.record``)."""
         batch = Batch.of(envelopes, lane.kind)  # an outbox window as it is; a list wrapped, not copied
         started_s = self.clock.monotonic()
         try:
-            async with lane.lock:
+            async with lane.guard.lock:
+                await lane.guard.throttle(len(batch))
                 outcomes = await lane.sink.deliver(batch)
         except asyncio.CancelledError:
             raise
@@ -486,4 +532,4 @@ class Sweeper:
             log.warning("sink_failed", prefix=self.prefix, kind=lane.kind, count=len(batch), error=repr(exc))
             outcomes = [Retry(error=f"sink raised {type(exc).__name__}")] * len(batch)
         self.metrics.sink_latency.labels(self.prefix, lane.kind).observe(self.clock.monotonic() - started_s)
-        return outcomes
+        return outcomes, lane.guard.record(batch, outcomes)

@@ -24,8 +24,8 @@ queue keeps per-target order) and all its confirms are awaited together. Outcome
   within ``CONFIRM_TIMEOUT_S`` → Retry; the channel or connection is opened again on the next
   batch, and the sink is not ready until then.
 
-A confirmed entry behind a failed one of its own target is reported Retry
-(``relayd.sinks.per_key.hold_back_after_failures``), so no target is acked out of order.
+A confirmed entry behind a failed one of its own target is reported as confirmed: the engine
+holds it back and sends it again after that entry (per-key order is the engine's, for every sink).
 The password comes from ``--amqp-password-file``; it is never in the spec, a log line or an
 error, and the broker's URL is shown without it.
 """
@@ -43,7 +43,6 @@ from relayd.errors import ConfigError
 from relayd.material import Fixed, Material
 from relayd.sinks.amqp_target import AmqpTarget, parse_amqp_target
 from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
-from relayd.sinks.per_key import hold_back_after_failures
 from relayd.sinks.routing import fill_all
 from relayd.sinks.spec import SinkSpec
 
@@ -155,8 +154,7 @@ class AmqpSink:
             self._not_ready = f"amqp broker sent no confirms within {CONFIRM_TIMEOUT_S:.0f}s"
             await self._drop_connection()
             return [Retry(error=self._not_ready)] * count
-        outcomes = self._classify(replies)
-        return hold_back_after_failures(keys, outcomes)
+        return self._classify(replies)
 
     def _classify(self, replies: list[Any]) -> list[Outcome]:
         """One outcome per publish reply; sets the readiness reason from what went wrong."""

@@ -56,7 +56,7 @@ from relayd.sinks.aws_entries import (
 )
 from relayd.sinks.aws_target import AwsTarget, Service, parse_aws_target
 from relayd.sinks.base import Delivered, Outcome, Retry, SinkOptions
-from relayd.sinks.per_key import HELD_BACK, hold_back_after_failures
+from relayd.sinks.per_key import HELD_BACK
 from relayd.sinks.spec import SinkSpec
 
 INSTALL_HINT: Final = "sink {name!r} needs aiobotocore: pip install 'relayd[aws]'"
@@ -155,10 +155,14 @@ class _AwsSink:
         outcomes: list[Outcome] = [_HELD] * len(ids)
         sizes = [self._size(columns, index) for index in range(len(ids))]
         sendable = []
+        too_large_keys: set[str] = set()
         for index, size in enumerate(sizes):
+            key = keys[index]
             if size > self.max_message_bytes:
                 outcomes[index] = too_large(self.service, size, self.max_message_bytes)
-            else:
+                if key is not None:
+                    too_large_keys.add(key)
+            elif key is None or key not in too_large_keys:  # else not sent: held back behind it
                 sendable.append(index)
         self._call_errors = []
         lanes = lanes_of([keys[i] for i in sendable], LANES)
@@ -166,7 +170,7 @@ class _AwsSink:
             *(self._send_lane([sendable[i] for i in lane], columns, sizes, outcomes) for lane in lanes)
         )
         self._not_ready = self._call_errors[0] if self._call_errors else None
-        return hold_back_after_failures(keys, outcomes)
+        return outcomes
 
     async def _send_lane(
         self, lane: list[int], columns: Columns, sizes: list[int], outcomes: list[Outcome]

@@ -7,6 +7,10 @@ never receives an entry before an earlier one it has not acknowledged. Envelopes
 ``ordering_key`` is ``None`` (an outbox entry without a target) have no order to keep and each
 go on their own. No I/O here: the caller passes ``send_one`` and bounds its concurrency;
 ``deliver_in_key_order`` takes the keys as a column (``Batch.keys()``) and sends by index.
+
+A sink that publishes a whole batch at once (a broker) need not correct for order itself: the
+engine holds back an entry confirmed behind an undelivered earlier entry of its key and sends it
+again after that entry (``relayd.engine.plan.judge``).
 """
 
 from __future__ import annotations
@@ -62,24 +66,3 @@ async def deliver_per_key(
         return await send_one(batch[index])
 
     return await deliver_in_key_order([envelope.ordering_key for envelope in batch], send_index)
-
-
-def hold_back_after_failures(keys: Sequence[str | None], outcomes: Sequence[Outcome]) -> list[Outcome]:
-    """Keep per-key order for a batch that was sent all at once (broker and cloud sinks).
-
-    Such a sink publishes every entry before it knows any outcome, so a later entry of a key
-    may be confirmed while an earlier one of the same key failed. Acking the later one would
-    deliver it before the earlier one for good; reporting it ``Retry`` (``HELD_BACK``) sends it
-    again after the earlier one, at the cost of a duplicate the consumer dedupes by id.
-    Entries without a key are left as they are.
-    """
-    failed: set[str] = set()
-    kept: list[Outcome] = []
-    for key, outcome in zip(keys, outcomes, strict=True):
-        if key is not None and key in failed and isinstance(outcome, Delivered):
-            kept.append(Retry(error=HELD_BACK))
-            continue
-        if key is not None and not isinstance(outcome, Delivered):
-            failed.add(key)
-        kept.append(outcome)
-    return kept

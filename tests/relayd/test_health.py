@@ -102,3 +102,19 @@ def test_readyz_names_each_kind_whose_key_has_the_wrong_type_until_it_is_fixed()
     assert "a:outbox" not in one_left.reason
     assert "b:timers" in one_left.reason
     assert health.ready().ok
+
+
+def test_an_open_breaker_is_named_first_with_when_and_why() -> None:
+    snapshot = HealthSnapshot(
+        redis_error=None,
+        sinks_ready={"outbox:webhook": False},
+        breakers_open={"webhook": "open since 2026-12-02T03:00:00Z: webhook timeout (TimeoutError)"},
+    )
+
+    answer = readyz(snapshot)
+
+    assert not answer.ok
+    assert answer.reason == (
+        "sink webhook open since 2026-12-02T03:00:00Z: webhook timeout (TimeoutError); "
+        "sink not ready: outbox:webhook"
+    )

@@ -73,3 +73,15 @@ def test_a_sink_answering_the_wrong_number_of_outcomes_retries_everything() -> N
     assert [h.ref for h in verdicts.retry] == ["1", "2"]
     assert all("1 outcomes for 2 entries" in h.last_error for h in verdicts.retry)
     assert [h.ref for h in failed] == ["1", "2"]
+
+
+def test_a_fresh_entry_confirmed_behind_a_failed_one_of_its_key_is_held_not_acked() -> None:
+    """A broker confirmed b's second entry but not its first: the second waits behind the first."""
+    fast = [_fresh(1, "b"), _fresh(2, "b"), _fresh(3, "c")]
+
+    verdicts, acked, failed = _judge([], fast, [Retry(error="nacked"), DELIVERED, DELIVERED])
+
+    assert acked == fast[2:]
+    assert [h.ref for h in failed] == ["1", "2"]
+    assert [h.ref for h in verdicts.retry] == ["1"]
+    assert [(h.ref, h.attempts) for h in verdicts.held_back] == [("2", 0)]

@@ -89,3 +89,18 @@ def test_judge_does_not_count_entries_held_back_behind_a_failed_head_as_attempts
     assert (batch[1].attempts, batch[1].not_before) == (0, 0.0)
     assert [d.held.ref for d in verdicts.dead] == ["1"]
     assert [h.ref for h in verdicts.ack] == ["3"]
+
+
+def test_judge_holds_back_an_entry_confirmed_behind_a_failure_of_its_key():
+    """[Retry, Delivered] for key A: the second is not acked (it goes again after the first),
+    is no attempt of its own; B's confirmed entry is acked."""
+    batch = [_held(1, "A"), _held(2, "A"), _held(3, "B")]
+
+    verdicts = judge(
+        batch, [Retry("nack"), DELIVERED, DELIVERED], now=5.0, max_attempts=5, delay_s=lambda a: 1.0
+    )
+
+    assert [h.ref for h in verdicts.retry] == ["1"]
+    assert [h.ref for h in verdicts.held_back] == ["2"]
+    assert batch[1].attempts == 0
+    assert [h.ref for h in verdicts.ack] == ["3"]

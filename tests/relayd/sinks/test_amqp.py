@@ -19,7 +19,6 @@ from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec, resolve_sink
 from relayd.sinks.amqp import INSTALL_HINT, AmqpSink
 from relayd.sinks.amqp_target import parse_amqp_target
-from relayd.sinks.per_key import HELD_BACK
 
 from .conftest import outbox, spawn, timer
 
@@ -110,10 +109,11 @@ async def test_an_unroutable_message_is_retry_and_the_sink_not_ready_until_a_que
     assert [m.message_id for m in await drain(rabbitmq_server.url, f"{queue}-late")] == ["p:outbox:2"]
 
 
-async def test_a_confirmed_entry_behind_a_returned_one_of_its_target_is_held_back(
+async def test_a_confirmed_entry_behind_a_returned_one_of_its_target_is_reported_as_confirmed(
     rabbitmq_server: RabbitServer, names: tuple[str, str], make_sink: MakeSink
 ) -> None:
-    """Target t's first entry is unroutable (by its prefix), its second is confirmed but not acked."""
+    """Target t's first entry is unroutable (by its prefix), its second is confirmed: the sink
+    says so, and the engine holds it back (``plan.judge``), not the sink."""
     exchange, queue = names
     await declare(rabbitmq_server.url, exchange, {queue: "p2.#"})
     spec = f"amqp:{rabbitmq_server.url}?exchange={exchange}&routing_key={{prefix}}.{{target}}"
@@ -123,7 +123,7 @@ async def test_a_confirmed_entry_behind_a_returned_one_of_its_target_is_held_bac
     outcomes = await sink.deliver(Batch.of(batch))
 
     assert isinstance(outcomes[0], Retry)
-    assert outcomes[1] == Retry(error=HELD_BACK)
+    assert outcomes[1] == DELIVERED
     assert outcomes[2] == DELIVERED
 
 

@@ -11,7 +11,7 @@ import pytest
 from relayd.envelope import Envelope
 from relayd.sinks import DELIVERED, Outcome, Permanent, Retry
 from relayd.sinks.http_policy import classify_status, parse_retry_after, sign, verify
-from relayd.sinks.per_key import HELD_BACK, deliver_per_key, group_by_key, hold_back_after_failures
+from relayd.sinks.per_key import HELD_BACK, deliver_per_key, group_by_key
 from relayd.sinks.routing import fill, fill_all
 
 from .conftest import outbox
@@ -106,23 +106,6 @@ async def test_deliver_per_key_stops_a_key_at_its_first_failure() -> None:
         DELIVERED,
     ]
     assert sorted(sent) == ["p:outbox:0", "p:outbox:1", "p:outbox:3", "p:outbox:5"]
-
-
-def test_after_a_failure_a_later_confirmed_entry_of_its_key_is_held_back() -> None:
-    """Sent-at-once sinks: the first failure of a key turns its later Delivered into HELD_BACK."""
-    keys = ["a", "b", "a", None, "a", "b"]
-    sent = [Retry(error="nack"), DELIVERED, DELIVERED, DELIVERED, Permanent(reason="x"), DELIVERED]
-
-    kept = hold_back_after_failures(keys, sent)
-
-    assert kept == [
-        Retry(error="nack"),
-        DELIVERED,
-        Retry(error=HELD_BACK),
-        DELIVERED,
-        Permanent(reason="x"),
-        DELIVERED,
-    ]
 
 
 @pytest.mark.parametrize(

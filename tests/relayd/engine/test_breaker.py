@@ -1,0 +1,116 @@
+"""The circuit breaker's rule, state by state (pure: times passed in)."""
+
+from __future__ import annotations
+
+import pytest
+
+from relayd.engine.breaker import Breaker, BreakerPolicy, Signal, delivery_signal
+from relayd.sinks.base import DELIVERED, Permanent, Retry
+
+DOWN = Retry("webhook connection error (ClientConnectorError)")
+
+
+def _failure(*keys: str) -> Signal:
+    return Signal(False, len(keys), frozenset(keys), DOWN.error)
+
+
+def test_failures_across_targets_open_the_breaker_with_the_error_as_reason() -> None:
+    """Five failed entries over two targets, no success between: open, since ``at``."""
+    breaker = Breaker(BreakerPolicy(threshold=5, min_targets=2))
+
+    first = breaker.record(_failure("a", "b"), now_s=10.0, at=1000.0)
+    second = breaker.record(_failure("a", "b", "c"), now_s=11.0, at=1001.0)
+
+    assert first is None
+    assert second is not None
+    assert (second.before, second.after, second.reason) == ("closed", "open", DOWN.error)
+    assert (breaker.state, breaker.opened_at) == ("open", 1001.0)
+
+
+def test_one_target_failing_alone_never_opens_the_breaker() -> None:
+    """A receiver's 500s for one target are that target's problem: max-attempts handles it."""
+    breaker = Breaker(BreakerPolicy(threshold=3, min_targets=2))
+
+    for step in range(50):
+        breaker.record(_failure("poison"), now_s=float(step), at=float(step))
+
+    assert breaker.state == "closed"
+
+
+def test_a_success_between_failures_resets_the_count() -> None:
+    breaker = Breaker(BreakerPolicy(threshold=4, min_targets=2))
+
+    breaker.record(_failure("a", "b", "c"), now_s=0.0, at=0.0)
+    breaker.record(Signal(True), now_s=1.0, at=1.0)
+    breaker.record(_failure("a", "b", "c"), now_s=2.0, at=2.0)
+
+    assert breaker.state == "closed"
+
+
+def test_open_admits_nothing_until_the_cooldown_then_one_probe_of_limited_size() -> None:
+    breaker = Breaker(BreakerPolicy(threshold=2, cooldown_base_s=1.0, probe_entries=3))
+    breaker.record(_failure("a", "b"), now_s=100.0, at=0.0)
+
+    during = breaker.admit(100.5)
+    probe, transition = breaker.admit(101.0)
+    second = breaker.admit(101.0)
+
+    assert during == (0, None)
+    assert probe == 3
+    assert transition is not None
+    assert (transition.before, transition.after) == ("open", "half_open")
+    assert second == (0, None)  # one probe at a time
+    assert breaker.wait_s(101.0) is not None
+
+
+def test_failed_probes_double_the_cooldown_up_to_the_cap_and_a_success_closes() -> None:
+    breaker = Breaker(BreakerPolicy(threshold=2, cooldown_base_s=1.0, cooldown_cap_s=5.0))
+    now_s = 0.0
+    breaker.record(_failure("a", "b"), now_s=now_s, at=0.0)
+    cooldowns = [breaker.cooldown_s]
+    for _ in range(4):
+        now_s = breaker.probe_at_s
+        assert breaker.admit(now_s)[0] == breaker.policy.probe_entries
+        breaker.record(_failure("a"), now_s=now_s, at=now_s)
+        cooldowns.append(breaker.cooldown_s)
+
+    breaker.admit(breaker.probe_at_s)
+    closed = breaker.record(Signal(True), now_s=breaker.probe_at_s, at=0.0)
+
+    assert cooldowns == [1.0, 2.0, 4.0, 5.0, 5.0]
+    assert closed is not None
+    assert (closed.before, closed.after) == ("half_open", "closed")
+    assert breaker.admit(1e9) == (None, None)
+
+
+def test_a_cancelled_probe_lets_the_next_delivery_probe() -> None:
+    breaker = Breaker(BreakerPolicy(threshold=2))
+    breaker.record(_failure("a", "b"), now_s=0.0, at=0.0)
+    breaker.admit(breaker.probe_at_s)
+
+    breaker.cancel_probe()
+
+    assert breaker.admit(breaker.probe_at_s)[0] == breaker.policy.probe_entries
+
+
+@pytest.mark.parametrize(
+    ("keys", "outcomes", "expected"),
+    [
+        (["a", "b"], [DOWN, DELIVERED], Signal(True)),
+        (["a", "b"], [DOWN, Permanent("http 422")], Signal(True)),
+        (["a", "a", "b"], [DOWN, DOWN, DOWN], Signal(False, 2, frozenset({"a", "b"}), DOWN.error)),
+        ([None, None], [DOWN, DOWN], Signal(False, 2, frozenset({"id0", "id1"}), DOWN.error)),
+        (["a", "b"], [DOWN], Signal(False, 2, frozenset({"a", "b"}), "")),
+    ],
+    ids=[
+        "delivered",
+        "permanent-is-an-answer",
+        "held-back-not-counted",
+        "keyless-each-a-target",
+        "bad-count",
+    ],
+)
+def test_delivery_signal(keys, outcomes, expected) -> None:
+    ids = [f"id{i}" for i in range(len(keys))]
+
+    assert delivery_signal(keys, ids, outcomes) == expected
