@@ -103,8 +103,10 @@ def test_broker_credentials_come_from_files_reach_the_sinks_and_are_redacted(tmp
     # watched, so a rotation reaches the sinks
     assert options.kafka_password_material is not None
     assert options.kafka_password_material.value == "kafka-password-value"
-    assert options.kafka_ca_material is not None and options.kafka_ca_material.value == ca_pem
-    assert options.nats_ca_material is not None and options.nats_ca_material.value == ca_pem
+    assert options.kafka_ca_material is not None
+    assert options.kafka_ca_material.value == ca_pem
+    assert options.nats_ca_material is not None
+    assert options.nats_ca_material.value == ca_pem
     assert {"kafka-password-value", "nats-token-value"} <= set(settings.secrets())
     assert "kafka-password-value" not in repr(options)
     assert "nats-token-value" not in repr(options)
