@@ -193,8 +193,6 @@ class Settings:
     _address: RedisAddress | None = field(default=None, init=False, repr=False, compare=False)
     # The watched secret and certificate files by option (relayd.material), re-read on change.
     _files: dict[str, WatchedFile[Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _kafka_username: str | None = field(default=None, init=False, repr=False, compare=False)
-    _kafka_password: Secret | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._set("_address", self._check_redis())
@@ -275,15 +273,15 @@ class Settings:
 
     def _read_broker_secrets(self) -> None:
         """The kafka and nats sinks' credential and CA files (read here, as every secret is)."""
-        _check_readable("--kafka-ca-file", self.kafka_ca_file)
-        _check_readable("--nats-ca-file", self.nats_ca_file)
         _check_readable("--nats-creds-file", self.nats_creds_file)
         if self.kafka_username_file is not None:
-            self._set("_kafka_username", read_secret_file("--kafka-username-file", self.kafka_username_file))
+            self._watch(secret_file("--kafka-username-file", self.kafka_username_file))
         if self.kafka_password_file is not None:
-            self._set(
-                "_kafka_password", Secret(read_secret_file("--kafka-password-file", self.kafka_password_file))
-            )
+            self._watch(secret_file("--kafka-password-file", self.kafka_password_file))
+        if self.kafka_ca_file is not None:
+            self._watch(pem_file("--kafka-ca-file", self.kafka_ca_file))
+        if self.nats_ca_file is not None:
+            self._watch(pem_file("--nats-ca-file", self.nats_ca_file))
         if self.nats_token_file is not None:
             self._watch(secret_file("--nats-token-file", self.nats_token_file))
 
@@ -318,10 +316,11 @@ class Settings:
 
     def secrets(self) -> tuple[str, ...]:
         """Every secret value configured, for the log redaction processor."""
-        values = [self.redis.password, self._kafka_password]
-        shown = [v.get_secret_value() for v in values if v is not None]
+        password = self.redis.password
+        shown = [password.get_secret_value()] if password is not None else []
         watched = (
             "--redis-password-file",
+            "--kafka-password-file",
             "--sentinel-password-file",
             "--amqp-password-file",
             "--nats-token-file",
@@ -380,14 +379,18 @@ class Settings:
             amqp_password=amqp_password.value if amqp_password is not None else None,
             amqp_password_material=amqp_password,
             amqp_ca_file=_path_text(self.amqp_ca_file),
-            kafka_username=self._kafka_username,
-            kafka_password=_reveal(self._kafka_password),
+            kafka_username=self._current("--kafka-username-file"),
+            kafka_password=self._current("--kafka-password-file"),
             kafka_sasl_mechanism=self.kafka_sasl_mechanism,
             kafka_ca_file=_path_text(self.kafka_ca_file),
+            kafka_username_material=self.watched("--kafka-username-file"),
+            kafka_password_material=self.watched("--kafka-password-file"),
+            kafka_ca_material=self.watched("--kafka-ca-file"),
             nats_creds_file=_path_text(self.nats_creds_file),
             nats_token=self._current("--nats-token-file"),
             nats_token_material=self.watched("--nats-token-file"),
             nats_ca_file=_path_text(self.nats_ca_file),
+            nats_ca_material=self.watched("--nats-ca-file"),
         )
 
 

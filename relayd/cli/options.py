@@ -221,12 +221,12 @@ AMQP_CA_FILE = _option(
 )
 KAFKA_USERNAME_FILE = _option(
     "kafka_username_file",
-    "File holding the kafka sink's SASL username (surrounding whitespace stripped).",
+    f"File holding the kafka sink's SASL username ({_STRIPPED_WATCHED}).",
     SECURITY,
 )
 KAFKA_PASSWORD_FILE = _option(
     "kafka_password_file",
-    "File holding the kafka sink's SASL password (surrounding whitespace stripped).",
+    f"File holding the kafka sink's SASL password ({_STRIPPED_WATCHED}).",
     SECURITY,
 )
 KAFKA_SASL_MECHANISM = _option(

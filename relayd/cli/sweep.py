@@ -18,8 +18,12 @@ from relayd.cli import options as o
 
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Callable
+
+    from prometheus_client import CollectorRegistry
 
     from relayd.envelope import Kind
+    from relayd.material_watch import MaterialWatch
     from relayd.settings import Settings
     from relayd.sinks import Sink
 
@@ -27,12 +31,19 @@ if TYPE_CHECKING:
 FORCED_EXIT_CODE = 1
 
 
-def resolve_sinks(settings: Settings) -> dict[Kind, Sink]:
-    """One sink per distinct spec, shared by the kinds that name it (validated before connecting)."""
+def resolve_sinks(
+    settings: Settings, *, check_material: Callable[[], None] | None = None
+) -> dict[Kind, Sink]:
+    """One sink per distinct spec, shared by the kinds that name it (validated before connecting).
+
+    ``check_material`` lets a sink have the watched files read again at once (``MaterialWatch``).
+    """
+    import dataclasses
+
     from relayd.sinks import resolve_sink
 
     by_spec: dict[str, Sink] = {}
-    options = settings.sink_options()
+    options = dataclasses.replace(settings.sink_options(), check_material=check_material)
     sinks: dict[Kind, Sink] = {}
     for kind, spec in settings.sink_specs().items():
         if spec not in by_spec:
@@ -60,28 +71,35 @@ def install_signal_handlers(stop: asyncio.Event) -> None:
         loop.add_signal_handler(signum, on_signal, signum)
 
 
-async def run_sweep(settings: Settings, *, once: bool, sinks: Mapping[Kind, Sink]) -> int:
-    """Connect, serve HTTP (unless ``once``), run the relay; return the exit code."""
+async def run_sweep(
+    settings: Settings,
+    *,
+    once: bool,
+    sinks: Mapping[Kind, Sink],
+    registry: CollectorRegistry,
+    watch: MaterialWatch,
+) -> int:
+    """Connect, serve HTTP (unless ``once``), run the relay; return the exit code.
+
+    ``watch`` checks ``settings.watched_files()`` and counts in ``registry`` (made before the
+    sinks, which may ask it for a check at once).
+    """
     import asyncio
 
     import structlog
-    from prometheus_client import CollectorRegistry
 
     from relayd.connect import BRIEF, FOREVER, build_client, connect
     from relayd.engine.loop import run_relay
     from relayd.health import Health
     from relayd.heartbeat import heartbeat
     from relayd.logs import redact_also
-    from relayd.material_watch import MaterialWatch
     from relayd.metrics import RelayMetrics
     from relayd.prefix_hint import prefix_hints
 
     stop = asyncio.Event()
     install_signal_handlers(stop)
-    registry = CollectorRegistry()
     metrics = RelayMetrics(registry)
     health = Health(sentinel_service=settings.redis.service)
-    watch = MaterialWatch(settings.watched_files(), registry=registry)
     watch.on_reload(lambda: redact_also(settings.secrets()))
     health.watch_material(watch.problems)
     watching = asyncio.create_task(watch.run(stop))
@@ -170,10 +188,16 @@ def sweep(ctx: click.Context, /, once: bool, **_: object) -> None:
     """Deliver outbox events, spawn intents and due timers to the sinks; ack what they confirmed."""
     import asyncio
 
+    from prometheus_client import CollectorRegistry
+
+    from relayd.material_watch import MaterialWatch
+
     settings = o.settings_from(ctx)
     o.configure_logs(settings)
-    sinks = resolve_sinks(settings)
-    code = asyncio.run(run_sweep(settings, once=once, sinks=sinks))
+    registry = CollectorRegistry()
+    watch = MaterialWatch(settings.watched_files(), registry=registry)
+    sinks = resolve_sinks(settings, check_material=watch.check_now)
+    code = asyncio.run(run_sweep(settings, once=once, sinks=sinks, registry=registry, watch=watch))
     ctx.exit(code)
 
 

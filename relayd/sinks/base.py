@@ -115,6 +115,11 @@ class SinkOptions:
     kafka_sasl_mechanism: str = "SCRAM-SHA-512"
     #: CA bundle for the ``kafka`` sink's TLS (None: the system trust store).
     kafka_ca_file: str | None = None
+    #: The same credentials and CA bundle, re-read when their files change (preferred when set):
+    #: the kafka sink replaces its producer between batches when one of them changed.
+    kafka_username_material: Material[str] | None = field(default=None, repr=False)
+    kafka_password_material: Material[str] | None = field(default=None, repr=False)
+    kafka_ca_material: Material[bytes] | None = None
     #: A NATS credentials file (JWT and seed) for the ``nats`` sink, from ``--nats-creds-file``.
     nats_creds_file: str | None = None
     #: A NATS token, read from ``--nats-token-file``.
@@ -123,12 +128,17 @@ class SinkOptions:
     nats_token_material: Material[str] | None = field(default=None, repr=False)
     #: CA bundle for the ``nats`` sink's TLS (None: the system trust store).
     nats_ca_file: str | None = None
+    #: The same bundle, re-read when ``--nats-ca-file`` changes (preferred when set).
+    nats_ca_material: Material[bytes] | None = None
     #: The AMQP user's password, read from ``--amqp-password-file`` (never from the spec).
     amqp_password: str | None = field(default=None, repr=False)
     #: The same password, re-read when ``--amqp-password-file`` changes (preferred when set).
     amqp_password_material: Material[str] | None = field(default=None, repr=False)
     #: CA bundle for ``amqps://`` brokers (None: the system trust store).
     amqp_ca_file: str | None = None
+    #: Re-read every watched secret and certificate file at once (``MaterialWatch.check_now``):
+    #: a sink calls it when an answer suggests its material is stale (a 401, a failed TLS check).
+    check_material: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
 
 def not_ready_reason(sink: object) -> Callable[[], str | None] | None:

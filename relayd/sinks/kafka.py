@@ -26,6 +26,12 @@ this same client's plain produce-and-flush).
 TLS verifies the broker (``--kafka-ca-file`` replaces the system store); SASL credentials come
 from ``--kafka-username-file`` / ``--kafka-password-file``, never from the spec, and appear in
 no log line or error.
+
+Rotation: librdkafka reads its CA bundle and SASL credentials once, when a producer is made.
+When one of those files changed (``relayd.material``), the next batch first makes a producer
+with the new material, then flushes the old one (nothing queued in it is lost) and closes it;
+the batch goes out on the new one. A producer the new material cannot make (a CA bundle
+librdkafka cannot load) is logged and the old one carries on.
 """
 
 from __future__ import annotations
@@ -36,10 +42,14 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
+
+import structlog
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
+from relayd.material import Fixed, Material
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
     check_plaintext,
@@ -67,12 +77,44 @@ _PRODUCER_LOST: Final = frozenset(
 )
 _SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
+log = structlog.get_logger(__name__)
 
-def producer_config(spec: SinkSpec, options: SinkOptions) -> dict[str, Any]:
-    """librdkafka's configuration for ``spec`` (pure; secrets only from ``options``)."""
+
+@dataclass(frozen=True)
+class KafkaMaterial:
+    """The credentials and CA bundle one producer is made with (compared to see a rotation)."""
+
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    ca_pem: bytes | None = None
+
+
+class _CurrentMaterial:
+    """The current ``KafkaMaterial`` of ``options``: watched files when given, else fixed values."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        username, password = options.kafka_username_material, options.kafka_password_material
+        self._username: Material[str | None] = username or Fixed(options.kafka_username)
+        self._password: Material[str | None] = password or Fixed(options.kafka_password)
+        self._ca: Material[bytes | None] = options.kafka_ca_material or Fixed(None)
+
+    @property
+    def value(self) -> KafkaMaterial:
+        return KafkaMaterial(self._username.value, self._password.value, self._ca.value)
+
+
+def producer_config(
+    spec: SinkSpec, options: SinkOptions, material: KafkaMaterial | None = None
+) -> dict[str, Any]:
+    """librdkafka's configuration for ``spec`` (pure; secrets only from ``options`` or ``material``).
+
+    ``material`` (default: what ``options`` holds now) gives the credentials and, as PEM text,
+    the CA bundle; without a watched CA bundle, ``options.kafka_ca_file`` is named by path.
+    """
+    material = material or _CurrentMaterial(options).value
     target = parse_kafka_target(spec.target)
-    tls = target.tls or options.kafka_ca_file is not None
-    credentials = options.kafka_username is not None or options.kafka_password is not None
+    tls = target.tls or options.kafka_ca_file is not None or material.ca_pem is not None
+    credentials = material.username is not None or material.password is not None
     check_plaintext(
         [host for host, _ in target.bootstrap],
         "kafka",
@@ -94,21 +136,23 @@ def producer_config(spec: SinkSpec, options: SinkOptions) -> dict[str, Any]:
         "enable.sparse.connections": False,
     }
     if credentials:
-        if options.kafka_username is None or options.kafka_password is None:
+        if material.username is None or material.password is None:
             raise ConfigError("sink 'kafka': SASL needs both --kafka-username-file and --kafka-password-file")
         if options.kafka_sasl_mechanism not in _SASL_MECHANISMS:
             known = ", ".join(_SASL_MECHANISMS)
             raise ConfigError(f"sink 'kafka': --kafka-sasl-mechanism must be one of {known}")
         config |= {
             "sasl.mechanism": options.kafka_sasl_mechanism,
-            "sasl.username": options.kafka_username,
-            "sasl.password": options.kafka_password,
+            "sasl.username": material.username,
+            "sasl.password": material.password,
         }
     config["security.protocol"] = ("sasl_" if credentials else "") + ("ssl" if tls else "plaintext")
     if tls:
         config["enable.ssl.certificate.verification"] = True
         config["ssl.endpoint.identification.algorithm"] = "https"
-        if options.kafka_ca_file is not None:
+        if material.ca_pem is not None:  # librdkafka takes every certificate of the bundle
+            config["ssl.ca.pem"] = material.ca_pem.decode("ascii", "replace")
+        elif options.kafka_ca_file is not None:
             config["ssl.ca.location"] = options.kafka_ca_file
     return config
 
@@ -161,7 +205,12 @@ class KafkaSink:
     def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
         self._library = _import_confluent()  # without the extra, naming the sink fails at start-up
         self._target = parse_kafka_target(spec.target)
-        self._config = producer_config(spec, options)
+        self._spec, self._options = spec, options
+        self._material = _CurrentMaterial(options)
+        #: what the producer was made with, and new material librdkafka refused (not tried again)
+        self._made_with = self._material.value
+        self._refused: KafkaMaterial | None = None
+        self._config = producer_config(spec, options, self._made_with)
         self._producer: Any = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -171,11 +220,16 @@ class KafkaSink:
         self._delivered_last = True
 
     async def start(self) -> None:
+        self._producer = self._make_producer(self._config)
+        self._start_reports()
+
+    def _make_producer(self, config: dict[str, Any]) -> Any:
         # librdkafka's own log lines go through stdlib logging, so relayd's format and redaction
         # apply (served by the report thread's poll)
-        self._producer = self._library.Producer(
-            {**self._config, "error_cb": self._on_error, "logger": logging.getLogger(__name__)}
-        )
+        hooks = {"error_cb": self._on_error, "logger": logging.getLogger(__name__)}
+        return self._library.Producer({**config, **hooks})
+
+    def _start_reports(self) -> None:
         self._thread = threading.Thread(target=self._serve_reports, name="relayd-kafka-reports", daemon=True)
         self._thread.start()
 
@@ -218,6 +272,8 @@ class KafkaSink:
             return []
         if self._fatal:
             await self._replace_producer()
+        else:
+            await self._take_new_material()
         bodies, ids, keys, kind = batch.render(), batch.ids(), batch.keys(), batch.kind
         prefix = batch[0].prefix  # one sweeper lane: one prefix per batch
         topics = fill_targets(fill_template(self._target.topic, kind=kind, prefix=prefix), keys)
@@ -287,6 +343,26 @@ class KafkaSink:
         self._fatal = False
         self._stopping = threading.Event()
         await self.start()
+
+    async def _take_new_material(self) -> None:
+        """Between batches: when a credential or CA file changed, move to a producer made with it."""
+        material = self._material.value
+        if material in (self._made_with, self._refused):
+            return
+        try:
+            config = producer_config(self._spec, self._options, material)
+            producer = self._make_producer(config)
+        except (ConfigError, self._library.KafkaException) as exc:
+            # the message names the setting librdkafka refused (a CA bundle is no secret)
+            log.warning("kafka_material_refused", error=str(exc))
+            self._refused = material
+            return
+        await self.close()  # flushes the old producer: what it still holds is delivered first
+        self._config, self._made_with, self._refused = config, material, None
+        self._stopping = threading.Event()
+        self._producer = producer
+        self._start_reports()
+        log.info("kafka_producer_replaced", reason="new credentials or CA bundle")
 
     def ready(self) -> bool:
         return not self._brokers_down and self._delivered_last and not self._fatal

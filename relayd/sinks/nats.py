@@ -19,7 +19,10 @@ after a batch that found no stream, until a batch is confirmed.
 
 TLS (``tls://`` servers, or any with ``--nats-ca-file``) verifies the server; credentials come
 from ``--nats-creds-file`` (JWT and seed) or ``--nats-token-file``, never from the spec, and
-appear in no log line or error.
+appear in no log line or error. A rotated ``--nats-token-file`` or ``--nats-ca-file`` is used by
+the next (re)connect: nats-py asks for the token and the TLS context each time, and a changed
+CA bundle becomes a new context before the next batch (a bundle that does not load keeps the
+last one).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any, Final
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
+from relayd.material import Material
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
     check_plaintext,
@@ -95,6 +99,8 @@ class NatsSink:
             self._connect_kwargs["token"] = options.nats_token
         self._tls = tls
         self._ca_file = options.nats_ca_file
+        self._ca: Material[bytes] | None = options.nats_ca_material
+        self._context_from: bytes | None = None
         self._connection: Any = None
         self._stream: Any = None
         self._no_stream = False
@@ -105,9 +111,29 @@ class NatsSink:
     async def start(self) -> None:
         if self._tls:
             # verified TLS, always; the CA file replaces the system store when given
-            self._connect_kwargs["tls"] = ssl.create_default_context(cafile=self._ca_file)
+            if self._ca is None:
+                self._connect_kwargs["tls"] = ssl.create_default_context(cafile=self._ca_file)
+            elif not self._take_new_ca():
+                raise ConfigError("sink 'nats': --nats-ca-file holds no usable CA")
         self._started = True
         await self._connect()
+
+    def _take_new_ca(self) -> bool:
+        """Make a TLS context from the CA bundle when it changed; False when it does not load."""
+        assert self._ca is not None
+        bundle = self._ca.value
+        if bundle is self._context_from:
+            return True
+        self._context_from = bundle
+        try:
+            context = ssl.create_default_context(cadata=bundle.decode("ascii", "replace"))
+        except ssl.SSLError:
+            return False
+        self._connect_kwargs["tls"] = context
+        if self._connection is not None:
+            # nats-py reads its options' context at every reconnect: the next one verifies with it
+            self._connection.options["tls"] = context
+        return True
 
     async def _connect(self) -> bool:
         """Connect when not connected; False while no server answers."""
@@ -130,6 +156,8 @@ class NatsSink:
             raise SinkError("sink 'nats' delivered to before start()")
         if not batch:
             return []
+        if self._ca is not None:
+            self._take_new_ca()
         if not await self._connect():
             return [Retry(error="nats unreachable")] * len(batch)
         bodies, ids, keys, kind = batch.render(), batch.ids(), batch.keys(), batch.kind

@@ -32,7 +32,9 @@ Outcomes: 2xx → Delivered; 408, 425, 429, 5xx, timeouts and connection errors 
 request, ``webhook_connect_timeout_s`` opening a connection and ``webhook_read_timeout_s`` each
 wait for the answer's next bytes. TLS is always verified (``webhook_ca_file`` replaces the
 system trust store; with ``webhook_ca_material`` a changed bundle makes a new context, which new
-connections use from the next batch on: aiohttp keys its pool by the context).
+connections use from the next batch on: aiohttp keys its pool by the context). A 401 or 403
+answer or a failed certificate check has every watched file read again at once
+(``options.check_material``), so new material is not left waiting for the next periodic check.
 
 Order: within a batch, envelopes of one ordering key are sent one after another and a failure
 holds back the rest of that key (``relayd.sinks.per_key``); different keys go concurrently, at
@@ -70,6 +72,8 @@ from relayd.sinks.webhook_transport import check_webhook_transport, webhook_tran
 
 #: Gzip level for ``--webhook-gzip``: a middle level; small bodies gain little from the slowest ones.
 GZIP_LEVEL: Final = 5
+#: Statuses after which the watched files are read again at once: the receiver refused the credentials.
+REFUSED_CREDENTIALS: Final = frozenset({401, 403})
 
 
 def connection_failure(exc: aiohttp.ClientError) -> str:
@@ -117,6 +121,7 @@ class WebhookSink:
         self._fixed_headers = {"Content-Type": "application/json", "User-Agent": f"relayd/{__version__}"}
         if self._gzip:
             self._fixed_headers["Content-Encoding"] = "gzip"
+        self._check_material = options.check_material
         self._clock = clock
         self._session: aiohttp.ClientSession | None = None
         self._slots = asyncio.Semaphore(self._concurrency)
@@ -141,6 +146,7 @@ class WebhookSink:
             raise SinkError("sink 'webhook' delivered to before start()")
         ids, bodies = batch.ids(), batch.render()
         answered = 0
+        stale = False  # an answer that suggests the credentials or the CA bundle changed
         # the material current for this batch: a rotated file takes effect from the next one
         extra_headers = self._extra_headers.value
         refusal = self._refusal(extra_headers)
@@ -151,7 +157,7 @@ class WebhookSink:
         context = self._ssl_context()
 
         async def send_one(index: int) -> Outcome:
-            nonlocal answered
+            nonlocal answered, stale
             body = bodies[index]
             headers = base_headers | {"Idempotency-Key": ids[index]}
             if secrets:
@@ -170,13 +176,17 @@ class WebhookSink:
                 except TimeoutError as exc:
                     return Retry(error=f"webhook timeout ({type(exc).__name__})")
                 except aiohttp.ClientError as exc:
+                    stale |= isinstance(exc, aiohttp.ClientConnectorCertificateError)
                     return Retry(error=f"webhook connection error ({connection_failure(exc)})")
             answered += 1
+            stale |= status in REFUSED_CREDENTIALS
             return classify_status(status, retry_after, self._clock(), answer_body)
 
         outcomes = await deliver_in_key_order(batch.keys(), send_one)
         if batch:
             self._answered = answered > 0
+        if stale and self._check_material is not None:
+            self._check_material()
         return outcomes
 
     def ready(self) -> bool:

@@ -83,6 +83,8 @@ def test_broker_credentials_come_from_files_reach_the_sinks_and_are_redacted(tmp
     }
     for name, path in files.items():
         path.write_text(f"{name}-value\n")
+    ca_pem = b"-----BEGIN CERTIFICATE-----\nca\n-----END CERTIFICATE-----\n"
+    files["ca.pem"].write_bytes(ca_pem)
 
     settings = load_settings(
         kafka_username_file=files["kafka-user"],
@@ -98,6 +100,13 @@ def test_broker_credentials_come_from_files_reach_the_sinks_and_are_redacted(tmp
     assert (options.kafka_username, options.kafka_password) == ("kafka-user-value", "kafka-password-value")
     assert (options.kafka_sasl_mechanism, options.kafka_ca_file) == ("SCRAM-SHA-256", str(files["ca.pem"]))
     assert (options.nats_token, options.nats_creds_file) == ("nats-token-value", str(files["creds"]))
+    # watched, so a rotation reaches the sinks
+    assert options.kafka_password_material is not None
+    assert options.kafka_password_material.value == "kafka-password-value"
+    assert options.kafka_ca_material is not None
+    assert options.kafka_ca_material.value == ca_pem
+    assert options.nats_ca_material is not None
+    assert options.nats_ca_material.value == ca_pem
     assert {"kafka-password-value", "nats-token-value"} <= set(settings.secrets())
     assert "kafka-password-value" not in repr(options)
     assert "nats-token-value" not in repr(options)

@@ -1,18 +1,22 @@
 """The kafka sink against a real Kafka-protocol broker (tansu): records, keys, headers, order,
-oversize, an unreachable broker, and the configuration it builds."""
+oversize, an unreachable broker, the configuration it builds, and rotated credential and CA files."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import defaultdict
 
 import orjson
 import pytest
 from support.redis_server import free_port
+from support.secret_files import SecretDir
+from support.tls import make_pki
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError
+from relayd.material import pem_file, secret_file
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
-from relayd.sinks.kafka import KafkaSink, producer_config
+from relayd.sinks.kafka import KafkaMaterial, KafkaSink, producer_config
 
 from .conftest import outbox, spawn, timer
 
@@ -153,3 +157,97 @@ def test_a_spec_that_cannot_work_is_one_config_error(target, options, message):
         KafkaSink(parse_sink_spec(f"kafka:{target}"), options)
 
     assert "\n" not in str(caught.value)
+
+
+def test_watched_material_gives_the_credentials_and_the_ca_bundle_as_pem_text():
+    """With watched files the CA bundle goes to librdkafka as PEM text (every certificate of it),
+    not as a path it would read again later."""
+    material = KafkaMaterial(username="relay", password="pw-two", ca_pem=b"-----BEGIN CERTIFICATE-----\n")
+
+    config = producer_config(parse_sink_spec("kafka:kafka-1:9093?topic=events"), SinkOptions(), material)
+
+    assert config["security.protocol"] == "sasl_ssl"
+    assert (config["sasl.username"], config["sasl.password"]) == ("relay", "pw-two")
+    assert config["ssl.ca.pem"] == "-----BEGIN CERTIFICATE-----\n"
+    assert "ssl.ca.location" not in config
+    assert "pw-two" not in repr(material)
+
+
+class PlaintextBrokerLibrary:
+    """confluent_kafka in the kafka sink's place, for a broker that enforces neither SASL nor TLS
+    (tansu here: it has no SASL user without an authenticated admin, and no TLS listener).
+
+    Each producer is first made with the sink's whole configuration (so librdkafka checks the
+    material as it would in production, and refuses a bundle it cannot load), which is recorded;
+    the producer the sink gets is then made without the SASL and TLS settings, so it reaches the
+    plaintext broker. Everything else (flush, close, delivery reports) is the real client's."""
+
+    def __init__(self, library) -> None:
+        self._library = library
+        self.KafkaException = library.KafkaException
+        self.configs: list[dict] = []
+
+    def Producer(self, config: dict):
+        checked = self._library.Producer(config)
+        checked.flush(0)
+        del checked
+        self.configs.append(config)
+        security = ("sasl.", "ssl.", "security.protocol", "enable.ssl.")
+        return self._library.Producer({k: v for k, v in config.items() if not k.startswith(security)})
+
+
+async def test_rotated_credential_and_ca_files_make_a_new_producer_between_batches_nothing_lost(
+    kafka_broker, monkeypatch, tmp_path, prefix
+):
+    """A rotated password and CA bundle are taken by the next batch on a new producer made with them,
+    after the old one is flushed; every record of every batch is in the topic exactly once; an
+    unchanged batch keeps the producer; a bundle librdkafka refuses keeps the old producer."""
+    import confluent_kafka
+    import structlog
+
+    from relayd.sinks import kafka as kafka_module
+
+    library = PlaintextBrokerLibrary(confluent_kafka)
+    monkeypatch.setattr(kafka_module, "_import_confluent", lambda: library)
+    pki = make_pki(tmp_path, now=dt.datetime.now(dt.UTC))
+    secrets = SecretDir(tmp_path / "secrets", "kubelet")
+    secrets.write({"user": "relay\n", "password": "pw-one\n", "ca.crt": pki.ca_cert.read_bytes()})
+    username = secret_file("--kafka-username-file", secrets.path("user"))
+    password = secret_file("--kafka-password-file", secrets.path("password"))
+    ca = pem_file("--kafka-ca-file", secrets.path("ca.crt"))
+    options = SinkOptions(
+        kafka_username_material=username, kafka_password_material=password, kafka_ca_material=ca
+    )
+    kafka_broker.create_topic(f"{prefix}-events", partitions=2)
+    sink = KafkaSink(parse_sink_spec(f"kafka:{kafka_broker.bootstrap}?topic={prefix}-events"), options)
+    await sink.start()
+    batches = [
+        [outbox(prefix, seq, f"t-{seq % 3}") for seq in range(n * 50 + 1, n * 50 + 51)] for n in range(4)
+    ]
+    try:
+        first = await sink.deliver(Batch.of(batches[0]))
+        both_cas = pki.ca_cert.read_bytes() + pki.wrong_ca_cert.read_bytes()
+        secrets.write({"password": "pw-two\n", "ca.crt": both_cas})
+        reloads = [password.check(), ca.check()]
+        second = await sink.deliver(Batch.of(batches[1]))
+        third = await sink.deliver(Batch.of(batches[2]))
+        made_after_rotation = len(library.configs)
+        unloadable = b"-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n"
+        secrets.write({"ca.crt": unloadable})
+        reloads.append(ca.check())
+        with structlog.testing.capture_logs() as logs:
+            fourth = await sink.deliver(Batch.of(batches[3]))
+    finally:
+        await sink.close()
+    records = kafka_broker.read_topic(f"{prefix}-events", 200)
+
+    assert [first, second, third, fourth] == [[DELIVERED] * 50] * 4
+    assert reloads == ["reloaded", "reloaded", "reloaded"]
+    assert made_after_rotation == len(library.configs) == 2  # one at start, one for the rotation
+    before, after = library.configs
+    assert (before["sasl.password"], after["sasl.password"]) == ("pw-one", "pw-two")
+    assert before["ssl.ca.pem"] == pki.ca_cert.read_text()
+    assert after["ssl.ca.pem"] == both_cas.decode()
+    assert [entry["event"] for entry in logs] == ["kafka_material_refused"]
+    ids = sorted(dict(record.headers())["relayd-id"].decode() for record in records)
+    assert ids == sorted(envelope.id for batch in batches for envelope in batch)

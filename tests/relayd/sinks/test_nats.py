@@ -1,11 +1,15 @@
 """The nats sink against a real nats-server with JetStream: payloads, Nats-Msg-Id dedupe, order
-per subject, a missing stream, oversize, an unreachable server, the configuration it refuses."""
+per subject, a missing stream, oversize, an unreachable server, the configuration it refuses,
+a rotated token and a rotated CA bundle."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import ssl
 import subprocess
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import nats
 import orjson
@@ -14,10 +18,11 @@ from nats.js.api import StreamConfig
 from support.nats import nats_server_path
 from support.processes import end_process
 from support.redis_server import free_port
+from support.tls import make_pki
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError
-from relayd.material import secret_file
+from relayd.material import pem_file, secret_file
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
 from relayd.sinks.nats import NatsSink
 
@@ -216,6 +221,73 @@ async def _connect_when_up(url: str, token: str):
     for _ in range(200):
         try:
             return await nats.connect(url, token=token, connect_timeout=1, allow_reconnect=False)
+        except Exception:
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"nats-server at {url} did not come up")
+
+
+async def test_a_rotated_ca_file_verifies_the_reconnect_to_a_server_with_a_new_certificate(
+    tmp_path, make_sink, prefix
+):
+    """nats-server restarts with a certificate of a new CA; once the watched bundle holds the new
+    CA, the sink's reconnect verifies with it (with a context made once, it fails forever)."""
+    now = dt.datetime.now(dt.UTC)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    old, new = make_pki(tmp_path / "a", now=now), make_pki(tmp_path / "b", now=now)
+    port = free_port()
+    config = tmp_path / "nats.conf"
+    store = tmp_path / "js"
+
+    def configure(pki) -> subprocess.Popen:
+        config.write_text(
+            f'listen: "127.0.0.1:{port}"\njetstream {{ store_dir: "{store}" }}\n'
+            f'tls {{ cert_file: "{pki.server_cert}"\n key_file: "{pki.server_key}" }}\n'
+        )
+        return subprocess.Popen(
+            [nats_server_path(), "-c", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    server = configure(old)
+    bundle = tmp_path / "ca.crt"
+    bundle.write_bytes(old.ca_cert.read_bytes())
+    watched = pem_file("--nats-ca-file", bundle)
+    url = f"tls://127.0.0.1:{port}"
+    try:
+        admin = await _connect_tls_when_up(url, old.ca_cert)
+        await admin.jetstream().add_stream(StreamConfig(name=prefix, subjects=[f"{prefix}.>"]))
+        await admin.close()
+        options = SinkOptions(nats_ca_file=str(bundle), nats_ca_material=watched)
+        sink = await make_sink(f"{url}?subject={prefix}.events&timeout_s=2", options)
+        before = await sink.deliver(Batch.of([outbox(prefix, 1, "t")]))
+
+        end_process(server)  # the server comes back with the new CA's certificate: the sink must reconnect
+        server = configure(new)
+        bundle.write_bytes(new.ca_cert.read_bytes())
+        reloaded = watched.check()
+        after: list = []
+        for seq in range(2, 2000):  # until the reconnect verified with the new CA
+            after = list(await sink.deliver(Batch.of([outbox(prefix, seq, "t")])))
+            if after == [DELIVERED]:
+                break
+            await asyncio.sleep(0.05)
+        admin = await _connect_tls_when_up(url, new.ca_cert)
+        stored = await read_stream(admin.jetstream(), prefix)
+        await admin.close()
+    finally:
+        end_process(server)
+
+    assert before == [DELIVERED]
+    assert reloaded == "reloaded"
+    assert after == [DELIVERED]
+    assert len(stored) == 2
+
+
+async def _connect_tls_when_up(url: str, ca: Path):
+    context = ssl.create_default_context(cafile=str(ca))
+    for _ in range(200):
+        try:
+            return await nats.connect(url, tls=context, connect_timeout=1, allow_reconnect=False)
         except Exception:
             await asyncio.sleep(0.05)
     raise AssertionError(f"nats-server at {url} did not come up")

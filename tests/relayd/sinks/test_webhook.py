@@ -11,12 +11,15 @@ import threading
 import time
 from email.utils import formatdate
 
+import pytest
 from support.redis_server import free_port
 from support.tls import make_pki
 
 from relayd.batch import Batch
-from relayd.material import pem_file
+from relayd.material import WatchedFile, pem_file, text_file
+from relayd.material_watch import MaterialWatch
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, SinkSpec
+from relayd.sinks.http_policy import parse_header_lines
 from relayd.sinks.per_key import HELD_BACK
 from relayd.sinks.webhook import WebhookSink
 
@@ -362,3 +365,73 @@ async def test_a_rotated_headers_file_with_a_credential_over_plaintext_sends_not
         assert isinstance(outcome, Retry)
         assert "refusing to send webhook credentials over plaintext" in outcome.error
         assert "s3cret" not in outcome.error
+
+
+class CountingWatch:
+    """A real ``MaterialWatch`` over ``files`` that counts the checks the sink asks for."""
+
+    def __init__(self, *files: WatchedFile) -> None:
+        self.watch = MaterialWatch(files)
+        self.requested = 0
+
+    def check_now(self) -> None:
+        self.requested += 1
+        self.watch.check_now()
+
+
+@pytest.mark.parametrize("refusal", [401, 403])
+async def test_a_refused_credential_has_the_files_read_again_at_once(tmp_path, refusal) -> None:
+    """A 401 or 403 makes the sink ask for a check of the watched files right away (no periodic
+    check runs here): the header file rotated before the refusal is sent by the next batch. A 200
+    asks for no check."""
+    headers = tmp_path / "headers"
+    headers.write_text("Authorization: Bearer old\n")
+    watched = text_file("--webhook-headers-file", headers, parse_header_lines)
+    counting = CountingWatch(watched)
+    replies = {"p:outbox:1": Reply(refusal), "p:outbox:2": Reply(200)}
+    with serve(lambda body, nth: replies[body["id"]]) as server:
+        sink = make_sink(server.url, webhook_headers_material=watched, check_material=counting.check_now)
+        await sink.start()
+        headers.write_text("Authorization: Bearer new\n")  # rotated; nothing has looked yet
+        refused = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
+        requested_after_refusal = counting.requested
+        delivered = await sink.deliver(Batch.of([outbox("p", 2, "a")]))
+        await sink.close()
+
+    assert isinstance(refused[0], Permanent | Retry)
+    assert requested_after_refusal == 1
+    assert list(delivered) == [DELIVERED]
+    assert counting.requested == 1  # the 200 asked for nothing
+    sent = [request.headers["Authorization"] for request in server.requests]
+    assert sent == ["Bearer old", "Bearer new"]
+
+
+async def test_a_failed_certificate_check_has_the_files_read_again_at_once(tmp_path) -> None:
+    """The server moved to a certificate of a new CA and the bundle file already holds it: the
+    failed verification asks for a check at once, and the next batch verifies with the new CA."""
+    now = dt.datetime.now(dt.UTC)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    old, new = make_pki(tmp_path / "a", now=now), make_pki(tmp_path / "b", now=now)
+    bundle = tmp_path / "ca.crt"
+    bundle.write_bytes(old.ca_cert.read_bytes())
+    watched = pem_file("--webhook-ca-file", bundle)
+    counting = CountingWatch(watched)
+    with serve(lambda body, nth: Reply(200), tls=(new.server_cert, new.server_key)) as server:
+        sink = make_sink(
+            server.url,
+            webhook_ca_file=str(bundle),
+            webhook_ca_material=watched,
+            check_material=counting.check_now,
+        )
+        await sink.start()
+        bundle.write_bytes(new.ca_cert.read_bytes())  # rotated; nothing has looked yet
+        refused = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
+        requested_after_refusal = counting.requested
+        delivered = await sink.deliver(Batch.of([outbox("p", 2, "a")]))
+        await sink.close()
+
+    assert isinstance(refused[0], Retry)
+    assert requested_after_refusal == 1
+    assert list(delivered) == [DELIVERED]
+    assert [r.body["id"] for r in server.requests] == ["p:outbox:2"]
