@@ -1,9 +1,9 @@
 """Every Prometheus metric of DESIGN §6, built on an injected ``CollectorRegistry``.
 
 Labels stay bounded: ``prefix`` (configured), ``kind`` (outbox, spawn, timer), ``outcome``
-(delivered, retry, permanent), ``reason`` (the dead-letter reason codes), ``event`` (lease
-transitions), ``sink`` and ``state`` (the configured sinks' circuit breakers). Never an entry
-id, a target id or a URL.
+(delivered, retry, permanent), ``reason`` (the dead-letter reason codes, the fence reasons),
+``event`` (lease transitions), ``sink`` and ``state`` (the configured sinks' circuit breakers).
+Never an entry id, a target id or a URL.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ OUTCOMES: Final = ("delivered", "retry", "permanent")
 LEASE_EVENTS: Final = ("acquired", "lost", "released")
 #: A sink's circuit breaker states (``relayd.engine.breaker``).
 BREAKER_STATES: Final = ("closed", "open", "half_open")
+#: Why entries were not sent or not acked for a lease that may be gone (``engine.fencing``).
+FENCE_REASONS: Final = ("send_expired", "ack_expired", "ack_refused")
 
 # Sub-second sinks up to a slow webhook at its timeout.
 _LATENCY_BUCKETS_S: Final = (
@@ -118,6 +120,13 @@ class RelayMetrics:
             ["prefix", "event"],
             registry=registry,
         )
+        self.fenced = Counter(
+            "relayd_fenced",
+            "Entries not sent (send_expired) or not acked (ack_expired, ack_refused by Redis)"
+            " because this replica's lease may be gone.",
+            ["prefix", "kind", "reason"],
+            registry=registry,
+        )
         self.wakeups = Counter(
             "relayd_wakeups",
             "Idle waits cut short by a keyspace notification of new work (--wake).",
@@ -157,6 +166,8 @@ class RelayMetrics:
                 self.attempts.labels(prefix, kind, outcome)
             for reason in sorted(REASON_CODES):
                 self.dead_lettered.labels(prefix, kind, reason)
+            for reason in FENCE_REASONS:
+                self.fenced.labels(prefix, kind, reason)
         self.timer_lag.labels(prefix)
         self.sweep_duration.labels(prefix)
         self.redis_errors.labels(prefix)

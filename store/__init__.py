@@ -18,7 +18,15 @@ if _typing.TYPE_CHECKING:
     from store.backlog import RawEntry, RawTimer, SeqWindow
     from store.clients import async_client_from_url, sentinel_options, sync_client_from_url
     from store.codec import dumps, encode_outbox_value, encode_spawn_value, parse_seq
-    from store.errors import MALFORMED_REASONS, MalformedEntry, StoreConflict, StoreError, StoreUnavailable
+    from store.errors import (
+        MALFORMED_REASONS,
+        MalformedEntry,
+        StoreConflict,
+        StoreError,
+        StoreFenced,
+        StoreUnavailable,
+    )
+    from store.fence import Fence
     from store.keys import Keyspace, parse_timer_member, timer_member
     from store.models import (
         ChildState,
@@ -51,6 +59,8 @@ _HOMES: dict[str, str] = {
     "MalformedEntry": "store.errors",
     "StoreConflict": "store.errors",
     "StoreError": "store.errors",
+    "StoreFenced": "store.errors",
+    "Fence": "store.fence",
     "StoreUnavailable": "store.errors",
     "Keyspace": "store.keys",
     "parse_timer_member": "store.keys",
@@ -90,6 +100,7 @@ __all__ = [
     "ExecutionPage",
     "ExecutionStore",
     "ExecutionSummary",
+    "Fence",
     "Keyspace",
     "MalformedEntry",
     "OutboxEntry",
@@ -102,6 +113,7 @@ __all__ = [
     "Status",
     "StoreConflict",
     "StoreError",
+    "StoreFenced",
     "StoreUnavailable",
     "TimerOp",
     "async_client_from_url",

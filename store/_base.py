@@ -14,10 +14,11 @@ from typing_extensions import TypeVar
 
 from store import codec, plans
 from store.backlog import RawTimer
-from store.errors import MalformedEntry, StoreConflict, StoreUnavailable
+from store.errors import MalformedEntry, StoreConflict, StoreFenced, StoreUnavailable
+from store.fence import Fence
 from store.keys import Keyspace
 from store.protocols import ConflictFactory, JsonModel, VersionedModel
-from store.scripts import CAS_COMMIT, TIMER_COMPARE_DELETE
+from store.scripts import CAS_COMMIT, FENCED_HDEL, FENCED_TAG, TIMER_COMPARE_DELETE
 
 if TYPE_CHECKING:
     from store.models import Event, Execution, OutboxEntry, SpawnEntry
@@ -63,6 +64,7 @@ class StoreCore(Generic[ExeT, EvtT]):
         self._unavailable = (exceptions.ConnectionError, exceptions.TimeoutError)
         self._cas_script = client.register_script(CAS_COMMIT)
         self._timer_delete_script = client.register_script(TIMER_COMPARE_DELETE)
+        self._fenced_hdel_script = client.register_script(FENCED_HDEL)
         # the store's own backlog readers (one per kind), behind pending_outbox/spawns(limit)
         self._readers: dict[str, Any] = {}
 
@@ -100,14 +102,31 @@ class StoreCore(Generic[ExeT, EvtT]):
             reader.resolve(fields)
 
     @contextmanager
-    def _io(self) -> Iterator[None]:
-        """Map an unreachable Redis to ``StoreUnavailable`` (wrapped once, here)."""
+    def _io(self, fence: Fence | None = None) -> Iterator[None]:
+        """Map an unreachable Redis to ``StoreUnavailable`` and a write refused by ``fence`` to
+        ``StoreFenced`` (wrapped once, here)."""
         try:
             yield
         except self._unavailable as exc:
             raise StoreUnavailable(
                 f"redis unreachable for prefix {self.prefix!r}: {type(exc).__name__}"
             ) from exc
+        except self._ResponseError as exc:
+            if fence is not None and FENCED_TAG in str(exc):
+                raise StoreFenced(fence.key) from exc
+            raise
+
+    def _hash_key(self, kind: str) -> str:
+        return self.keyspace.outbox if kind == "outbox" else self.keyspace.spawns
+
+    @staticmethod
+    def _timer_delete_call(
+        timers_key: str, args: list[bytes | str | float], fence: Fence | None
+    ) -> tuple[list[str], list[bytes | str | float]]:
+        """KEYS and ARGV of the timer compare-and-delete script, fenced or not."""
+        if fence is None:
+            return [timers_key], args
+        return [timers_key, fence.key], [fence.token, *args]
 
     def _conflict(self, execution_id: str, expected: int, found: int | None) -> Exception:
         return self.conflict_error(execution_id, expected=expected, found=found)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 from store import codec, plans, purging
 from store._base import EvtT, ExeT, StoreCore
 from store.backlog import RawEntry, RawTimer
+from store.fence import Fence
 from store.keys import timer_member
 from store.protocols import SpawnIntent, TimerOpLike
 from store.readers import AsyncBacklogReader, BacklogKind
@@ -236,13 +237,17 @@ class AsyncRedisStore(StoreCore[ExeT, EvtT]):
                 return self._spawns((await self.client.hgetall(self.keyspace.spawns)).items())
             return self._spawns(await self._pending_raw("spawns", limit))[:limit]
 
-    async def _ack(self, kind: BacklogKind, fields: Iterable[str | int]) -> int:
+    async def _ack(self, kind: BacklogKind, fields: Iterable[str | int], fence: Fence | None = None) -> int:
         names = plans.ack_fields(fields)
         if not names:
             return 0
-        key = self.keyspace.outbox if kind == "outbox" else self.keyspace.spawns
-        with self._io():
-            removed = int(await self.client.hdel(key, *names))
+        key = self._hash_key(kind)
+        with self._io(fence):
+            if fence is None:
+                removed = int(await self.client.hdel(key, *names))
+            else:
+                fenced = await self._fenced_hdel_script(keys=[fence.key, key], args=[fence.token, *names])
+                removed = int(fenced)
         self._forget(kind, names)
         return removed
 
@@ -252,13 +257,21 @@ class AsyncRedisStore(StoreCore[ExeT, EvtT]):
     async def ack_spawn(self, seq: int) -> None:
         await self._ack("spawns", [seq])
 
-    async def ack_outbox_many(self, fields: Iterable[str | int]) -> int:
-        """HDEL many outbox fields in one round-trip; returns how many existed."""
-        return await self._ack("outbox", fields)
+    async def ack_outbox_many(self, fields: Iterable[str | int], *, fence: Fence | None = None) -> int:
+        """HDEL many outbox fields in one round-trip; returns how many existed.
 
-    async def ack_spawns_many(self, fields: Iterable[str | int]) -> int:
-        """HDEL many spawn fields in one round-trip; returns how many existed."""
-        return await self._ack("spawns", fields)
+        With ``fence``, one script call that deletes only while the fence holds (else raises
+        ``StoreFenced`` and deletes nothing).
+        """
+        return await self._ack("outbox", fields, fence)
+
+    async def ack_spawns_many(self, fields: Iterable[str | int], *, fence: Fence | None = None) -> int:
+        """HDEL many spawn fields in one round-trip; returns how many existed.
+
+        With ``fence``, one script call that deletes only while the fence holds (else raises
+        ``StoreFenced`` and deletes nothing).
+        """
+        return await self._ack("spawns", fields, fence)
 
     # --- timers -----------------------------------------------------------------------------
     async def due_timers(self, now: float, limit: int | None = None) -> list[tuple[str, str, float]]:
@@ -285,13 +298,20 @@ class AsyncRedisStore(StoreCore[ExeT, EvtT]):
         """Remove the timer only if it still fires at ``fire_at`` (one atomic Lua call)."""
         return await self.delete_timers_many([(timer_member(execution_id, path), fire_at)]) == 1
 
-    async def delete_timers_many(self, timers: Iterable[tuple[bytes | str, float]]) -> int:
-        """Compare-and-delete many timers in one Lua call; returns how many were removed."""
+    async def delete_timers_many(
+        self, timers: Iterable[tuple[bytes | str, float]], *, fence: Fence | None = None
+    ) -> int:
+        """Compare-and-delete many timers in one Lua call; returns how many were removed.
+
+        With ``fence``, the same call deletes only while the fence holds (else raises
+        ``StoreFenced`` and deletes nothing).
+        """
         args = plans.timer_delete_args(timers)
         if not args:
             return 0
-        with self._io():
-            return int(await self._timer_delete_script(keys=[self.keyspace.timers], args=args))
+        keys, argv = self._timer_delete_call(self.keyspace.timers, args, fence)
+        with self._io(fence):
+            return int(await self._timer_delete_script(keys=keys, args=argv))
 
     # --- purging (harel's control plane) --------------------------------------------------------
     async def ids_with_prefix(self, prefix: str) -> list[str]:

@@ -3,6 +3,7 @@
 StoreError                 base of everything the store raises on purpose
 ├── StoreConflict          the version compare-and-set lost to another writer
 ├── StoreUnavailable       Redis could not be reached (wraps the redis-py error)
+├── StoreFenced            a fenced write was refused: its guard key holds another token
 └── MalformedEntry         a stored outbox/spawn/timer value cannot be decoded; ``reason``
                            is one of a small fixed set, so it can label a metric
 """
@@ -31,6 +32,14 @@ class StoreConflict(StoreError):
 
 class StoreUnavailable(StoreError):
     """Redis did not answer (connection refused, timeout, authentication)."""
+
+
+class StoreFenced(StoreError):
+    """A fenced write (``store.Fence``) was refused by Redis: nothing was written."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"refused: {key!r} no longer holds this writer's token")
+        self.key = key
 
 
 class MalformedEntry(StoreError):

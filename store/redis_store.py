@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 from store import codec, plans, purging
 from store._base import EvtT, ExeT, StoreCore
 from store.backlog import RawEntry, RawTimer
+from store.fence import Fence
 from store.keys import timer_member
 from store.protocols import SpawnIntent, TimerOpLike
 from store.readers import BacklogKind, BacklogReader
@@ -236,13 +237,17 @@ class RedisStore(StoreCore[ExeT, EvtT]):
                 return self._spawns(self.client.hgetall(self.keyspace.spawns).items())
             return self._spawns(self._pending_raw("spawns", limit))[:limit]
 
-    def _ack(self, kind: BacklogKind, fields: Iterable[str | int]) -> int:
+    def _ack(self, kind: BacklogKind, fields: Iterable[str | int], fence: Fence | None = None) -> int:
         names = plans.ack_fields(fields)
         if not names:
             return 0
-        key = self.keyspace.outbox if kind == "outbox" else self.keyspace.spawns
-        with self._io():
-            removed = int(self.client.hdel(key, *names))
+        key = self._hash_key(kind)
+        with self._io(fence):
+            if fence is None:
+                removed = int(self.client.hdel(key, *names))
+            else:
+                fenced = self._fenced_hdel_script(keys=[fence.key, key], args=[fence.token, *names])
+                removed = int(fenced)
         self._forget(kind, names)
         return removed
 
@@ -252,13 +257,21 @@ class RedisStore(StoreCore[ExeT, EvtT]):
     def ack_spawn(self, seq: int) -> None:
         self._ack("spawns", [seq])
 
-    def ack_outbox_many(self, fields: Iterable[str | int]) -> int:
-        """HDEL many outbox fields in one round-trip; returns how many existed."""
-        return self._ack("outbox", fields)
+    def ack_outbox_many(self, fields: Iterable[str | int], *, fence: Fence | None = None) -> int:
+        """HDEL many outbox fields in one round-trip; returns how many existed.
 
-    def ack_spawns_many(self, fields: Iterable[str | int]) -> int:
-        """HDEL many spawn fields in one round-trip; returns how many existed."""
-        return self._ack("spawns", fields)
+        With ``fence``, one script call that deletes only while the fence holds (else raises
+        ``StoreFenced`` and deletes nothing).
+        """
+        return self._ack("outbox", fields, fence)
+
+    def ack_spawns_many(self, fields: Iterable[str | int], *, fence: Fence | None = None) -> int:
+        """HDEL many spawn fields in one round-trip; returns how many existed.
+
+        With ``fence``, one script call that deletes only while the fence holds (else raises
+        ``StoreFenced`` and deletes nothing).
+        """
+        return self._ack("spawns", fields, fence)
 
     # --- timers -----------------------------------------------------------------------------
     def due_timers(self, now: float, limit: int | None = None) -> list[tuple[str, str, float]]:
@@ -283,13 +296,20 @@ class RedisStore(StoreCore[ExeT, EvtT]):
         """Remove the timer only if it still fires at ``fire_at`` (one atomic Lua call)."""
         return self.delete_timers_many([(timer_member(execution_id, path), fire_at)]) == 1
 
-    def delete_timers_many(self, timers: Iterable[tuple[bytes | str, float]]) -> int:
-        """Compare-and-delete many timers in one Lua call; returns how many were removed."""
+    def delete_timers_many(
+        self, timers: Iterable[tuple[bytes | str, float]], *, fence: Fence | None = None
+    ) -> int:
+        """Compare-and-delete many timers in one Lua call; returns how many were removed.
+
+        With ``fence``, the same call deletes only while the fence holds (else raises
+        ``StoreFenced`` and deletes nothing).
+        """
         args = plans.timer_delete_args(timers)
         if not args:
             return 0
-        with self._io():
-            return int(self._timer_delete_script(keys=[self.keyspace.timers], args=args))
+        keys, argv = self._timer_delete_call(self.keyspace.timers, args, fence)
+        with self._io(fence):
+            return int(self._timer_delete_script(keys=keys, args=argv))
 
     # --- purging (harel's control plane) --------------------------------------------------------
     def ids_with_prefix(self, prefix: str) -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import rich_click as click
@@ -17,12 +16,14 @@ if TYPE_CHECKING:
 async def gather_reports(settings: Settings) -> tuple[list[StatusReport], list[str]]:
     """Each prefix's report, and the hints for prefixes that hold nothing (``relayd.prefix_hint``)."""
     from relayd.connect import BRIEF, connect
+    from relayd.engine.redis_time import parse_time_reply
     from relayd.prefix_hint import prefix_hints
     from relayd.status import collect_status
 
     client = await connect(settings, BRIEF)
     try:
-        now = time.time()
+        # Ages by the Redis server's clock, the one timers are due by, not this host's.
+        now = parse_time_reply(await client.time())
         reports = [await collect_status(client, prefix, now=now) for prefix in settings.prefix]
         return reports, await prefix_hints(client, settings.prefix)
     finally:

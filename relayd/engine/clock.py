@@ -1,4 +1,8 @@
-"""The clock the engine's shells read (epoch seconds for data, monotonic for intervals), and sleeping."""
+"""The clock the engine's shells read (epoch seconds for data, monotonic for intervals), and sleeping.
+
+A running relay's epoch clock is the Redis server's (``engine.redis_time.RedisClock``);
+``SystemClock`` is the host's, for tools and tests that need no Redis.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +15,14 @@ class Clock(Protocol):
     """Where the shells get time; tests pass a fake one they move by hand."""
 
     def now(self) -> float:
-        """Epoch seconds (``relayed_at``, ``fire_at`` comparisons, dead-letter times)."""
+        """Epoch seconds (``relayed_at``, ``fire_at`` comparisons, dead-letter times, ages)."""
 
     def monotonic(self) -> float:
         """Seconds on a clock that never jumps (timeouts, lease validity, durations)."""
 
 
 class SystemClock:
-    """The real clock."""
+    """The host's clocks."""
 
     def now(self) -> float:
         return time.time()

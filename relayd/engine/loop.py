@@ -12,6 +12,7 @@ work (``engine.wake``). With ``once`` every prefix task drains what is due now a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import random
 from collections import Counter
@@ -21,10 +22,11 @@ from typing import Final
 
 import structlog
 
-from relayd.engine.clock import SYSTEM_CLOCK, Clock, sleep_until
+from relayd.engine.clock import Clock, sleep_until
 from relayd.engine.options import SweepOptions
 from relayd.engine.prefix_relay import PrefixRelay
 from relayd.engine.redis_errors import REDIS_ERRORS
+from relayd.engine.redis_time import RedisClock, keep_synced
 from relayd.engine.shares import PrefixView, ShareDecision, decide_shares
 from relayd.engine.sink_guard import guards_for
 from relayd.engine.wake import WakeSubscriber
@@ -74,13 +76,18 @@ async def run_relay(
     metrics: RelayMetrics,
     health: Health,
     stop: asyncio.Event,
-    clock: Clock = SYSTEM_CLOCK,
+    clock: Clock | None = None,
 ) -> RunSummary:
     """Relay every prefix of ``options`` until ``stop`` is set (or, with ``once``, drained).
 
     Starts every sink first and closes them all at the end. Raises ``SinkError`` (or the
-    sink's own ``RelaydError``) when a sink cannot start.
+    sink's own ``RelaydError``) when a sink cannot start. Without ``clock`` the engine's epoch
+    time is the Redis server's (``engine.redis_time``), measured again every lease beat period.
     """
+    synced: RedisClock | None = None
+    if clock is None:
+        clock = synced = RedisClock()
+        await synced.try_sync(redis)
     unique = list({id(sink): sink for sink in sinks.values()}.values())
     started: list[Sink] = []
     try:
@@ -118,6 +125,11 @@ async def run_relay(
         )
         for prefix in options.prefixes
     ]
+    resync = None
+    if synced is not None:
+        resync = asyncio.create_task(
+            keep_synced(synced, redis, every_s=options.lease_ttl_s / 3, stop=stop), name="redis-time"
+        )
     try:
         with relay_gc():
             async with asyncio.TaskGroup() as group:
@@ -135,6 +147,10 @@ async def run_relay(
                 for relay in relays:
                     group.create_task(relay.run())
     finally:
+        if resync is not None:
+            resync.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await resync
         health.stopping()
         await _close_sinks(started)
     return _summarise(relays)

@@ -55,15 +55,23 @@ class Overlap:
         await task
         return count
 
-    def abandon(self, on_acked: Callable[[int], None]) -> None:
-        """Let the ack in flight finish on its own; ``on_acked(count)`` runs if it succeeds."""
+    def abandon(
+        self, on_acked: Callable[[int], None], on_failed: Callable[[BaseException], None] = lambda exc: None
+    ) -> None:
+        """Let the ack in flight finish on its own; ``on_acked(count)`` runs if it succeeds,
+        ``on_failed(error)`` if it raises."""
         pending, self.acking = self.acking, None
         if pending is None:
             return
         task, count = pending
 
         def done(finished: asyncio.Task[None]) -> None:
-            if not finished.cancelled() and finished.exception() is None:
+            if finished.cancelled():
+                return
+            error = finished.exception()
+            if error is None:
                 on_acked(count)
+            else:
+                on_failed(error)
 
         task.add_done_callback(done)

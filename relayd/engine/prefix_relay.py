@@ -5,7 +5,9 @@ takes and renews it, the share task in ``engine.loop`` says whether it may try);
 polls again at once, an idle pass backs off up to ``poll_interval_s`` with jitter (with
 ``wake``, a keyspace notification of new work ends that wait at once: ``engine.wake``). A Redis
 error is counted, reported to ``/readyz`` and retried with exponential backoff from a fresh
-``Sweeper``. When ``stop`` is set no new read or delivery starts, the pass in flight gets
+``Sweeper``. A pass stopped by the lease's fence (``engine.fencing``: its deadline passed, or
+Redis refused an ack for another replica's token) is reported, its sweeper dropped, and the
+prefix goes back to standby. When ``stop`` is set no new read or delivery starts, the pass in flight gets
 ``shutdown_grace_s`` to finish and ack, then the reader cursors are checkpointed and the lease
 released. With ``once`` the loop drains everything due now and returns; when another replica
 holds the lease, it logs that replica and returns at once (the prefix is relayed, not here).
@@ -24,6 +26,7 @@ import structlog
 
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock, sleep_until
+from relayd.engine.fencing import Fenced, report_fenced
 from relayd.engine.options import SweepOptions
 from relayd.engine.passes import PassResult
 from relayd.engine.redis_errors import REDIS_ERRORS
@@ -157,9 +160,7 @@ class PrefixRelay:
         """Give the lease back to the group: checkpoint the readers, then release (between passes)."""
         async with self.lease_lock:
             if self.sweeper is not None:
-                with contextlib.suppress(*REDIS_ERRORS):
-                    await self.sweeper.settle_pending()
-                    await self.sweeper.checkpoint()
+                await self._settle_last(self.sweeper)
                 self._drop_sweeper()
             self.may_acquire = self.release_wanted = False
             await self._release(report=True)
@@ -213,14 +214,15 @@ class PrefixRelay:
                 await self._wait(self.lease.ttl_s / 3, self.lease_changed)
                 continue
             try:
-                if self.sweeper is None:
-                    self.sweeper = self._new_sweeper()
-                    await self.sweeper.start()
+                sweeper = await self._started_sweeper()
                 # Cleared before the pass, not after: a wake-up (new work, a hand-back) that
                 # arrives while the pass runs must end the idle wait that follows it.
                 self.loop_wake.clear()
-                result = await self._pass(self.sweeper)
-                self._note_parked(self.sweeper)
+                result = await self._pass(sweeper)
+                self._note_parked(sweeper)
+            except Fenced as fenced:
+                self._fenced(fenced)
+                continue
             except REDIS_ERRORS as exc:
                 self._redis_failed(exc)
                 self._drop_sweeper()
@@ -300,6 +302,30 @@ class PrefixRelay:
         finally:
             stopped.cancel()
 
+    def _fenced(self, fenced: Fenced) -> None:
+        """The lease may be gone: report it, forget the lease and the sweeper, stand by."""
+        report_fenced(self.metrics, self.prefix, fenced)
+        self.lease.forget()
+        self._drop_sweeper()
+        self._note_lease()
+
+    async def _settle_last(self, sweeper: Sweeper) -> None:
+        """Before a stop or a hand-back: the ack in flight, then the readers' checkpoint."""
+        try:
+            await sweeper.settle_pending()  # an ack in flight when the grace ran out
+            await sweeper.checkpoint()
+        except Fenced as fenced:
+            report_fenced(self.metrics, self.prefix, fenced)
+        except REDIS_ERRORS:
+            pass
+
+    async def _started_sweeper(self) -> Sweeper:
+        """The sweeper of this lease term, made and started on first use."""
+        if self.sweeper is None:
+            self.sweeper = self._new_sweeper()
+            await self.sweeper.start()
+        return self.sweeper
+
     def _new_sweeper(self) -> Sweeper:
         return Sweeper(
             self.store,
@@ -310,6 +336,7 @@ class PrefixRelay:
             rng=self.rng,
             guards=self.guards,
             may_deliver=self.lease.held,
+            fence=self.lease.fence,
         )
 
     def _drop_sweeper(self) -> None:
@@ -343,9 +370,7 @@ class PrefixRelay:
         """Checkpoint the readers and give the lease back; Redis trouble here is only logged."""
         if self.sweeper is not None:
             self.left_for_retry = self.sweeper.held_count()
-            with contextlib.suppress(*REDIS_ERRORS):
-                await self.sweeper.settle_pending()  # an ack in flight when the grace ran out
-                await self.sweeper.checkpoint()
+            await self._settle_last(self.sweeper)
         await self._release(report=False)
 
     async def _release(self, *, report: bool) -> None:

@@ -3,11 +3,16 @@
 The shell half of a sweeper pass after the sink answered: acks go in one command per batch
 (HDEL, or the score-guarded timer compare-and-delete), attempt records are written only for
 failures and forgotten on delivery, dead letters move in one atomic step per chunk.
+
+Fenced (``engine.fencing``): nothing is written once the lease's local deadline has passed, and
+the ack, the attempts write and the dead-letter move each check the lease token in their own
+script call (one call per batch, as the plain HDEL was), so Redis refuses them from a replica
+that lost the lease while paused. Either raises ``Fenced``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 import structlog
@@ -15,6 +20,7 @@ from redis.exceptions import OutOfMemoryError
 
 from relayd.engine.clock import Clock
 from relayd.engine.failure_log import FailureLog
+from relayd.engine.fencing import Fenced
 from relayd.engine.lane import FreshBatch, Lane, dead_letter_id
 from relayd.engine.plan import MAX_ATTEMPTS, PERMANENT, Dead, Held, Verdicts
 from relayd.envelope import Kind
@@ -24,7 +30,7 @@ from relayd.state.attempts import AttemptRecord, forget_attempts, save_attempts
 from relayd.state.deadletters import DeadMove, encode_dead_letter, move_to_dead_letters
 from relayd.state.keys import RelayKeys
 from relayd.stored import field_bytes
-from store import AsyncRedisStore, RawTimer
+from store import AsyncRedisStore, Fence, RawTimer, StoreFenced
 
 log = structlog.get_logger(__name__)
 
@@ -35,7 +41,15 @@ REFUSED_LOG_EVERY_S: Final = 10.0
 class Settlement:
     """What one prefix's sweeper does with verdicts (one per sweeper)."""
 
-    def __init__(self, store: AsyncRedisStore, *, metrics: RelayMetrics, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: AsyncRedisStore,
+        *,
+        metrics: RelayMetrics,
+        clock: Clock,
+        fence: Fence | None = None,
+        may_ack: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.store = store
         self.client: RedisClient = store.client
         self.prefix = store.keyspace.prefix
@@ -44,6 +58,8 @@ class Settlement:
         self.clock = clock
         self.failures = FailureLog(self.prefix)
         self._refused_logged_s: dict[str, float] = {}  # what -> when a refusal was last logged
+        self.fence = fence
+        self.may_ack = may_ack
 
     async def check_attempts(self, lane: Lane) -> None:
         """Note whether ``P:relay:attempts:{kind}`` holds any record (one EXISTS)."""
@@ -52,6 +68,17 @@ class Settlement:
         lane.attempts_maybe = bool(await self.client.exists(self.keys.attempts(lane.kind)))
 
     async def apply(self, lane: Lane, verdicts: Verdicts, acked_fast: FreshBatch, stamp: float) -> None:
+        """Write one delivery's verdicts; raises ``Fenced`` (and writes nothing more) when the
+        lease may be gone."""
+        count = len(acked_fast) + len(verdicts.ack) + len(verdicts.retry) + len(verdicts.dead)
+        if count and not self.may_ack():
+            raise Fenced(lane.kind, count, "ack_expired")
+        try:
+            await self._apply(lane, verdicts, acked_fast, stamp)
+        except StoreFenced as exc:
+            raise Fenced(lane.kind, count, "ack_refused") from exc
+
+    async def _apply(self, lane: Lane, verdicts: Verdicts, acked_fast: FreshBatch, stamp: float) -> None:
         kind, now = lane.kind, self.clock.now()
         acked = [h.ref for h in verdicts.ack]
         acked += acked_fast.refs
@@ -70,7 +97,9 @@ class Settlement:
             lane.attempts_maybe = True
             # Refused (Redis out of memory): the counts stay in memory; a restart forgets them.
             await self.bookkeeping(
-                kind, "attempts", save_attempts(self.client, self.keys.attempts(kind), records)
+                kind,
+                "attempts",
+                save_attempts(self.client, self.keys.attempts(kind), records, fence=self.fence),
             )
             for h in verdicts.retry:
                 self.failures.failed(
@@ -135,7 +164,7 @@ class Settlement:
     async def _bury(self, kind: Kind, dead: list[Dead], now: float) -> bool:
         moves = [self._dead_move(kind, d, now) for d in dead]
         if not await self.bookkeeping(
-            kind, "dead letters", move_to_dead_letters(self.client, self.keys, kind, moves)
+            kind, "dead letters", move_to_dead_letters(self.client, self.keys, kind, moves, fence=self.fence)
         ):
             return False
         for d in dead:
@@ -157,11 +186,11 @@ class Settlement:
             raws = [h.raw for h in held]
             raws += fast.raws
             pairs = [(r.member, r.fire_at) for r in raws if isinstance(r, RawTimer)]
-            await self.store.delete_timers_many(pairs)
+            await self.store.delete_timers_many(pairs, fence=self.fence)
         elif lane.kind == "outbox":
-            await self.store.ack_outbox_many(refs)
+            await self.store.ack_outbox_many(refs, fence=self.fence)
         else:
-            await self.store.ack_spawns_many(refs)
+            await self.store.ack_spawns_many(refs, fence=self.fence)
 
     def _dead_move(self, kind: Kind, dead: Dead, now: float) -> DeadMove:
         held, raw = dead.held, dead.held.raw

@@ -36,6 +36,7 @@ import structlog
 from relayd.batch import Batch
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock
+from relayd.engine.fencing import Fenced, report_fenced
 from relayd.engine.gauges import PrefixGauges
 from relayd.engine.key_types import RECHECK_EVERY_S, describe, read_key_types, wrong_types
 from relayd.engine.lane import Fetched, FreshBatch, Lane, build_fresh, hold_all, judge_delivery
@@ -51,10 +52,11 @@ from relayd.envelope import Envelope, Kind
 from relayd.metrics import RelayMetrics
 from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks.base import Outcome, Retry, Sink
+from relayd.sinks.sending import sending_while
 from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, load_attempts
 from relayd.state.keys import RelayKeys
-from store import AsyncRedisStore, RawEntry, RawTimer
+from store import AsyncRedisStore, Fence, RawEntry, RawTimer
 
 log = structlog.get_logger(__name__)
 
@@ -81,6 +83,7 @@ class Sweeper:
         rng: random.Random | None = None,
         guards: Mapping[Kind, SinkGuard] | None = None,
         may_deliver: Callable[[], bool] = lambda: True,
+        fence: Fence | None = None,
     ) -> None:
         self.store = store
         # Same bytes on the wire, a fraction of redis-py's asyncio packing CPU (relayd.runtime.packing).
@@ -97,7 +100,9 @@ class Sweeper:
         self.lanes: list[Lane] = []
         self._checkpointed: dict[Kind, int] = {}  # low-water marks written by this sweeper
         self._checkpointed_s = float("-inf")  # when they were last written (monotonic s)
-        self.settle = Settlement(store, metrics=metrics, clock=clock)
+        # ``may_deliver`` is the lease's local deadline, ``fence`` its token checked by Redis:
+        # nothing is sent or acked once either says the lease may be gone (``engine.fencing``).
+        self.settle = Settlement(store, metrics=metrics, clock=clock, fence=fence, may_ack=may_deliver)
         self.gauges = PrefixGauges(store.client, store.keyspace, metrics)
         # Lanes whose last run read, attempted and held nothing: the next pass probes them first.
         self._quiet: set[Kind] = set()
@@ -429,10 +434,14 @@ class Sweeper:
         them again only if it read them first. One that fails is dropped: the next sweeper reads
         its entries again, as anything else unacked."""
         for lane in self.lanes:
-            lane.overlap.abandon(functools.partial(self._count_abandoned, lane.kind))
+            lane.overlap.abandon(functools.partial(self._count_abandoned, lane.kind), self._abandoned_failed)
 
     def _count_abandoned(self, kind: Kind, count: int) -> None:
         self._count(kind, Verdicts(), count, None)
+
+    def _abandoned_failed(self, exc: BaseException) -> None:
+        if isinstance(exc, Fenced):  # refused by Redis: the lease was lost while it was in flight
+            report_fenced(self.metrics, self.prefix, exc)
 
     def _hold(self, lane: Lane, fresh: FreshBatch, now: float) -> None:
         for ref, raw, envelope in fresh:
@@ -524,9 +533,14 @@ class Sweeper:
         started_s = self.clock.monotonic()
         try:
             async with lane.guard.lock:
+                # Checked once the sink is ours (the lock may have waited on another prefix), and
+                # by the sink before each request of its own (``relayd.sinks.sending``).
                 await lane.guard.throttle(len(batch))
-                outcomes = await lane.sink.deliver(batch)
-        except asyncio.CancelledError:
+                if not self.may_deliver():
+                    raise Fenced(lane.kind, len(batch), "send_expired")
+                with sending_while(self.may_deliver):
+                    outcomes = await lane.sink.deliver(batch)
+        except (asyncio.CancelledError, Fenced):
             raise
         except Exception as exc:  # the Sink contract: an exception retries the whole batch
             log.warning("sink_failed", prefix=self.prefix, kind=lane.kind, count=len(batch), error=repr(exc))

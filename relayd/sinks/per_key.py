@@ -7,6 +7,8 @@ never receives an entry before an earlier one it has not acknowledged. Envelopes
 ``ordering_key`` is ``None`` (an outbox entry without a target) have no order to keep and each
 go on their own. No I/O here: the caller passes ``send_one`` and bounds its concurrency;
 ``deliver_in_key_order`` takes the keys as a column (``Batch.keys()``) and sends by index.
+Before each entry it asks ``relayd.sinks.sending.may_send()``: once the replica's lease may
+have expired, no further entry is sent (each comes back ``Retry(error=NOT_SENT)``).
 
 A sink that publishes a whole batch at once (a broker) need not correct for order itself: the
 engine holds back an entry confirmed behind an undelivered earlier entry of its key and sends it
@@ -20,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from relayd.envelope import Envelope
 from relayd.sinks.base import Delivered, Outcome, Retry
+from relayd.sinks.sending import NOT_SENT, may_send
 
 #: The error text of an entry held back behind an earlier failure of its own key.
 HELD_BACK = "held back: an earlier entry of its target was not delivered"
@@ -47,7 +50,11 @@ async def deliver_in_key_order(
     outcomes: list[Outcome] = [Retry(error=HELD_BACK)] * len(keys)
 
     async def run_group(indexes: list[int]) -> None:
-        for index in indexes:
+        for position, index in enumerate(indexes):
+            if not may_send():
+                for unsent in indexes[position:]:
+                    outcomes[unsent] = Retry(error=NOT_SENT)
+                return
             outcome = await send_one(index)
             outcomes[index] = outcome
             if not isinstance(outcome, Delivered):

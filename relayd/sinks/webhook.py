@@ -39,9 +39,10 @@ answer or a failed certificate check has every watched file read again at once
 Order: within a batch, envelopes of one ordering key are sent one after another and a failure
 holds back the rest of that key (``relayd.sinks.per_key``); different keys go concurrently, at
 most ``options.webhook_concurrency`` requests at a time over one aiohttp keep-alive pool of as
-many connections. The batch is read a column at a time (ids, keys, rendered bodies), so an
-outbox window builds no envelope. ``ready()`` is false after a batch in which no request got
-any HTTP answer, until one does. Neither the URL, the secret nor a header value appears in any
+many connections. No request starts once the replica's lease may have expired
+(``relayd.sinks.sending``). The batch is read a column at a time (ids, keys, rendered bodies),
+so an outbox window builds no envelope. ``ready()`` is false after a batch in which no request
+got any HTTP answer, until one does. Neither the URL, the secret nor a header value appears in any
 log line or error text.
 
 aiohttp, not httpx: posting the same bodies to the same local server, aiohttp's client used a
@@ -67,6 +68,7 @@ from relayd.material import Fixed, Material
 from relayd.sinks.base import Outcome, Retry, SinkOptions
 from relayd.sinks.http_policy import classify_status, sign_all
 from relayd.sinks.per_key import deliver_in_key_order
+from relayd.sinks.sending import NOT_SENT, may_send
 from relayd.sinks.spec import SinkSpec
 from relayd.sinks.webhook_transport import check_webhook_transport, webhook_transport_refusal
 
@@ -166,6 +168,8 @@ class WebhookSink:
                 headers["X-Relayd-Signature"] = sign_all(secrets, timestamp_s, body)
             data = gzip.compress(body, GZIP_LEVEL, mtime=0) if self._gzip else body
             async with self._slots:
+                if not may_send():  # a pause while this request waited for its slot
+                    return Retry(error=NOT_SENT)
                 try:
                     async with session.post(
                         self._url, data=data, headers=headers, allow_redirects=False, ssl=context

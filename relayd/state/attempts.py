@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 import orjson
 
-from relayd.state import RedisClient
+from relayd.state import RedisClient, scripts
+from relayd.state.fencing import refused_as_fenced
+from store import Fence
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +53,21 @@ async def load_attempts(client: RedisClient, key: str, refs: Sequence[str]) -> d
     return found
 
 
-async def save_attempts(client: RedisClient, key: str, records: Mapping[str, AttemptRecord]) -> None:
-    """Write ``records`` in one HSET."""
-    if records:
+async def save_attempts(
+    client: RedisClient, key: str, records: Mapping[str, AttemptRecord], *, fence: Fence | None = None
+) -> None:
+    """Write ``records`` in one HSET; with ``fence``, in one script call that writes nothing
+    unless the lease still holds the fence's token (raises ``store.StoreFenced``)."""
+    if not records:
+        return
+    if fence is None:
         await client.hset(key, mapping={ref: encode_record(r) for ref, r in records.items()})
+        return
+    args: list[bytes | str] = [fence.token]
+    for ref, record in records.items():
+        args += [ref, encode_record(record)]
+    with refused_as_fenced(fence):
+        await client.eval(scripts.SAVE_ATTEMPTS, 2, key, fence.key, *args)
 
 
 async def forget_attempts(client: RedisClient, key: str, refs: Iterable[str]) -> None:

@@ -19,8 +19,9 @@ import orjson
 
 from relayd.envelope import KINDS, Kind
 from relayd.state import RedisClient, scripts
+from relayd.state.fencing import fenced_keys, refused_as_fenced
 from relayd.state.keys import RelayKeys
-from store import MALFORMED_REASONS, Keyspace
+from store import MALFORMED_REASONS, Fence, Keyspace
 
 #: Every dead-letter reason code (bounded metric label values).
 REASON_CODES: Final = frozenset({"permanent", "max_attempts"} | MALFORMED_REASONS)
@@ -147,21 +148,24 @@ def decode_dead_letter(raw: bytes | str) -> DeadLetter:
 
 
 async def move_to_dead_letters(
-    client: RedisClient, keys: RelayKeys, kind: Kind, moves: Sequence[DeadMove]
+    client: RedisClient, keys: RelayKeys, kind: Kind, moves: Sequence[DeadMove], *, fence: Fence | None = None
 ) -> int:
     """Atomically remove each entry from its live structure and park it; returns how many moved.
 
     An entry already gone (acked elsewhere) or a timer re-armed since delivery is not parked.
+    With ``fence``, each call moves nothing unless the lease still holds the fence's token
+    (raises ``store.StoreFenced``).
     """
     mode = "zset" if kind == "timer" else "hash"
+    keys_ = fenced_keys((keys.live(kind), keys.dead(kind), keys.attempts(kind)), fence)
     moved = 0
     for start in range(0, len(moves), _CHUNK):
-        args: list[bytes | str] = [mode]
+        args: list[bytes | str] = [mode] if fence is None else [mode, fence.token]
         for move in moves[start : start + _CHUNK]:
             score = "" if move.score is None else repr(float(move.score))
             args += [move.live_ref, score, move.id, move.document, move.attempts_field]
-        keys_ = (keys.live(kind), keys.dead(kind), keys.attempts(kind))
-        moved += int(await client.eval(scripts.DEAD_LETTER, 3, *keys_, *args))
+        with refused_as_fenced(fence):
+            moved += int(await client.eval(scripts.DEAD_LETTER, len(keys_), *keys_, *args))
     return moved
 
 

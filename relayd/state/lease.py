@@ -2,9 +2,12 @@
 
 The holder ``SET``s ``P:relay:lease`` to its token with ``NX PX ttl``, extends it every third of
 the TTL with a compare-and-pexpire script and deletes it with compare-and-delete on a clean
-shutdown. A holder counts the lease as its own only until ``sent + ttl`` (monotonic clock),
-where ``sent`` is when the last successful acquire/renew was *sent*: if the process was
-paused or Redis was slow, it stops delivering on its own before a standby can take over.
+shutdown. A holder counts the lease as its own only until its *deadline*, ``sent + ttl``
+minus a safety margin (monotonic clock), where ``sent`` is when the last successful
+acquire/renew was *sent*: if the process was paused or Redis was slow, it stops sending and
+acking on its own before a standby can take over. What it sends after all (a pause between the
+check and the write) is caught by Redis: every ack script checks that the lease still holds
+``token`` in the same call (``fence``, ``store.Fence``).
 """
 
 from __future__ import annotations
@@ -14,10 +17,15 @@ import secrets
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from relayd.state import RedisClient, scripts
 from relayd.state.keys import RelayKeys
-from store import Keyspace
+from store import Fence, Keyspace
+
+#: The lease stops counting as ours this fraction of its TTL before Redis would expire it: room
+#: for the time between the local check and the command reaching Redis, and for clock rate drift.
+SAFETY_FRACTION: Final = 0.1
 
 
 def make_token() -> str:
@@ -66,6 +74,7 @@ class Lease:
         self._client = client
         self._key = RelayKeys(keyspace).lease
         self._ttl_ms = max(int(ttl_s * 1000), 1)
+        self._valid_s = self.ttl_s * (1 - SAFETY_FRACTION)
         self._monotonic = monotonic
         self.token = token or make_token()
         self._valid_until: float | None = None
@@ -76,15 +85,25 @@ class Lease:
     def ttl_s(self) -> float:
         return self._ttl_ms / 1000.0
 
+    @property
+    def fence(self) -> Fence:
+        """The guard every ack script checks: the lease key still holds our token."""
+        return Fence(self._key, self.token)
+
+    @property
+    def deadline_s(self) -> float | None:
+        """Monotonic seconds until which the lease counts as ours; None when it does not."""
+        return self._valid_until
+
     def held(self) -> bool:
-        """Whether this replica may deliver now: it holds the lease and it has not expired."""
+        """Whether this replica may send and ack now: it holds the lease, its deadline ahead."""
         return self._valid_until is not None and self._monotonic() < self._valid_until
 
     async def acquire(self) -> bool:
         """Take the lease if it is free (or already ours); returns whether we hold it."""
         sent = self._monotonic()
         if await self._client.set(self._key, self.token, nx=True, px=self._ttl_ms):
-            self._valid_until, self.sent_s = sent + self.ttl_s, sent
+            self._valid_until, self.sent_s = sent + self._valid_s, sent
             return True
         # Ours already (an acquire whose reply was lost): extending it is the same as renewing.
         return await self.renew()
@@ -94,7 +113,7 @@ class Lease:
         sent = self._monotonic()
         extended = await self._client.eval(scripts.LEASE_RENEW, 1, self._key, self.token, str(self._ttl_ms))
         if int(extended) == 1:
-            self._valid_until, self.sent_s = sent + self.ttl_s, sent
+            self._valid_until, self.sent_s = sent + self._valid_s, sent
             return True
         self._valid_until = None
         return False
@@ -105,7 +124,7 @@ class Lease:
         Ignored once the lease is no longer counted as ours (released or lost meanwhile).
         """
         if self._valid_until is not None:
-            self._valid_until = max(self._valid_until, sent_s + self.ttl_s)
+            self._valid_until = max(self._valid_until, sent_s + self._valid_s)
             self.sent_s = max(self.sent_s or sent_s, sent_s)
 
     def forget(self) -> None:

@@ -3,21 +3,31 @@
 -- loses it).
 --
 -- KEYS[1]  P:timers  zset  member "{id}\0{path}", score = fire_at (epoch seconds)
--- ARGV     pairs: member, fire_at (the shortest round-trip decimal of the double)
+-- KEYS[2]  optional: a guard (relayd's lease P:relay:lease); when given, ARGV[1] is the
+--          caller's token and nothing is deleted unless the guard holds it (a fenced ack)
+-- ARGV     [token,] then pairs: member, fire_at (the shortest round-trip decimal of the double)
 --
--- Returns how many members were removed.
+-- Returns how many members were removed, or the error reply 'RELAYD_STORE_FENCED' when the
+-- guard holds another token or none.
 --
 -- One ZMSCORE and one ZREM per chunk of members instead of a ZSCORE and a ZREM per member:
 -- each call from Lua into Redis has a fixed cost, which made this script most of Redis's CPU
 -- in a timer drain. Where ZMSCORE is unknown (Redis before 6.2) it asks ZSCORE per member.
 local CHUNK = 500 -- members per ZMSCORE / ZREM: far inside the limit of Lua's unpack
-local count = #ARGV / 2
+local base = 0 -- ARGV entries before the pairs
+if #KEYS == 2 then
+  if redis.call('GET', KEYS[2]) ~= ARGV[1] then
+    return redis.error_reply('RELAYD_STORE_FENCED')
+  end
+  base = 1
+end
+local count = (#ARGV - base) / 2
 local removed = 0
 for first = 1, count, CHUNK do
   local last = math.min(first + CHUNK - 1, count)
   local members = {}
   for i = first, last do
-    members[#members + 1] = ARGV[2 * i - 1]
+    members[#members + 1] = ARGV[base + 2 * i - 1]
   end
   local scores = redis.pcall('ZMSCORE', KEYS[1], unpack(members))
   local per_member = type(scores) == 'table' and scores.err ~= nil
@@ -29,7 +39,7 @@ for first = 1, count, CHUNK do
     else
       score = scores[j]
     end
-    local fire_at = ARGV[2 * (first + j - 1)]
+    local fire_at = ARGV[base + 2 * (first + j - 1)]
     -- the same text is the same double; only other spellings need converting
     if score and (score == fire_at or tonumber(score) == tonumber(fire_at)) then
       gone[#gone + 1] = members[j]

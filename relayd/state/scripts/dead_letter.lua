@@ -3,18 +3,28 @@
 -- KEYS[1]  the live structure: hash P:outbox / P:spawns, or zset P:timers
 -- KEYS[2]  the dead-letter hash P:relay:dead:{kind}
 -- KEYS[3]  the attempts hash P:relay:attempts:{kind}
+-- KEYS[4]  optional: the lease P:relay:lease; when given, ARGV[2] is the caller's token and
+--          nothing moves unless the lease holds it (a fenced dead-letter move)
 -- ARGV[1]  "hash" or "zset"
--- ARGV[2..] groups of 5: live ref (hash field or zset member), score ("" for a hash),
---           dead-letter id, dead-letter JSON, attempts field
+-- ARGV[2..] [token,] then groups of 5: live ref (hash field or zset member), score ("" for a
+--           hash), dead-letter id, dead-letter JSON, attempts field
 --
 -- An entry already gone from the live structure (acked elsewhere) is not recorded; a timer
 -- whose score is no longer the one delivered was re-armed by the engine and stays live. The
 -- dead letter is written before the live entry is removed: a Redis out of memory refuses the
 -- write and the script stops there, with the entry still live (never removed and not parked).
--- Returns the number of entries moved.
+-- Returns the number of entries moved, or the error reply 'RELAYD_FENCED' when the lease
+-- holds another token or none.
+local first = 2
+if #KEYS == 4 then
+  if redis.call("GET", KEYS[4]) ~= ARGV[2] then
+    return redis.error_reply("RELAYD_FENCED")
+  end
+  first = 3
+end
 local moved = 0
 local zset = ARGV[1] == "zset"
-for i = 2, #ARGV, 5 do
+for i = first, #ARGV, 5 do
   local ref, score, id, doc, afield = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local present
   if zset then

@@ -164,9 +164,9 @@ async def test_a_prefetched_window_is_delivered_after_a_restart(
     first = _sweeper(async_client, prefix, clock, first_sink, batch=2)
     ack_outbox_many = first.store.ack_outbox_many
 
-    async def slow_ack(fields):
+    async def slow_ack(fields, **fenced):
         await asyncio.sleep(0.05)
-        return await ack_outbox_many(fields)
+        return await ack_outbox_many(fields, **fenced)
 
     monkeypatch.setattr(first.store, "ack_outbox_many", slow_ack)
     await first.start()
@@ -321,12 +321,12 @@ async def test_an_ack_failing_in_flight_fails_the_next_pass_and_its_entries_are_
     ack_outbox_many = sweeper.store.ack_outbox_many
     acks = 0
 
-    async def failing_first_ack(fields):
+    async def failing_first_ack(fields, **fenced):
         nonlocal acks
         acks += 1
         if acks == 1:
             raise RedisConnectionError("ack lost")
-        return await ack_outbox_many(fields)
+        return await ack_outbox_many(fields, **fenced)
 
     monkeypatch.setattr(sweeper.store, "ack_outbox_many", failing_first_ack)
 
