@@ -60,6 +60,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 import aiohttp
+from aiohttp.abc import AbstractStreamWriter
 
 from relayd import __version__
 from relayd.batch import Batch
@@ -85,6 +86,31 @@ def connection_failure(exc: aiohttp.ClientError) -> str:
     if isinstance(os_error, OSError) and os_error.errno:
         return os.strerror(os_error.errno)
     return type(exc).__name__
+
+
+class _FencedBody(aiohttp.BytesPayload):
+    """A request body that is not written once the replica's lease may have expired.
+
+    aiohttp writes a request's headers and body from a task of its own, an event-loop turn after
+    the request was started, so a process frozen in between would send it on resume although
+    the check before it passed; this checks again where the bytes go out (headers included:
+    aiohttp holds them back to send with the body). Raising makes aiohttp fail the request
+    with a ``ClientConnectionError``.
+    """
+
+    async def write(self, writer: AbstractStreamWriter) -> None:  # aiohttp before 3.12 calls this
+        if not may_send():
+            raise _NotSentError(NOT_SENT)
+        await super().write(writer)
+
+    async def write_with_length(self, writer: AbstractStreamWriter, content_length: int | None) -> None:
+        if not may_send():
+            raise _NotSentError(NOT_SENT)
+        await super().write_with_length(writer, content_length)
+
+
+class _NotSentError(Exception):
+    """The lease may have expired before this request's bytes went out."""
 
 
 class WebhookSink:
@@ -166,7 +192,7 @@ class WebhookSink:
                 timestamp_s = int(self._clock())
                 headers["X-Relayd-Timestamp"] = str(timestamp_s)
                 headers["X-Relayd-Signature"] = sign_all(secrets, timestamp_s, body)
-            data = gzip.compress(body, GZIP_LEVEL, mtime=0) if self._gzip else body
+            data = _FencedBody(gzip.compress(body, GZIP_LEVEL, mtime=0) if self._gzip else body)
             async with self._slots:
                 if not may_send():  # a pause while this request waited for its slot
                     return Retry(error=NOT_SENT)
@@ -180,6 +206,8 @@ class WebhookSink:
                 except TimeoutError as exc:
                     return Retry(error=f"webhook timeout ({type(exc).__name__})")
                 except aiohttp.ClientError as exc:
+                    if not may_send():  # ``_FencedBody`` stopped it before a byte went out
+                        return Retry(error=NOT_SENT)
                     stale |= isinstance(exc, aiohttp.ClientConnectorCertificateError)
                     return Retry(error=f"webhook connection error ({connection_failure(exc)})")
             answered += 1
