@@ -37,6 +37,7 @@ from relayd.console.reads import read_dead_letter, read_dead_letter_page, read_t
 from relayd.console.redis_failure import RETRY_AFTER_S, redis_failure
 from relayd.console.security import CSRF_FIELD, SECURITY_HEADERS, SESSION_COOKIE, Access, same_origin
 from relayd.console.signatures import error_signature
+from relayd.engine.redis_time import parse_time_reply
 from relayd.envelope import KINDS
 from relayd.state import RedisClient
 from relayd.state.audit import read_actions
@@ -206,15 +207,18 @@ async def groups(request: Request) -> Response:
 async def timers(request: Request) -> Response:
     execution = (request.query_params.get("execution") or "").strip() or None
     cursor_text = request.query_params.get("cursor", "0")
+    client = _state(request).client
+    # Due or not by the Redis server's clock, as the relay decides it, not this host's.
+    now = parse_time_reply(await client.time())
     view = await read_timers(
-        _state(request).client,
+        client,
         Keyspace(_prefix(request)),
-        now=time.time(),
+        now=now,
         limit=TIMER_PAGE,
         execution=execution,
         cursor=int(cursor_text) if cursor_text.isdigit() else 0,
     )
-    return render(request, "timers.html", view=view, execution=execution or "", now=time.time())
+    return render(request, "timers.html", view=view, execution=execution or "", now=now)
 
 
 async def audit(request: Request) -> Response:
