@@ -7,10 +7,11 @@ polls again at once, an idle pass backs off up to ``poll_interval_s`` with jitte
 error is counted, reported to ``/readyz`` and retried with exponential backoff from a fresh
 ``Sweeper``. A pass stopped by the lease's fence (``engine.fencing``: its deadline passed, or
 Redis refused an ack for another replica's token) is reported, its sweeper dropped, and the
-prefix goes back to standby. When ``stop`` is set no new read or delivery starts, the pass in flight gets
-``shutdown_grace_s`` to finish and ack, then the reader cursors are checkpointed and the lease
-released. With ``once`` the loop drains everything due now and returns; when another replica
-holds the lease, it logs that replica and returns at once (the prefix is relayed, not here).
+prefix goes back to standby. When ``stop`` is set no new read or delivery starts, the pass in
+flight gets ``shutdown_grace_s`` to finish and ack, then the reader cursors are checkpointed and
+the lease released. With ``once`` the loop drains everything due now and returns; when another
+replica holds the lease, it logs that replica and returns at once (the prefix is relayed, not
+here).
 """
 
 from __future__ import annotations

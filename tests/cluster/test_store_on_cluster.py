@@ -20,9 +20,11 @@ from store import (
     AsyncRedisStore,
     Event,
     Execution,
+    Fence,
     Keyspace,
     RedisStore,
     StoreConflict,
+    StoreFenced,
     TimerOp,
     timer_member,
 )
@@ -208,6 +210,29 @@ def test_timer_compare_and_delete(cluster_client: ClusterClient, cluster_prefix:
     assert [(t.member, t.fire_at) for t in store.due_timer_entries(NOW + 10, 10)] == [
         (timer_member("t1", "c").encode(), NOW + 2)
     ]
+
+
+def test_fenced_acks_run_on_the_cluster_and_refuse_a_foreign_lease(
+    cluster_client: ClusterClient, cluster_prefix: str
+) -> None:
+    """The lease key shares the prefix's slot, so the fenced ack scripts route; a lease holding
+    another token refuses them."""
+    store = RedisStore(cluster_client, prefix=cluster_prefix)
+    _seed(cluster_client, cluster_prefix, outbox=3)
+    _seed_timers(cluster_client, cluster_prefix, "t1", {"a": NOW})
+    lease = Keyspace(cluster_prefix).relay("lease")
+    fence = Fence(lease, "ours")
+    cluster_client.set(lease, "theirs")
+
+    with pytest.raises(StoreFenced):
+        store.ack_outbox_many(["1", "2"], fence=fence)
+    with pytest.raises(StoreFenced):
+        store.delete_timers_many([(timer_member("t1", "a"), NOW)], fence=fence)
+    cluster_client.set(lease, "ours")
+    acked = store.ack_outbox_many(["1", "2"], fence=fence)
+    deleted = store.delete_timers_many([(timer_member("t1", "a"), NOW)], fence=fence)
+
+    assert (acked, deleted) == (2, 1)
 
 
 async def test_async_timer_compare_and_delete(
