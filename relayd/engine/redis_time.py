@@ -4,8 +4,9 @@ Timers are due when Redis's clock passes their ``fire_at``, not the relay host's
 and every relay share one Redis, not one host clock, and a relay host whose clock runs ahead
 would fire timers early (behind: late). ``RedisClock.now()`` is the host's monotonic clock plus
 an offset measured with ``TIME`` (half the round-trip counted on each side), so reading it
-costs no command; ``keep_synced`` measures the offset again every lease beat period, which
-bounds how far the two clocks' rates can drift apart between measures (parts per million).
+costs no command; ``keep_synced`` measures the offset again every lease beat period and keeps
+the measure with the shortest round-trip, aged by how far the two clocks' rates may drift apart
+(parts per million).
 Every epoch time the engine reads (due timers, ``relayed_at``, retry waits, the ages it
 reports, dead-letter and attempt times) comes from it.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
+from typing import Final
 
 import structlog
 
@@ -36,8 +38,19 @@ def parse_time_reply(reply: tuple[int, int] | Mapping[object, tuple[int, int]]) 
     return int(seconds) + int(micros) / 1_000_000
 
 
+#: The most the two clocks' rates are taken to differ (seconds per second): how fast an offset
+#: measured earlier loses precision.
+DRIFT_RATE: Final = 50e-6
+
+
 class RedisClock:
-    """Epoch seconds on the Redis server's clock; monotonic seconds on the host's."""
+    """Epoch seconds on the Redis server's clock; monotonic seconds on the host's.
+
+    A measure is off by at most half its round-trip (the reply may have waited anywhere in it,
+    on a busy event loop for a long time), so a new measure replaces the offset only when its
+    bound is tighter than the current one's, which widens by ``DRIFT_RATE`` as it ages (the
+    minimum-delay filter of NTP-style clock sync).
+    """
 
     def __init__(
         self, *, monotonic: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time
@@ -46,6 +59,9 @@ class RedisClock:
         #: Redis epoch seconds minus host monotonic seconds (the host's wall clock until synced).
         self.offset_s = wall() - monotonic()
         self.synced = False
+        #: How far the offset may be off when measured (s), and when that was (monotonic s).
+        self._error_s = float("inf")
+        self._measured_s = 0.0
 
     def now(self) -> float:
         return self._monotonic() + self.offset_s
@@ -54,11 +70,16 @@ class RedisClock:
         return self._monotonic()
 
     async def sync(self, client: RedisClient) -> None:
-        """Measure the offset with one ``TIME``; raises the Redis error when it fails."""
+        """Measure the offset with one ``TIME`` and keep the better of it and the current one;
+        raises the Redis error when it fails."""
         sent_s = self._monotonic()
         reply = await client.time()
         received_s = self._monotonic()
-        self.offset_s = parse_time_reply(reply) - (sent_s + received_s) / 2
+        error_s = (received_s - sent_s) / 2
+        aged_error_s = self._error_s + (sent_s - self._measured_s) * DRIFT_RATE
+        if error_s <= aged_error_s:
+            self.offset_s = parse_time_reply(reply) - (sent_s + received_s) / 2
+            self._error_s, self._measured_s = error_s, sent_s
         self.synced = True
 
     async def try_sync(self, client: RedisClient) -> bool:

@@ -66,3 +66,20 @@ async def test_before_the_first_sync_and_after_a_failed_one_the_last_offset_hold
 )
 def test_time_replies_parse_to_epoch_seconds(reply, expected):
     assert parse_time_reply(reply) == expected
+
+
+async def test_a_measure_with_a_slow_round_trip_does_not_replace_a_tighter_one():
+    """A reply that waited on a busy event loop is imprecise: the earlier, quicker measure stays
+    until drift makes it the less precise one."""
+    mono = Mono()
+    clock = RedisClock(monotonic=mono, wall=lambda: 0.0)
+    await clock.sync(TimeServer(mono, epoch_s=1_000.0, rtt_s=0.002))
+    good = clock.offset_s
+
+    await clock.sync(TimeServer(mono, epoch_s=1_000.3, rtt_s=0.6))  # a busy loop held the reply
+    kept = clock.offset_s
+    mono.t += 100_000.0  # long enough for drift to outweigh the slow round-trip
+    await clock.sync(TimeServer(mono, epoch_s=1_000.3, rtt_s=0.6))
+
+    assert kept == good
+    assert clock.offset_s != good
