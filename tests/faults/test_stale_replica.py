@@ -28,7 +28,6 @@ import orjson
 import pytest
 from aiohttp import web
 from faults.harness import RecordProperty, RelayProcess, sample, seed_backlog
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from support.harel_backlog import order_violations
 from support.redis_server import RedisServer
 from support.replicas import wait_new_holder
@@ -141,7 +140,8 @@ class Monitor:
     the client whose ``EVAL``/``EVALSHA`` came just before them (Redis runs one at a time)."""
 
     def __init__(self, server: RedisServer) -> None:
-        self.client = server.client(socket_timeout=5)
+        # No read timeout (redis-py's default is 5 s): Redis may run nothing for a while.
+        self.client = server.client(socket_timeout=None)
         self.commands: list[tuple[Command, int | None]] = []  # (command, port of the caller)
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -162,10 +162,7 @@ class Monitor:
         with self.client.monitor() as monitor:
             self._ready.set()
             while not self._stop.is_set():
-                try:
-                    line = monitor.next_command()
-                except RedisTimeoutError:  # a quiet moment: nothing ran for a while
-                    continue
+                line = monitor.next_command()
                 command = str(line["command"])
                 name, _, args = command.partition(" ")
                 is_script = line.get("client_type") == "lua"
