@@ -104,7 +104,7 @@ async def test_nothing_is_sent_when_the_deadline_passed_while_waiting_for_the_si
     lock = asyncio.Lock()
     sweeper = _sweeper(async_client, prefix, clock, sink, held=lambda: held[0])
     for lane in sweeper.lanes:
-        lane.lock = lock
+        lane.guard.lock = lock
     await sweeper.start()
 
     async with lock:  # another prefix's delivery holds the sink
