@@ -52,6 +52,7 @@ class Defaults:
     webhook_headers_file: Path | None = None
     webhook_gzip: bool = False
     webhook_ca_file: Path | None = None
+    webhook_signature: Literal["standard", "relayd"] = "standard"
     amqp_password_file: Path | None = None
     amqp_ca_file: Path | None = None
     kafka_username_file: Path | None = None

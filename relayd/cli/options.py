@@ -176,8 +176,8 @@ ALLOW_PLAINTEXT = _flag(
 )
 WEBHOOK_SECRET_FILE = _option(
     "webhook_secret_file",
-    "File of webhook HMAC-SHA256 signing keys, one a line, each signing every request "
-    f"({_STRIPPED_WATCHED}).",
+    "File of webhook signing secrets, one a line, each signing every request: 'whsec_<base64>' "
+    f"under --webhook-signature standard, any text under relayd ({_STRIPPED_WATCHED}).",
     SECURITY,
 )
 WEBHOOK_TIMEOUT = _option("webhook_timeout", "Seconds one webhook request may take.", SINKS)
@@ -190,6 +190,12 @@ WEBHOOK_HEADERS_FILE = _option(
     "webhook_headers_file",
     "File of extra webhook headers, one 'Name: value' a line (re-read when it changes).",
     SECURITY,
+)
+WEBHOOK_SIGNATURE = _option(
+    "webhook_signature",
+    "Webhook signing scheme: standard (Standard Webhooks: webhook-id, webhook-timestamp, "
+    "webhook-signature) or relayd (X-Relayd-Timestamp, X-Relayd-Signature).",
+    SINKS,
 )
 WEBHOOK_GZIP = _flag("webhook_gzip", "Gzip webhook request bodies.", SINKS)
 WEBHOOK_CA_FILE = _option(

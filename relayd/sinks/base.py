@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from relayd.batch import Batch
 from relayd.material import Material
@@ -86,6 +86,8 @@ class SinkOptions:
     #: Every current signing key of ``--webhook-secret-file`` (re-read when the file changes);
     #: the webhook signs with each of them and prefers this over ``webhook_secret``.
     webhook_secrets: Material[tuple[bytes, ...]] | None = field(default=None, repr=False)
+    #: How webhook requests are signed: ``standard`` (Standard Webhooks) or ``relayd`` (``X-Relayd-*``).
+    webhook_signature: Literal["standard", "relayd"] = "standard"
     webhook_timeout_s: float = 10.0
     webhook_concurrency: int = 16
     #: CA bundle for ``rediss://`` destinations (None: the system trust store).

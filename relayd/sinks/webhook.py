@@ -4,18 +4,24 @@ Every request is ``POST <URL>`` with the envelope's ``relayd/1`` JSON as the bod
 
     Content-Type: application/json
     Idempotency-Key: <envelope id>          stable across redeliveries: dedupe on it
-    X-Relayd-Timestamp: <unix seconds>      only with a signing secret (--webhook-secret-file)
-    X-Relayd-Signature: v1=<hex> [v1=<hex>]  only with a signing secret: one per secret, space-separated
+    <signing headers>                       by --webhook-signature, below
     Content-Encoding: gzip                  only with --webhook-gzip
     <Name>: <value>                         each line of --webhook-headers-file (Authorization, ...)
 
-Each signature is ``hex(HMAC-SHA256(secret, f"{timestamp}.".encode() + body))``, over the JSON
-body bytes (with ``--webhook-gzip``, the JSON before compression: decompress, then verify). The
-secret file holds one secret a line and the header carries one ``v1=`` signature per secret,
-in the file's order, so a secret is rotated with an overlap (old and new lines, then the new
-one alone) while the receiver moves from the old secret to the new. The file is re-read when
-it changes (``relayd.material``). A receiver accepts a request when one of the signatures
-matches its secret, and rejects stale timestamps to stop replays, like this::
+``--webhook-signature standard`` (the default) signs as Standard Webhooks does
+(``relayd.sinks.standard_webhooks``): ``webhook-id`` (the envelope id, the same on every
+redelivery), ``webhook-timestamp`` (unix seconds of this attempt) and, with a secret file of
+``whsec_<base64>`` lines, ``webhook-signature: v1,<base64> [v1,<base64>]``, each
+``base64(HMAC-SHA256(key, f"{id}.{timestamp}." + body))``; a receiver verifies with the
+``standardwebhooks`` or ``svix`` package. ``--webhook-signature relayd`` sends, with a secret
+file, ``X-Relayd-Timestamp`` and ``X-Relayd-Signature: v1=<hex> [v1=<hex>]``, each
+``hex(HMAC-SHA256(secret, f"{timestamp}." + body))``. Either way a signature covers the JSON
+body bytes (with ``--webhook-gzip``, the JSON before compression: decompress, then verify) and
+the header carries one signature per line of the secret file, in the file's order, so a secret
+is rotated with an overlap (old and new lines, then the new one alone) while the receiver moves
+from the old secret to the new. The file is re-read when it changes (``relayd.material``). A
+receiver accepts a request when one of the signatures matches its secret, and rejects stale
+timestamps to stop replays, like this for the relayd scheme::
 
     import hashlib, hmac, time
 
@@ -27,14 +33,15 @@ matches its secret, and rejects stale timestamps to stop replays, like this::
         return fresh and any(hmac.compare_digest(expected, signature) for signature in offered)
 
 Outcomes: 2xx → Delivered; 408, 425, 429, 5xx, timeouts and connection errors → Retry
-(``Retry-After`` in seconds or as an HTTP-date is honoured); any other status → Permanent
-``"http <status>"``. Redirects are not followed. Timeouts: ``webhook_timeout_s`` bounds a whole
-request, ``webhook_connect_timeout_s`` opening a connection and ``webhook_read_timeout_s`` each
-wait for the answer's next bytes. TLS is always verified (``webhook_ca_file`` replaces the
-system trust store; with ``webhook_ca_material`` a changed bundle makes a new context, which new
-connections use from the next batch on: aiohttp keys its pool by the context). A 401 or 403
-answer or a failed certificate check has every watched file read again at once
-(``options.check_material``), so new material is not left waiting for the next periodic check.
+(``Retry-After`` in seconds or as an HTTP-date is honoured); 410 → Permanent ``"http 410
+endpoint gone"``; any other status → Permanent ``"http <status>"``. Redirects are not followed.
+Timeouts: ``webhook_timeout_s`` bounds a whole request, ``webhook_connect_timeout_s`` opening a
+connection and ``webhook_read_timeout_s`` each wait for the answer's next bytes. TLS is always
+verified (``webhook_ca_file`` replaces the system trust store; with ``webhook_ca_material`` a
+changed bundle makes a new context, which new connections use from the next batch on: aiohttp
+keys its pool by the context). A 401 or 403 answer or a failed certificate check has every
+watched file read again at once (``options.check_material``), so new material is not left
+waiting for the next periodic check.
 
 Order: within a batch, envelopes of one ordering key are sent one after another and a failure
 holds back the rest of that key (``relayd.sinks.per_key``); different keys go concurrently, at
@@ -65,7 +72,7 @@ from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.material import Fixed, Material
 from relayd.sinks.base import Outcome, Retry, SinkOptions
-from relayd.sinks.http_policy import classify_status, sign_all
+from relayd.sinks.http_policy import classify_status, signature_headers
 from relayd.sinks.per_key import deliver_in_key_order
 from relayd.sinks.spec import SinkSpec
 from relayd.sinks.webhook_transport import check_webhook_transport, webhook_transport_refusal
@@ -106,6 +113,7 @@ class WebhookSink:
         self._secrets: Material[tuple[bytes, ...]] | None = options.webhook_secrets
         if self._secrets is None and options.webhook_secret is not None:
             self._secrets = Fixed((options.webhook_secret,))
+        self._signature = options.webhook_signature
         self._concurrency = options.webhook_concurrency
         self._timeout = aiohttp.ClientTimeout(
             total=options.webhook_timeout_s,
@@ -159,11 +167,9 @@ class WebhookSink:
         async def send_one(index: int) -> Outcome:
             nonlocal answered, stale
             body = bodies[index]
-            headers = base_headers | {"Idempotency-Key": ids[index]}
-            if secrets:
-                timestamp_s = int(self._clock())
-                headers["X-Relayd-Timestamp"] = str(timestamp_s)
-                headers["X-Relayd-Signature"] = sign_all(secrets, timestamp_s, body)
+            message_id = ids[index]
+            headers = base_headers | {"Idempotency-Key": message_id}
+            headers |= signature_headers(self._signature, secrets, message_id, int(self._clock()), body)
             data = gzip.compress(body, GZIP_LEVEL, mtime=0) if self._gzip else body
             async with self._slots:
                 try:
