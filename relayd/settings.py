@@ -178,6 +178,9 @@ class Settings:
     webhook_gzip: bool = DEFAULTS.webhook_gzip
     webhook_ca_file: Path | None = DEFAULTS.webhook_ca_file
     webhook_signature: Literal["standard", "relayd"] = DEFAULTS.webhook_signature
+    format: Literal["relayd", "cloudevents"] = DEFAULTS.format
+    cloudevents_mode: Literal["binary", "structured"] = DEFAULTS.cloudevents_mode
+    cloudevents_source: str = DEFAULTS.cloudevents_source
     amqp_password_file: Path | None = DEFAULTS.amqp_password_file
     amqp_ca_file: Path | None = DEFAULTS.amqp_ca_file
     kafka_username_file: Path | None = DEFAULTS.kafka_username_file
@@ -373,6 +376,9 @@ class Settings:
             webhook_secret=keys.value[0] if keys is not None else None,
             webhook_secrets=keys,
             webhook_signature=self.webhook_signature,
+            output_format=self.format,
+            cloudevents_mode=self.cloudevents_mode,
+            cloudevents_source=self.cloudevents_source,
             webhook_timeout_s=self.webhook_timeout,
             webhook_concurrency=self.webhook_concurrency,
             redis_ca_file=_path_text(self.redis_ca_file),

@@ -197,6 +197,17 @@ WEBHOOK_SIGNATURE = _option(
     "webhook-signature) or relayd (X-Relayd-Timestamp, X-Relayd-Signature).",
     SINKS,
 )
+FORMAT = _option(
+    "format", "What every sink sends: relayd (the relayd/1 envelope) or cloudevents (CloudEvents 1.0).", SINKS
+)
+CLOUDEVENTS_MODE = _option(
+    "cloudevents_mode",
+    "CloudEvents content mode where the transport has headers (webhook, kafka): binary or structured.",
+    SINKS,
+)
+CLOUDEVENTS_SOURCE = _option(
+    "cloudevents_source", "CloudEvents 'source' URI; '{prefix}' is filled in per prefix.", SINKS
+)
 WEBHOOK_GZIP = _flag("webhook_gzip", "Gzip webhook request bodies.", SINKS)
 WEBHOOK_CA_FILE = _option(
     "webhook_ca_file", "PEM CA bundle trusted for https:// webhooks (re-read when it changes).", SECURITY

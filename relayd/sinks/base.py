@@ -89,6 +89,12 @@ class SinkOptions:
     #: How webhook requests are signed: ``standard`` (Standard Webhooks) or ``relayd`` (``X-Relayd-*``).
     webhook_signature: Literal["standard", "relayd"] = "standard"
     webhook_timeout_s: float = 10.0
+    #: The body format: ``relayd`` (the ``relayd/1`` envelope) or ``cloudevents`` (CloudEvents 1.0).
+    output_format: Literal["relayd", "cloudevents"] = "relayd"
+    #: The CloudEvents content mode where the transport has headers (``binary``) or not.
+    cloudevents_mode: Literal["binary", "structured"] = "binary"
+    #: The CloudEvents ``source``, ``{prefix}`` filled in per prefix.
+    cloudevents_source: str = "relayd://{prefix}"
     webhook_concurrency: int = 16
     #: CA bundle for ``rediss://`` destinations (None: the system trust store).
     redis_ca_file: str | None = None

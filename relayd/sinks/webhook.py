@@ -6,6 +6,7 @@ Every request is ``POST <URL>`` with the envelope's ``relayd/1`` JSON as the bod
     Idempotency-Key: <envelope id>          stable across redeliveries: dedupe on it
     <signing headers>                       by --webhook-signature, below
     Content-Encoding: gzip                  only with --webhook-gzip
+    ce-<attribute>: <value>, traceparent    only with --format cloudevents (below)
     <Name>: <value>                         each line of --webhook-headers-file (Authorization, ...)
 
 ``--webhook-signature standard`` (the default) signs as Standard Webhooks does
@@ -31,6 +32,13 @@ timestamps to stop replays, like this for the relayd scheme::
         fresh = abs(time.time() - int(timestamp)) <= tolerance_s
         offered = headers["X-Relayd-Signature"].split(" ")
         return fresh and any(hmac.compare_digest(expected, signature) for signature in offered)
+
+With ``--format cloudevents`` the body is the envelope as a CloudEvent
+(``relayd.sinks.cloud_event``), in the HTTP binding's ``--cloudevents-mode``: ``binary`` sends the
+event's data as the body (``Content-Type: application/json``) and each attribute as a
+``ce-<name>`` header; ``structured`` sends the whole event as the body
+(``Content-Type: application/cloudevents+json``). A ``traceparent`` the event carries is also
+sent as the W3C ``traceparent`` header. Signatures cover the body as sent.
 
 Outcomes: 2xx → Delivered; 408, 425, 429, 5xx, timeouts and connection errors → Retry
 (``Retry-After`` in seconds or as an HTTP-date is honoured); 410 → Permanent ``"http 410
@@ -71,6 +79,7 @@ from relayd import __version__
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.material import Fixed, Material
+from relayd.sinks import cloud_event
 from relayd.sinks.base import Outcome, Retry, SinkOptions
 from relayd.sinks.http_policy import classify_status, signature_headers
 from relayd.sinks.per_key import deliver_in_key_order
@@ -114,6 +123,9 @@ class WebhookSink:
         if self._secrets is None and options.webhook_secret is not None:
             self._secrets = Fixed((options.webhook_secret,))
         self._signature = options.webhook_signature
+        self._cloudevents = options.output_format == "cloudevents"
+        self._cloudevents_mode = options.cloudevents_mode
+        self._cloudevents_source = options.cloudevents_source
         self._concurrency = options.webhook_concurrency
         self._timeout = aiohttp.ClientTimeout(
             total=options.webhook_timeout_s,
@@ -152,7 +164,15 @@ class WebhookSink:
         session = self._session
         if session is None:
             raise SinkError("sink 'webhook' delivered to before start()")
-        ids, bodies = batch.ids(), batch.render()
+        ids = batch.ids()
+        format_headers: list[dict[str, str]] = []
+        if self._cloudevents:
+            events = cloud_event.render(batch, source_template=self._cloudevents_source)
+            binary = self._cloudevents_mode == "binary"
+            bodies = [event.data if binary else event.structured for event in events]
+            format_headers = [cloud_event.http_headers(event, self._cloudevents_mode) for event in events]
+        else:
+            bodies = batch.render()
         answered = 0
         stale = False  # an answer that suggests the credentials or the CA bundle changed
         # the material current for this batch: a rotated file takes effect from the next one
@@ -169,6 +189,8 @@ class WebhookSink:
             body = bodies[index]
             message_id = ids[index]
             headers = base_headers | {"Idempotency-Key": message_id}
+            if format_headers:
+                headers |= format_headers[index]
             headers |= signature_headers(self._signature, secrets, message_id, int(self._clock()), body)
             data = gzip.compress(body, GZIP_LEVEL, mtime=0) if self._gzip else body
             async with self._slots:

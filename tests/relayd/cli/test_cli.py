@@ -160,6 +160,8 @@ def test_bad_configuration_is_one_line_and_exit_2(args, message):
             ["--sink", "webhook:http://127.0.0.1:9/h", "--webhook-signature", "hmac"],
             "invalid --webhook-signature",
         ),
+        (["--sink", "webhook:http://127.0.0.1:9/h", "--format", "xml"], "invalid --format"),
+        (["--sink", "log", "--cloudevents-mode", "batch"], "invalid --cloudevents-mode"),
     ],
     ids=[
         "not-http",
@@ -171,6 +173,8 @@ def test_bad_configuration_is_one_line_and_exit_2(args, message):
         "raw-secret-under-standard",
         "malformed-whsec-secret",
         "unknown-signature-scheme",
+        "unknown-format",
+        "unknown-cloudevents-mode",
     ],
 )
 def test_bad_webhook_configuration_is_one_line_and_exit_2(args, message, tmp_path):
