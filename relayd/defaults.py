@@ -53,6 +53,7 @@ class Defaults:
     webhook_gzip: bool = False
     webhook_ca_file: Path | None = None
     webhook_signature: Literal["standard", "relayd"] = "standard"
+    webhook_batch: int = 1
     format: Literal["relayd", "cloudevents"] = "relayd"
     cloudevents_mode: Literal["binary", "structured"] = "binary"
     cloudevents_source: str = "relayd://{prefix}"

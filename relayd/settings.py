@@ -178,6 +178,7 @@ class Settings:
     webhook_gzip: bool = DEFAULTS.webhook_gzip
     webhook_ca_file: Path | None = DEFAULTS.webhook_ca_file
     webhook_signature: Literal["standard", "relayd"] = DEFAULTS.webhook_signature
+    webhook_batch: Annotated[int, Meta(ge=1, le=10_000)] = DEFAULTS.webhook_batch
     format: Literal["relayd", "cloudevents"] = DEFAULTS.format
     cloudevents_mode: Literal["binary", "structured"] = DEFAULTS.cloudevents_mode
     cloudevents_source: str = DEFAULTS.cloudevents_source
@@ -381,6 +382,7 @@ class Settings:
             cloudevents_source=self.cloudevents_source,
             webhook_timeout_s=self.webhook_timeout,
             webhook_concurrency=self.webhook_concurrency,
+            webhook_batch=self.webhook_batch,
             redis_ca_file=_path_text(self.redis_ca_file),
             allow_plaintext=self.allow_plaintext,
             sentinel_username=sentinel_username,

@@ -54,6 +54,12 @@ def _opt(*names: str, help_text: str, **extra: Any) -> Callable[[_F], _F]:
     default=DEFAULTS.webhook_concurrency,
     help_text="Webhook requests in flight (sink and baseline).",
 )
+@_opt(
+    "--webhook-batch",
+    type=click.IntRange(min=1),
+    default=DEFAULTS.webhook_batch,
+    help_text="Most envelopes in one webhook request of the relay (the baseline posts one each).",
+)
 @_opt("--backlog", type=click.IntRange(min=1), default=100_000, help_text="Entries seeded per kind.")
 @_opt("--kinds", default="outbox,spawn,timer", help_text="Kinds to drain, comma-separated.")
 @_opt(
@@ -100,6 +106,7 @@ def bench(  # noqa: PLR0917 - click passes one keyword per option
     http_server: str,
     webhook_secret_file: Path | None,
     webhook_concurrency: int,
+    webhook_batch: int,
     backlog: int,
     kinds: str,
     batch: int,
@@ -148,7 +155,9 @@ def bench(  # noqa: PLR0917 - click passes one keyword per option
         timer_duration_s=timer_duration,
         idle_duration_s=idle_duration,
         wake_commits=wake_commits,
-        sink_options=_sink_options(webhook_secret=secret, webhook_concurrency=webhook_concurrency),
+        sink_options=_sink_options(
+            webhook_secret=secret, webhook_concurrency=webhook_concurrency, webhook_batch=webhook_batch
+        ),
         http_server=http_server,
     )
     # The relay logs one line per pass at info: only warnings, so the log does not skew the figures.
@@ -281,7 +290,11 @@ def register(app: click.Group) -> None:
     app.add_command(bench)
 
 
-def _sink_options(*, webhook_secret: bytes | None, webhook_concurrency: int) -> SinkOptions:
+def _sink_options(
+    *, webhook_secret: bytes | None, webhook_concurrency: int, webhook_batch: int
+) -> SinkOptions:
     from relayd.sinks.base import SinkOptions
 
-    return SinkOptions(webhook_secret=webhook_secret, webhook_concurrency=webhook_concurrency)
+    return SinkOptions(
+        webhook_secret=webhook_secret, webhook_concurrency=webhook_concurrency, webhook_batch=webhook_batch
+    )

@@ -197,6 +197,9 @@ WEBHOOK_SIGNATURE = _option(
     "webhook-signature) or relayd (X-Relayd-Timestamp, X-Relayd-Signature).",
     SINKS,
 )
+WEBHOOK_BATCH = _option(
+    "webhook_batch", "Most envelopes in one webhook request (1: one request per envelope).", SINKS
+)
 FORMAT = _option(
     "format", "What every sink sends: relayd (the relayd/1 envelope) or cloudevents (CloudEvents 1.0).", SINKS
 )

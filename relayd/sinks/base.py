@@ -96,6 +96,8 @@ class SinkOptions:
     #: The CloudEvents ``source``, ``{prefix}`` filled in per prefix.
     cloudevents_source: str = "relayd://{prefix}"
     webhook_concurrency: int = 16
+    #: Most envelopes in one webhook request (1: one request per envelope).
+    webhook_batch: int = 1
     #: CA bundle for ``rediss://`` destinations (None: the system trust store).
     redis_ca_file: str | None = None
     #: Permit plaintext Redis to non-loopback hosts (DESIGN §7).

@@ -175,9 +175,9 @@ def _render_envelopes(batch: Batch) -> list[bytes]:
     return batch.render()  # the batch's own, columnar where it is (Batch.render is abstract)
 
 
-def batch_json(rendered: Sequence[Rendered]) -> bytes:
-    """The JSON array of the structured events: the body of ``application/cloudevents-batch+json``."""
-    return b"[" + b",".join(event.structured for event in rendered) + b"]"
+def structured_array(structured: Sequence[bytes]) -> bytes:
+    """The JSON array of structured events: the body of ``application/cloudevents-batch+json``."""
+    return b"[" + b",".join(structured) + b"]"
 
 
 def _rfc3339(epoch_s: object) -> str:

@@ -70,7 +70,7 @@ import gzip
 import os
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
 import aiohttp
@@ -79,12 +79,15 @@ from relayd import __version__
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.material import Fixed, Material
-from relayd.sinks import cloud_event
-from relayd.sinks.base import Outcome, Retry, SinkOptions
+from relayd.sinks import cloud_event, webhook_batches
+from relayd.sinks.base import Delivered, Outcome, Retry, SinkOptions
 from relayd.sinks.http_policy import classify_status, signature_headers
-from relayd.sinks.per_key import deliver_in_key_order
+from relayd.sinks.per_key import HELD_BACK, deliver_in_key_order
 from relayd.sinks.spec import SinkSpec
 from relayd.sinks.webhook_transport import check_webhook_transport, webhook_transport_refusal
+
+#: Sends one request: its body, its id and the headers of its format; returns its outcome.
+_Post = Callable[[bytes, str, dict[str, str]], Awaitable[Outcome]]
 
 #: Gzip level for ``--webhook-gzip``: a middle level; small bodies gain little from the slowest ones.
 GZIP_LEVEL: Final = 5
@@ -127,6 +130,7 @@ class WebhookSink:
         self._cloudevents_mode = options.cloudevents_mode
         self._cloudevents_source = options.cloudevents_source
         self._concurrency = options.webhook_concurrency
+        self._batch_size = options.webhook_batch
         self._timeout = aiohttp.ClientTimeout(
             total=options.webhook_timeout_s,
             sock_connect=options.webhook_connect_timeout_s,
@@ -164,33 +168,20 @@ class WebhookSink:
         session = self._session
         if session is None:
             raise SinkError("sink 'webhook' delivered to before start()")
-        ids = batch.ids()
-        format_headers: list[dict[str, str]] = []
-        if self._cloudevents:
-            events = cloud_event.render(batch, source_template=self._cloudevents_source)
-            binary = self._cloudevents_mode == "binary"
-            bodies = [event.data if binary else event.structured for event in events]
-            format_headers = [cloud_event.http_headers(event, self._cloudevents_mode) for event in events]
-        else:
-            bodies = batch.render()
         answered = 0
         stale = False  # an answer that suggests the credentials or the CA bundle changed
         # the material current for this batch: a rotated file takes effect from the next one
         extra_headers = self._extra_headers.value
         refusal = self._refusal(extra_headers)
         if refusal is not None:  # a rotated headers file broke the plaintext rule: send nothing
-            return [Retry(error=f"webhook {refusal}")] * len(ids)
+            return [Retry(error=f"webhook {refusal}")] * len(batch)
         base_headers = {**self._fixed_headers, **dict(extra_headers)}
         secrets = self._secrets.value if self._secrets is not None else ()
         context = self._ssl_context()
 
-        async def send_one(index: int) -> Outcome:
+        async def post(body: bytes, message_id: str, format_headers: dict[str, str]) -> Outcome:
             nonlocal answered, stale
-            body = bodies[index]
-            message_id = ids[index]
-            headers = base_headers | {"Idempotency-Key": message_id}
-            if format_headers:
-                headers |= format_headers[index]
+            headers = base_headers | {"Idempotency-Key": message_id} | format_headers
             headers |= signature_headers(self._signature, secrets, message_id, int(self._clock()), body)
             data = gzip.compress(body, GZIP_LEVEL, mtime=0) if self._gzip else body
             async with self._slots:
@@ -210,11 +201,58 @@ class WebhookSink:
             stale |= status in REFUSED_CREDENTIALS
             return classify_status(status, retry_after, self._clock(), answer_body)
 
-        outcomes = await deliver_in_key_order(batch.keys(), send_one)
+        if self._batch_size > 1:
+            outcomes = await self._deliver_batched(batch, post)
+        else:
+            outcomes = await self._deliver_one_by_one(batch, post)
         if batch:
             self._answered = answered > 0
         if stale and self._check_material is not None:
             self._check_material()
+        return outcomes
+
+    async def _deliver_one_by_one(self, batch: Batch, post: _Post) -> list[Outcome]:
+        """One request per envelope, in key order (``relayd.sinks.per_key``)."""
+        ids = batch.ids()
+        format_headers: list[dict[str, str]] = []
+        if self._cloudevents:
+            events = cloud_event.render(batch, source_template=self._cloudevents_source)
+            binary = self._cloudevents_mode == "binary"
+            bodies = [event.data if binary else event.structured for event in events]
+            format_headers = [cloud_event.http_headers(event, self._cloudevents_mode) for event in events]
+        else:
+            bodies = batch.render()
+
+        async def send_one(index: int) -> Outcome:
+            return await post(bodies[index], ids[index], format_headers[index] if format_headers else {})
+
+        return await deliver_in_key_order(batch.keys(), send_one)
+
+    async def _deliver_batched(self, batch: Batch, post: _Post) -> list[Outcome]:
+        """Requests of up to ``--webhook-batch`` envelopes, lane by lane (``webhook_batches``)."""
+        ids = batch.ids()
+        to_body: Callable[[Sequence[bytes]], bytes]
+        if self._cloudevents:
+            events = cloud_event.render(batch, source_template=self._cloudevents_source)
+            entries = [event.structured for event in events]
+            content = {"Content-Type": cloud_event.BATCH_CONTENT_TYPE}
+            to_body = cloud_event.structured_array
+        else:
+            entries, content, to_body = batch.render(), {}, webhook_batches.envelopes_body
+        outcomes: list[Outcome] = [Retry(error=HELD_BACK)] * len(batch)
+
+        async def run_lane(requests: list[list[int]]) -> None:
+            for indexes in requests:
+                body = to_body([entries[index] for index in indexes])
+                request_id = webhook_batches.batch_id([ids[index] for index in indexes])
+                outcome = await post(body, request_id, content)
+                for index in indexes:
+                    outcomes[index] = outcome
+                if not isinstance(outcome, Delivered):
+                    return  # the rest of the lane stays held back: its keys' order holds
+
+        lanes = webhook_batches.lanes(batch.keys(), self._batch_size, self._concurrency)
+        await asyncio.gather(*(run_lane(lane) for lane in lanes))
         return outcomes
 
     def ready(self) -> bool:
