@@ -14,7 +14,8 @@ An envelope becomes one CloudEvent:
     sequence         the entry's seq (outbox, spawn), zero-padded to 20 digits: the extension
                      orders its values as strings
     partitionkey     the ordering key (absent when untargeted)
-    traceparent      ``data.traceparent`` of an event that carries one (``tracestate`` too)
+    traceparent      ``data.traceparent`` of an event that carries one (``tracestate`` too;
+                     ``relayd.sinks.trace_context``)
     data             outbox and timer: the event as committed; spawn: ``parent_id``,
                      ``child_id``, ``root_path`` and ``context``
 
@@ -35,6 +36,7 @@ import orjson
 
 from relayd.batch import Batch
 from relayd.envelope import Envelope
+from relayd.sinks import trace_context
 
 SPEC_VERSION: Final = "1.0"
 DATA_CONTENT_TYPE: Final = "application/json"
@@ -112,19 +114,10 @@ def render_one(envelope: Envelope, *, source_template: str) -> Rendered:
         attributes["sequence"] = str(seq).zfill(SEQUENCE_DIGITS)
     if envelope.ordering_key is not None:
         attributes["partitionkey"] = envelope.ordering_key
-    attributes.update(trace_context(data))
+    attributes.update(trace_context.from_event(data))
     data_json = orjson.dumps(data)
     structured = orjson.dumps(attributes)[:-1] + b',"data":' + data_json + b"}"
     return Rendered(attributes, data_json, structured)
-
-
-def trace_context(data: object) -> dict[str, str]:
-    """``traceparent`` (and ``tracestate``) from an event's ``data``, when it carries them as strings."""
-    inner = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(inner, dict):
-        return {}
-    found = {name: inner[name] for name in ("traceparent", "tracestate") if isinstance(inner.get(name), str)}
-    return found if "traceparent" in found else {}
 
 
 def http_headers(event: Rendered, mode: Mode) -> dict[str, str]:

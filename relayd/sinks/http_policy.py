@@ -39,6 +39,8 @@ RESERVED_HEADERS: Final = frozenset(
         "webhook-id",
         "webhook-timestamp",
         "webhook-signature",
+        "traceparent",
+        "tracestate",
     }
 )
 #: An RFC 9110 field name (a token).

@@ -5,7 +5,8 @@
 
 - value: the ``relayd/1`` JSON; key: the ordering key (outbox target, spawned child, timer
   execution), so one target stays on one partition, in order; no key for an untargeted entry;
-- headers ``relayd-id`` (the envelope id: consumers dedupe on it) and ``relayd-kind``;
+- headers ``relayd-id`` (the envelope id: consumers dedupe on it) and ``relayd-kind``, and
+  ``traceparent``/``tracestate`` when the event's data carries them (``trace_context``);
 - topic: NAME with ``{target}``, ``{kind}`` and ``{prefix}`` filled in;
 - with ``--format cloudevents``, the envelope as a CloudEvent in the Kafka binding's
   ``--cloudevents-mode``: ``binary`` (value: the data; headers ``ce_<attribute>`` and
@@ -55,7 +56,7 @@ import structlog
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.material import Fixed, Material
-from relayd.sinks import cloud_event
+from relayd.sinks import cloud_event, trace_context
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
     check_plaintext,
@@ -292,6 +293,10 @@ class KafkaSink:
             format_headers = [cloud_event.kafka_headers(event, self._cloudevents_mode) for event in events]
         else:
             bodies = batch.render()
+            format_headers = [
+                [(name, value.encode()) for name, value in trace_context.from_envelope_json(body).items()]
+                for body in bodies
+            ]
         prefix = batch[0].prefix  # one sweeper lane: one prefix per batch
         topics = fill_targets(fill_template(self._target.topic, kind=kind, prefix=prefix), keys)
         # One check per distinct name, not per record: a batch mostly goes to a few topics.

@@ -6,7 +6,8 @@ Every request is ``POST <URL>`` with the envelope's ``relayd/1`` JSON as the bod
     Idempotency-Key: <envelope id>          stable across redeliveries: dedupe on it
     <signing headers>                       by --webhook-signature, below
     Content-Encoding: gzip                  only with --webhook-gzip
-    ce-<attribute>: <value>, traceparent    only with --format cloudevents (below)
+    ce-<attribute>: <value>                 only with --format cloudevents (below)
+    traceparent, tracestate                 when the event's data carries them (one envelope a request)
     <Name>: <value>                         each line of --webhook-headers-file (Authorization, ...)
 
 ``--webhook-signature standard`` (the default) signs as Standard Webhooks does
@@ -79,7 +80,7 @@ from relayd import __version__
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.material import Fixed, Material
-from relayd.sinks import cloud_event, webhook_batches
+from relayd.sinks import cloud_event, trace_context, webhook_batches
 from relayd.sinks.base import Delivered, Outcome, Retry, SinkOptions
 from relayd.sinks.http_policy import classify_status, signature_headers
 from relayd.sinks.per_key import HELD_BACK, deliver_in_key_order
@@ -222,6 +223,7 @@ class WebhookSink:
             format_headers = [cloud_event.http_headers(event, self._cloudevents_mode) for event in events]
         else:
             bodies = batch.render()
+            format_headers = [trace_context.from_envelope_json(body) for body in bodies]
 
         async def send_one(index: int) -> Outcome:
             return await post(bodies[index], ids[index], format_headers[index] if format_headers else {})
