@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import nats
 import orjson
 import pytest
 import standardwebhooks
@@ -15,13 +16,16 @@ from aiohttp import web
 from cloudevents.core.bindings import http as ce_http
 from cloudevents.core.bindings import kafka as ce_kafka
 from cloudevents.core.formats.json import JSONFormat
+from nats.js.api import StreamConfig
 from support.redis_server import RedisServer
 
 from relayd.batch import Batch
 from relayd.envelope import Envelope
 from relayd.sinks import DELIVERED, SinkOptions, SinkSpec, parse_sink_spec
 from relayd.sinks import cloud_event as ce
+from relayd.sinks.jsonl import JsonlSink
 from relayd.sinks.kafka import KafkaSink
+from relayd.sinks.nats import NatsSink
 from relayd.sinks.redis_stream import RedisStreamSink
 from relayd.sinks.webhook import WebhookSink
 
@@ -186,3 +190,41 @@ def test_the_relayd_format_renders_the_envelope_itself() -> None:
     batch = Batch.of([outbox("p", 1, "a")])
 
     assert ce.structured_renderer("relayd", ce.DEFAULT_SOURCE)(batch) == batch.render()
+
+
+async def test_jsonl_lines_are_structured_cloudevents(tmp_path, started) -> None:
+    path = tmp_path / "out.jsonl"
+    sink = await started(JsonlSink(SinkSpec("jsonl", str(path)), SinkOptions(output_format="cloudevents")))
+    batch = envelopes("ce-file")
+
+    outcomes = await deliver_runs(sink, batch)
+
+    lines = path.read_bytes().splitlines()
+    assert outcomes == [DELIVERED] * len(batch)
+    for envelope, line in zip(batch, lines, strict=True):
+        assert as_read(JSONFormat().read(None, line)) == expected(envelope, "relayd://ce-file")
+
+
+@pytest.mark.slow
+async def test_nats_messages_are_structured_cloudevents_with_the_envelope_id_for_dedupe(
+    nats_server, started, prefix: str
+) -> None:
+    connection = await nats.connect(nats_server.url)
+    jetstream = connection.jetstream()
+    await jetstream.add_stream(StreamConfig(name=prefix, subjects=[f"{prefix}.>"]))
+    options = SinkOptions(output_format="cloudevents")
+    sink = await started(
+        NatsSink(parse_sink_spec(f"nats:{nats_server.url}?subject={prefix}.events"), options)
+    )
+    batch = envelopes(prefix)
+
+    outcomes = await deliver_runs(sink, batch)
+
+    info = await jetstream.stream_info(prefix)
+    messages = [await jetstream.get_msg(prefix, seq) for seq in range(1, info.state.last_seq + 1)]
+    await connection.close()
+    assert outcomes == [DELIVERED] * len(batch)
+    # the timer's id holds a non-ASCII execution id, which nats-py reads back as an email Header
+    assert [m.headers["Nats-Msg-Id"] for m in messages[:3]] == [e.id for e in batch[:3]]
+    for envelope, message in zip(batch, messages, strict=True):
+        assert as_read(JSONFormat().read(None, message.data)) == expected(envelope, f"relayd://{prefix}")

@@ -88,3 +88,16 @@ def test_settings_give_the_sink_decoded_keys_under_standard_and_raw_lines_under_
     assert relayd.webhook_secrets is not None
     assert (standard.webhook_signature, standard.webhook_secrets.value) == ("standard", (b"hi", b"ok"))
     assert (relayd.webhook_signature, relayd.webhook_secrets.value) == ("relayd", (b"plain-1", b"plain-2"))
+
+
+def test_the_format_batch_and_cloudevents_options_reach_the_sinks() -> None:
+    options = Settings(
+        format="cloudevents",
+        cloudevents_mode="structured",
+        cloudevents_source="urn:x:{prefix}",
+        webhook_batch=50,
+    ).sink_options()
+
+    assert (options.output_format, options.cloudevents_mode) == ("cloudevents", "structured")
+    assert (options.cloudevents_source, options.webhook_batch) == ("urn:x:{prefix}", 50)
+    assert (Settings().sink_options().output_format, Settings().sink_options().webhook_batch) == ("relayd", 1)
