@@ -60,6 +60,13 @@ def _opt(*names: str, help_text: str, **extra: Any) -> Callable[[_F], _F]:
     default=DEFAULTS.webhook_batch,
     help_text="Most envelopes in one webhook request of the relay (the baseline posts one each).",
 )
+@_opt(
+    "--format",
+    "output_format",
+    type=click.Choice(["relayd", "cloudevents"]),
+    default=DEFAULTS.format,
+    help_text="What the relay's sink sends: the relayd/1 envelope or CloudEvents.",
+)
 @_opt("--backlog", type=click.IntRange(min=1), default=100_000, help_text="Entries seeded per kind.")
 @_opt("--kinds", default="outbox,spawn,timer", help_text="Kinds to drain, comma-separated.")
 @_opt(
@@ -107,6 +114,7 @@ def bench(  # noqa: PLR0917 - click passes one keyword per option
     webhook_secret_file: Path | None,
     webhook_concurrency: int,
     webhook_batch: int,
+    output_format: str,
     backlog: int,
     kinds: str,
     batch: int,
@@ -156,7 +164,10 @@ def bench(  # noqa: PLR0917 - click passes one keyword per option
         idle_duration_s=idle_duration,
         wake_commits=wake_commits,
         sink_options=_sink_options(
-            webhook_secret=secret, webhook_concurrency=webhook_concurrency, webhook_batch=webhook_batch
+            webhook_secret=secret,
+            webhook_concurrency=webhook_concurrency,
+            webhook_batch=webhook_batch,
+            output_format=output_format,
         ),
         http_server=http_server,
     )
@@ -291,10 +302,13 @@ def register(app: click.Group) -> None:
 
 
 def _sink_options(
-    *, webhook_secret: bytes | None, webhook_concurrency: int, webhook_batch: int
+    *, webhook_secret: bytes | None, webhook_concurrency: int, webhook_batch: int, output_format: str
 ) -> SinkOptions:
     from relayd.sinks.base import SinkOptions
 
     return SinkOptions(
-        webhook_secret=webhook_secret, webhook_concurrency=webhook_concurrency, webhook_batch=webhook_batch
+        webhook_secret=webhook_secret,
+        webhook_concurrency=webhook_concurrency,
+        webhook_batch=webhook_batch,
+        output_format="cloudevents" if output_format == "cloudevents" else "relayd",
     )

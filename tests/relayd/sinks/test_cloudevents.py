@@ -20,7 +20,7 @@ from nats.js.api import StreamConfig
 from support.redis_server import RedisServer
 
 from relayd.batch import Batch
-from relayd.envelope import Envelope
+from relayd.envelope import Envelope, OutboxWindow
 from relayd.sinks import DELIVERED, SinkOptions, SinkSpec, parse_sink_spec
 from relayd.sinks import cloud_event as ce
 from relayd.sinks.jsonl import JsonlSink
@@ -228,3 +228,18 @@ async def test_nats_messages_are_structured_cloudevents_with_the_envelope_id_for
     assert [m.headers["Nats-Msg-Id"] for m in messages[:3]] == [e.id for e in batch[:3]]
     for envelope, message in zip(batch, messages, strict=True):
         assert as_read(JSONFormat().read(None, message.data)) == expected(envelope, f"relayd://{prefix}")
+
+
+def test_a_read_window_renders_from_its_columns_as_its_envelopes_do_one_by_one() -> None:
+    events = [
+        b'{"id":"e1","kind":"Paid","data":{"traceparent":"' + TRACEPARENT.encode() + b'"}}',
+        b'{"id":"e2", "data": {"n": 2}}',
+    ]
+    window = OutboxWindow("{w}", 2, 1_700_000_000.5, ["7", "8"], [7, 8], ["exe-1", None], events)
+
+    columnar = ce.render(window, source_template=ce.DEFAULT_SOURCE)
+
+    one_by_one = [ce.render_one(window[i], source_template=ce.DEFAULT_SOURCE) for i in range(2)]
+    assert [r.attributes for r in columnar] == [r.attributes for r in one_by_one]
+    assert [orjson.loads(r.structured) for r in columnar] == [orjson.loads(r.structured) for r in one_by_one]
+    assert [r.data for r in columnar] == events  # the event as committed, byte for byte
