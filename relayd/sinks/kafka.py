@@ -285,18 +285,7 @@ class KafkaSink:
         else:
             await self._take_new_material()
         ids, keys, kind = batch.ids(), batch.keys(), batch.kind
-        format_headers: list[list[tuple[str, bytes]]] = []
-        if self._cloudevents:
-            events = cloud_event.render(batch, source_template=self._cloudevents_source)
-            binary = self._cloudevents_mode == "binary"
-            bodies = [event.data if binary else event.structured for event in events]
-            format_headers = [cloud_event.kafka_headers(event, self._cloudevents_mode) for event in events]
-        else:
-            bodies = batch.render()
-            format_headers = [
-                [(name, value.encode()) for name, value in trace_context.from_envelope_json(body).items()]
-                for body in bodies
-            ]
+        bodies, format_headers = self._render(batch)
         prefix = batch[0].prefix  # one sweeper lane: one prefix per batch
         topics = fill_targets(fill_template(self._target.topic, kind=kind, prefix=prefix), keys)
         # One check per distinct name, not per record: a batch mostly goes to a few topics.
@@ -337,6 +326,17 @@ class KafkaSink:
         if self._delivered_last:
             self._brokers_down = False
         return outcomes
+
+    def _render(self, batch: Batch) -> tuple[list[bytes], list[list[tuple[str, bytes]]]]:
+        """Each record's value and the headers of its format (CloudEvents, or the trace context)."""
+        if self._cloudevents:
+            events = cloud_event.render(batch, source_template=self._cloudevents_source)
+            binary = self._cloudevents_mode == "binary"
+            bodies = [event.data if binary else event.structured for event in events]
+            return bodies, [cloud_event.kafka_headers(event, self._cloudevents_mode) for event in events]
+        bodies = batch.render()
+        traces = [trace_context.from_envelope_json(body) for body in bodies]
+        return bodies, [[(name, value.encode()) for name, value in trace.items()] for trace in traces]
 
     async def _await_reports(self, reports: _Reports) -> None:
         """Serve the batch's delivery reports in this thread until all are in (or time is up).
