@@ -52,6 +52,11 @@ class Defaults:
     webhook_headers_file: Path | None = None
     webhook_gzip: bool = False
     webhook_ca_file: Path | None = None
+    webhook_signature: Literal["standard", "relayd"] = "standard"
+    webhook_batch: int = 1
+    format: Literal["relayd", "cloudevents"] = "relayd"
+    cloudevents_mode: Literal["binary", "structured"] = "binary"
+    cloudevents_source: str = "relayd://{prefix}"
     amqp_password_file: Path | None = None
     amqp_ca_file: Path | None = None
     kafka_username_file: Path | None = None

@@ -45,9 +45,10 @@ from relayd.defaults import DEFAULTS, OPTION_NAMES, Defaults
 from relayd.engine.breaker import BreakerPolicy
 from relayd.engine.options import SweepOptions
 from relayd.errors import ConfigError
-from relayd.material import Material, WatchedFile, pem_file, secret_file, secret_lines_file, text_file
+from relayd.material import WatchedFile, pem_file, secret_file, secret_lines_file, text_file
 from relayd.redis_url import RedisAddress, parse_redis_url, plaintext_refusal
 from relayd.secret import Secret
+from relayd.sinks import standard_webhooks
 from relayd.sinks.base import SinkOptions
 from relayd.sinks.http_policy import parse_header_lines
 from store import Keyspace
@@ -176,6 +177,11 @@ class Settings:
     webhook_headers_file: Path | None = DEFAULTS.webhook_headers_file
     webhook_gzip: bool = DEFAULTS.webhook_gzip
     webhook_ca_file: Path | None = DEFAULTS.webhook_ca_file
+    webhook_signature: Literal["standard", "relayd"] = DEFAULTS.webhook_signature
+    webhook_batch: Annotated[int, Meta(ge=1, le=10_000)] = DEFAULTS.webhook_batch
+    format: Literal["relayd", "cloudevents"] = DEFAULTS.format
+    cloudevents_mode: Literal["binary", "structured"] = DEFAULTS.cloudevents_mode
+    cloudevents_source: str = DEFAULTS.cloudevents_source
     amqp_password_file: Path | None = DEFAULTS.amqp_password_file
     amqp_ca_file: Path | None = DEFAULTS.amqp_ca_file
     kafka_username_file: Path | None = DEFAULTS.kafka_username_file
@@ -197,7 +203,7 @@ class Settings:
     def __post_init__(self) -> None:
         self._set("_address", self._check_redis())
         if self.webhook_secret_file is not None:
-            self._watch(secret_lines_file("--webhook-secret-file", self.webhook_secret_file))
+            self._watch(self._webhook_secrets_file(self.webhook_secret_file))
         if self.webhook_ca_file is not None:
             self._watch(pem_file("--webhook-ca-file", self.webhook_ca_file))
         if self.webhook_headers_file is not None:
@@ -207,6 +213,12 @@ class Settings:
         if self.amqp_password_file is not None:
             self._watch(secret_file("--amqp-password-file", self.amqp_password_file))
         self._read_broker_secrets()
+
+    def _webhook_secrets_file(self, path: Path) -> WatchedFile[tuple[str, ...]]:
+        """The signing secrets, one a line: ``whsec_<base64>`` each under the standard scheme."""
+        if self.webhook_signature == "standard":
+            return text_file("--webhook-secret-file", path, standard_webhooks.parse_secret_lines)
+        return secret_lines_file("--webhook-secret-file", path)
 
     def _watch(self, watched: WatchedFile[Any]) -> None:
         self._files[watched.option] = watched
@@ -357,14 +369,20 @@ class Settings:
 
     def sink_options(self) -> SinkOptions:
         secrets = self.watched("--webhook-secret-file")
+        keys = _Keys(secrets, self.webhook_signature) if secrets is not None else None
         headers = self.watched("--webhook-headers-file")
         amqp_password = self.watched("--amqp-password-file")
         sentinel_username, sentinel_password = self.sentinel_credentials
         return SinkOptions(
-            webhook_secret=secrets.value[0].encode() if secrets is not None else None,
-            webhook_secrets=_encoded(secrets) if secrets is not None else None,
+            webhook_secret=keys.value[0] if keys is not None else None,
+            webhook_secrets=keys,
+            webhook_signature=self.webhook_signature,
+            output_format=self.format,
+            cloudevents_mode=self.cloudevents_mode,
+            cloudevents_source=self.cloudevents_source,
             webhook_timeout_s=self.webhook_timeout,
             webhook_concurrency=self.webhook_concurrency,
+            webhook_batch=self.webhook_batch,
             redis_ca_file=_path_text(self.redis_ca_file),
             allow_plaintext=self.allow_plaintext,
             sentinel_username=sentinel_username,
@@ -394,21 +412,24 @@ class Settings:
         )
 
 
-class _Encoded:
-    """The current secrets of a watched multi-secret file, as bytes (HMAC keys)."""
+class _Keys:
+    """The HMAC keys of the current secrets of ``--webhook-secret-file``.
 
-    __slots__ = ("_lines",)
+    Under the standard scheme a ``whsec_<base64>`` line's key is its decoded base64; under the
+    relayd scheme a line's key is its UTF-8 bytes.
+    """
 
-    def __init__(self, lines: WatchedFile[tuple[str, ...]]) -> None:
+    __slots__ = ("_lines", "_scheme")
+
+    def __init__(self, lines: WatchedFile[tuple[str, ...]], scheme: str) -> None:
         self._lines = lines
+        self._scheme = scheme
 
     @property
     def value(self) -> tuple[bytes, ...]:
+        if self._scheme == "standard":
+            return tuple(standard_webhooks.decode_secret(line) for line in self._lines.value)
         return tuple(line.encode() for line in self._lines.value)
-
-
-def _encoded(lines: WatchedFile[tuple[str, ...]]) -> Material[tuple[bytes, ...]]:
-    return _Encoded(lines)
 
 
 def _reveal(secret: Secret | None) -> str | None:

@@ -54,6 +54,19 @@ def _opt(*names: str, help_text: str, **extra: Any) -> Callable[[_F], _F]:
     default=DEFAULTS.webhook_concurrency,
     help_text="Webhook requests in flight (sink and baseline).",
 )
+@_opt(
+    "--webhook-batch",
+    type=click.IntRange(min=1),
+    default=DEFAULTS.webhook_batch,
+    help_text="Most envelopes in one webhook request of the relay (the baseline posts one each).",
+)
+@_opt(
+    "--format",
+    "output_format",
+    type=click.Choice(["relayd", "cloudevents"]),
+    default=DEFAULTS.format,
+    help_text="What the relay's sink sends: the relayd/1 envelope or CloudEvents.",
+)
 @_opt("--backlog", type=click.IntRange(min=1), default=100_000, help_text="Entries seeded per kind.")
 @_opt("--kinds", default="outbox,spawn,timer", help_text="Kinds to drain, comma-separated.")
 @_opt(
@@ -100,6 +113,8 @@ def bench(  # noqa: PLR0917 - click passes one keyword per option
     http_server: str,
     webhook_secret_file: Path | None,
     webhook_concurrency: int,
+    webhook_batch: int,
+    output_format: str,
     backlog: int,
     kinds: str,
     batch: int,
@@ -148,7 +163,12 @@ def bench(  # noqa: PLR0917 - click passes one keyword per option
         timer_duration_s=timer_duration,
         idle_duration_s=idle_duration,
         wake_commits=wake_commits,
-        sink_options=_sink_options(webhook_secret=secret, webhook_concurrency=webhook_concurrency),
+        sink_options=_sink_options(
+            webhook_secret=secret,
+            webhook_concurrency=webhook_concurrency,
+            webhook_batch=webhook_batch,
+            output_format=output_format,
+        ),
         http_server=http_server,
     )
     # The relay logs one line per pass at info: only warnings, so the log does not skew the figures.
@@ -281,7 +301,14 @@ def register(app: click.Group) -> None:
     app.add_command(bench)
 
 
-def _sink_options(*, webhook_secret: bytes | None, webhook_concurrency: int) -> SinkOptions:
+def _sink_options(
+    *, webhook_secret: bytes | None, webhook_concurrency: int, webhook_batch: int, output_format: str
+) -> SinkOptions:
     from relayd.sinks.base import SinkOptions
 
-    return SinkOptions(webhook_secret=webhook_secret, webhook_concurrency=webhook_concurrency)
+    return SinkOptions(
+        webhook_secret=webhook_secret,
+        webhook_concurrency=webhook_concurrency,
+        webhook_batch=webhook_batch,
+        output_format="cloudevents" if output_format == "cloudevents" else "relayd",
+    )

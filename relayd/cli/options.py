@@ -176,8 +176,8 @@ ALLOW_PLAINTEXT = _flag(
 )
 WEBHOOK_SECRET_FILE = _option(
     "webhook_secret_file",
-    "File of webhook HMAC-SHA256 signing keys, one a line, each signing every request "
-    f"({_STRIPPED_WATCHED}).",
+    "File of webhook signing secrets, one a line, each signing every request: 'whsec_<base64>' "
+    f"under --webhook-signature standard, any text under relayd ({_STRIPPED_WATCHED}).",
     SECURITY,
 )
 WEBHOOK_TIMEOUT = _option("webhook_timeout", "Seconds one webhook request may take.", SINKS)
@@ -190,6 +190,26 @@ WEBHOOK_HEADERS_FILE = _option(
     "webhook_headers_file",
     "File of extra webhook headers, one 'Name: value' a line (re-read when it changes).",
     SECURITY,
+)
+WEBHOOK_SIGNATURE = _option(
+    "webhook_signature",
+    "Webhook signing scheme: standard (Standard Webhooks: webhook-id, webhook-timestamp, "
+    "webhook-signature) or relayd (X-Relayd-Timestamp, X-Relayd-Signature).",
+    SINKS,
+)
+WEBHOOK_BATCH = _option(
+    "webhook_batch", "Most envelopes in one webhook request (1: one request per envelope).", SINKS
+)
+FORMAT = _option(
+    "format", "What every sink sends: relayd (the relayd/1 envelope) or cloudevents (CloudEvents 1.0).", SINKS
+)
+CLOUDEVENTS_MODE = _option(
+    "cloudevents_mode",
+    "CloudEvents content mode where the transport has headers (webhook, kafka): binary or structured.",
+    SINKS,
+)
+CLOUDEVENTS_SOURCE = _option(
+    "cloudevents_source", "CloudEvents 'source' URI; '{prefix}' is filled in per prefix.", SINKS
 )
 WEBHOOK_GZIP = _flag("webhook_gzip", "Gzip webhook request bodies.", SINKS)
 WEBHOOK_CA_FILE = _option(

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Final
 from relayd.batch import Batch
 from relayd.errors import ConfigError
 from relayd.material import Fixed, Material
+from relayd.sinks import cloud_event
 from relayd.sinks.amqp_target import AmqpTarget, parse_amqp_target
 from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
 from relayd.sinks.routing import fill_all
@@ -75,6 +76,9 @@ class AmqpSink:
 
     def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
         self._aiormq = _import_aiormq()
+        self._render = cloud_event.structured_renderer(options.output_format, options.cloudevents_source)
+        cloudevents = options.output_format == "cloudevents"
+        self._content_type = cloud_event.STRUCTURED_CONTENT_TYPE if cloudevents else CONTENT_TYPE
         self._target: AmqpTarget = parse_amqp_target(
             spec.target,
             has_password_file=options.amqp_password is not None or options.amqp_password_material is not None,
@@ -116,7 +120,7 @@ class AmqpSink:
     async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         if not batch:
             return []
-        bodies, ids, keys, kind = batch.render(), batch.ids(), batch.keys(), batch.kind
+        bodies, ids, keys, kind = self._render(batch), batch.ids(), batch.keys(), batch.kind
         count = len(bodies)
         routing_keys = fill_all(
             self._target.routing_key,
@@ -138,7 +142,7 @@ class AmqpSink:
                 exchange=exchange,
                 routing_key=routing_key,
                 properties=properties(
-                    content_type=CONTENT_TYPE,
+                    content_type=self._content_type,
                     delivery_mode=PERSISTENT,
                     message_id=entry_id,
                     message_type=kind,

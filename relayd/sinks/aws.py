@@ -34,6 +34,7 @@ from typing import Any, ClassVar, Final
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
+from relayd.sinks import cloud_event
 from relayd.sinks.aws_entries import (
     KINESIS_MAX_BYTES,
     KINESIS_MAX_ENTRIES,
@@ -89,6 +90,7 @@ class _AwsSink:
 
     def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
         self._session_module, self._errors = _import_aiobotocore(self.name)
+        self._render = cloud_event.structured_renderer(options.output_format, options.cloudevents_source)
         self._target: AwsTarget = parse_aws_target(
             self.service, spec.target, allow_plaintext=options.allow_plaintext
         )
@@ -150,7 +152,7 @@ class _AwsSink:
             raise SinkError(f"sink {self.name!r} delivered to before start()")
         if not batch:
             return []
-        bodies, ids, keys, kind = batch.render(), batch.ids(), batch.keys(), batch.kind
+        bodies, ids, keys, kind = self._render(batch), batch.ids(), batch.keys(), batch.kind
         columns = Columns(bodies=bodies, ids=ids, kind=kind, keys=keys)
         outcomes: list[Outcome] = [_HELD] * len(ids)
         sizes = [self._size(columns, index) for index in range(len(ids))]

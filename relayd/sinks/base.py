@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from relayd.batch import Batch
 from relayd.material import Material
@@ -86,8 +86,18 @@ class SinkOptions:
     #: Every current signing key of ``--webhook-secret-file`` (re-read when the file changes);
     #: the webhook signs with each of them and prefers this over ``webhook_secret``.
     webhook_secrets: Material[tuple[bytes, ...]] | None = field(default=None, repr=False)
+    #: How webhook requests are signed: ``standard`` (Standard Webhooks) or ``relayd`` (``X-Relayd-*``).
+    webhook_signature: Literal["standard", "relayd"] = "standard"
     webhook_timeout_s: float = 10.0
+    #: The body format: ``relayd`` (the ``relayd/1`` envelope) or ``cloudevents`` (CloudEvents 1.0).
+    output_format: Literal["relayd", "cloudevents"] = "relayd"
+    #: The CloudEvents content mode where the transport has headers (``binary``) or not.
+    cloudevents_mode: Literal["binary", "structured"] = "binary"
+    #: The CloudEvents ``source``, ``{prefix}`` filled in per prefix.
+    cloudevents_source: str = "relayd://{prefix}"
     webhook_concurrency: int = 16
+    #: Most envelopes in one webhook request (1: one request per envelope).
+    webhook_batch: int = 1
     #: CA bundle for ``rediss://`` destinations (None: the system trust store).
     redis_ca_file: str | None = None
     #: Permit plaintext Redis to non-loopback hosts (DESIGN §7).

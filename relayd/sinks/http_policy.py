@@ -11,14 +11,19 @@ import hashlib
 import hmac
 import re
 from email.utils import parsedate_to_datetime
-from typing import Final
+from typing import Final, Literal
 
+from relayd.sinks import standard_webhooks
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry
 from relayd.sinks.http_excerpt import body_excerpt
 
-#: Statuses that mean "not now": the receiver may accept the same request later.
+#: Statuses that mean "not now": the receiver may accept the same request later (and every 5xx).
 RETRYABLE_STATUSES: Final = frozenset({408, 425, 429})
+#: The status by which an endpoint says it is gone for good (Standard Webhooks: stop sending).
+GONE: Final = 410
 SIGNATURE_VERSION: Final = "v1"
+#: The signing schemes of ``--webhook-signature``.
+SignatureScheme = Literal["standard", "relayd"]
 #: Header names the sink sets itself (or the HTTP client does): an extra headers file may not.
 RESERVED_HEADERS: Final = frozenset(
     {
@@ -31,6 +36,11 @@ RESERVED_HEADERS: Final = frozenset(
         "idempotency-key",
         "x-relayd-timestamp",
         "x-relayd-signature",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "traceparent",
+        "tracestate",
     }
 )
 #: An RFC 9110 field name (a token).
@@ -48,6 +58,22 @@ def sign(secret: bytes, timestamp_s: int, body: bytes) -> str:
 def sign_all(secrets: tuple[bytes, ...], timestamp_s: int, body: bytes) -> str:
     """The header value with one signature per secret, space-separated (rotation with an overlap)."""
     return " ".join(sign(secret, timestamp_s, body) for secret in secrets)
+
+
+def signature_headers(
+    scheme: SignatureScheme, keys: tuple[bytes, ...], message_id: str, timestamp_s: int, body: bytes
+) -> dict[str, str]:
+    """The signing headers of one request under ``scheme``.
+
+    ``standard``: ``webhook-id``, ``webhook-timestamp`` and, with keys, ``webhook-signature``
+    (``relayd.sinks.standard_webhooks``). ``relayd``: with keys, ``X-Relayd-Timestamp`` and
+    ``X-Relayd-Signature``; nothing without.
+    """
+    if scheme == "standard":
+        return standard_webhooks.headers(keys, message_id, timestamp_s, body)
+    if not keys:
+        return {}
+    return {"X-Relayd-Timestamp": str(timestamp_s), "X-Relayd-Signature": sign_all(keys, timestamp_s, body)}
 
 
 def verify(secret: bytes, timestamp: str, body: bytes, signature: str) -> bool:
@@ -77,14 +103,19 @@ def parse_retry_after(value: str | None, now_s: float) -> float | None:
 def classify_status(status: int, retry_after: str | None, now_s: float, body: bytes = b"") -> Outcome:
     """Map an HTTP response to an outcome.
 
-    2xx → Delivered; 408, 425, 429 and 5xx → Retry (honouring ``Retry-After``); any other
-    status (4xx, and 1xx/3xx since redirects are not followed) → Permanent ``"http <status>"``.
-    A failure's text ends with a short, redacted excerpt of ``body`` (``http 422: {...}``).
+    2xx → Delivered; 408, 425, 429 and 5xx → Retry (honouring ``Retry-After``); 410 → Permanent
+    ``"http 410 endpoint gone"`` (the receiver asks to stop, as Standard Webhooks recommends);
+    any other status (4xx, and 1xx/3xx since redirects are not followed) → Permanent
+    ``"http <status>"``. A failure's text ends with a short, redacted excerpt of ``body``
+    (``http 422: {...}``).
     """
     if 200 <= status < 300:
         return DELIVERED
     excerpt = body_excerpt(body)
-    text = f"http {status}: {excerpt}" if excerpt else f"http {status}"
+    label = f"http {status} endpoint gone" if status == GONE else f"http {status}"
+    text = f"{label}: {excerpt}" if excerpt else label
+    if status == GONE:
+        return Permanent(reason=text)
     if status in RETRYABLE_STATUSES or status >= 500:
         return Retry(error=text, after_s=parse_retry_after(retry_after, now_s))
     return Permanent(reason=text)

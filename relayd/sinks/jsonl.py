@@ -19,6 +19,7 @@ from typing import BinaryIO
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
+from relayd.sinks import cloud_event
 from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
 from relayd.sinks.spec import SinkSpec
 
@@ -32,6 +33,7 @@ class JsonlSink:
         if not spec.target:
             raise ConfigError("sink 'jsonl' needs a path: 'jsonl:PATH' (or 'jsonl:-' for stdout)")
         self._stdout = spec.target == "-"
+        self._render = cloud_event.structured_renderer(options.output_format, options.cloudevents_source)
         self.path = None if self._stdout else Path(spec.target)
         if self.path is not None and not self.path.parent.is_dir():
             raise ConfigError(f"sink 'jsonl': directory {str(self.path.parent)!r} does not exist")
@@ -51,7 +53,7 @@ class JsonlSink:
     async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         if self._file is None:
             raise SinkError("sink 'jsonl' delivered to before start()")
-        data = b"".join(line + b"\n" for line in batch.render())
+        data = b"".join(line + b"\n" for line in self._render(batch))
         try:
             await asyncio.to_thread(self._write, self._file, data)
         except OSError as exc:

@@ -5,8 +5,14 @@
 
 - value: the ``relayd/1`` JSON; key: the ordering key (outbox target, spawned child, timer
   execution), so one target stays on one partition, in order; no key for an untargeted entry;
-- headers ``relayd-id`` (the envelope id: consumers dedupe on it) and ``relayd-kind``;
-- topic: NAME with ``{target}``, ``{kind}`` and ``{prefix}`` filled in.
+- headers ``relayd-id`` (the envelope id: consumers dedupe on it) and ``relayd-kind``, and
+  ``traceparent``/``tracestate`` when the event's data carries them (``trace_context``);
+- topic: NAME with ``{target}``, ``{kind}`` and ``{prefix}`` filled in;
+- with ``--format cloudevents``, the envelope as a CloudEvent in the Kafka binding's
+  ``--cloudevents-mode``: ``binary`` (value: the data; headers ``ce_<attribute>`` and
+  ``content-type: application/json``) or ``structured`` (value: the whole event;
+  ``content-type: application/cloudevents+json``); the key stays the ordering key, which is the
+  ``partitionkey`` attribute; a ``traceparent`` the event carries is also a header of its own.
 
 The producer runs with ``acks=all`` and ``enable.idempotence=true`` (no duplicates or
 reordering from its own retries). A batch is produced in full without waiting, then awaited
@@ -50,6 +56,7 @@ import structlog
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.material import Fixed, Material
+from relayd.sinks import cloud_event, trace_context
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
     check_plaintext,
@@ -218,6 +225,9 @@ class KafkaSink:
         self._brokers_down = False
         self._fatal = False
         self._delivered_last = True
+        self._cloudevents = options.output_format == "cloudevents"
+        self._cloudevents_mode = options.cloudevents_mode
+        self._cloudevents_source = options.cloudevents_source
 
     async def start(self) -> None:
         self._producer = self._make_producer(self._config)
@@ -274,7 +284,8 @@ class KafkaSink:
             await self._replace_producer()
         else:
             await self._take_new_material()
-        bodies, ids, keys, kind = batch.render(), batch.ids(), batch.keys(), batch.kind
+        ids, keys, kind = batch.ids(), batch.keys(), batch.kind
+        bodies, format_headers = self._render(batch)
         prefix = batch[0].prefix  # one sweeper lane: one prefix per batch
         topics = fill_targets(fill_template(self._target.topic, kind=kind, prefix=prefix), keys)
         # One check per distinct name, not per record: a batch mostly goes to a few topics.
@@ -286,7 +297,9 @@ class KafkaSink:
             if not legal[topic]:
                 reports.settle(index, Permanent(reason="kafka: the topic name for this entry is not legal"))
                 continue
-            headers = [("relayd-id", ids[index]), ("relayd-kind", kind)]
+            headers: list[tuple[str, str | bytes]] = [("relayd-id", ids[index]), ("relayd-kind", kind)]
+            if format_headers:
+                headers += format_headers[index]
             try:
                 produce(
                     topic,
@@ -313,6 +326,17 @@ class KafkaSink:
         if self._delivered_last:
             self._brokers_down = False
         return outcomes
+
+    def _render(self, batch: Batch) -> tuple[list[bytes], list[list[tuple[str, bytes]]]]:
+        """Each record's value and the headers of its format (CloudEvents, or the trace context)."""
+        if self._cloudevents:
+            events = cloud_event.render(batch, source_template=self._cloudevents_source)
+            binary = self._cloudevents_mode == "binary"
+            bodies = [event.data if binary else event.structured for event in events]
+            return bodies, [cloud_event.kafka_headers(event, self._cloudevents_mode) for event in events]
+        bodies = batch.render()
+        traces = [trace_context.from_envelope_json(body) for body in bodies]
+        return bodies, [[(name, value.encode()) for name, value in trace.items()] for trace in traces]
 
     async def _await_reports(self, reports: _Reports) -> None:
         """Serve the batch's delivery reports in this thread until all are in (or time is up).

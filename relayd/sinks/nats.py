@@ -36,6 +36,7 @@ from typing import Any, Final
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.material import Material
+from relayd.sinks import cloud_event
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
     check_plaintext,
@@ -68,6 +69,7 @@ class NatsSink:
 
     def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
         self._nats = _import_nats()  # without the extra, naming the sink fails at start-up
+        self._render = cloud_event.structured_renderer(options.output_format, options.cloudevents_source)
         self._target = parse_nats_target(spec.target)
         tls = self._target.tls or options.nats_ca_file is not None
         token = options.nats_token_material
@@ -160,7 +162,7 @@ class NatsSink:
             self._take_new_ca()
         if not await self._connect():
             return [Retry(error="nats unreachable")] * len(batch)
-        bodies, ids, keys, kind = batch.render(), batch.ids(), batch.keys(), batch.kind
+        bodies, ids, keys, kind = self._render(batch), batch.ids(), batch.keys(), batch.kind
         prefix = batch[0].prefix  # one sweeper lane: one prefix per batch
         subjects = fill_targets(fill_template(self._target.subject, kind=kind, prefix=prefix), keys)
         outcomes: list[Outcome] = [Retry(error="nats PubAck not in time")] * len(batch)

@@ -1,7 +1,8 @@
 """The ``redis-stream`` sink: XADD every envelope to a Redis stream, one pipelined round-trip per batch.
 
 ``redis-stream:REDIS_URL?stream=NAME[&maxlen=N]``. Each envelope becomes one stream entry with
-the fields ``envelope`` (the ``relayd/1`` JSON), ``id`` and ``kind``. The destination may be the
+the fields ``envelope`` (the ``relayd/1`` JSON, or with ``--format cloudevents`` the envelope as a
+structured CloudEvent: ``relayd.sinks.cloud_event``), ``id`` and ``kind``. The destination may be the
 relay's own Redis or any other.
 
 - ``{target}`` in NAME is replaced by the envelope's ``ordering_key`` (the outbox target, the
@@ -42,6 +43,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.runtime.packing import use_hiredis_packing
+from relayd.sinks import cloud_event
 from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
 from relayd.sinks.redis_client import open_destination
 from relayd.sinks.routing import NO_TARGET
@@ -132,6 +134,7 @@ class RedisStreamSink:
             check_redis_url(spec.target, "redis-stream", allow_plaintext=options.allow_plaintext)
         self._url = spec.target
         self._options = options
+        self._render = cloud_event.structured_renderer(options.output_format, options.cloudevents_source)
         self._client = client
         self._owns_client = client is None
         self._healthy = True
@@ -237,7 +240,7 @@ class RedisStreamSink:
         if routed:
             template, keys = self._stream, call.keys()
             columns.append([streams.setdefault(stream_name(template, key), len(streams) + 1) for key in keys])
-        columns += (call.render(), call.ids())
+        columns += (self._render(call), call.ids())
         per_entry: list[bytes | str | int] = [""] * (len(columns) * len(call))
         for offset, column in enumerate(columns):
             per_entry[offset :: len(columns)] = column
@@ -246,10 +249,10 @@ class RedisStreamSink:
     async def _deliver_piped(self, batch: Batch) -> Sequence[Outcome]:
         assert self._client is not None
         pipe = self._client.pipeline(transaction=False)
-        for envelope in batch:
+        for envelope, body in zip(batch, self._render(batch), strict=True):
             pipe.xadd(
                 stream_name(self._stream, envelope.ordering_key),
-                {"envelope": envelope.to_json(), "id": envelope.id, "kind": envelope.kind},
+                {"envelope": body, "id": envelope.id, "kind": envelope.kind},
                 maxlen=self._maxlen,
                 approximate=True,
             )

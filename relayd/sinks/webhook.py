@@ -4,18 +4,26 @@ Every request is ``POST <URL>`` with the envelope's ``relayd/1`` JSON as the bod
 
     Content-Type: application/json
     Idempotency-Key: <envelope id>          stable across redeliveries: dedupe on it
-    X-Relayd-Timestamp: <unix seconds>      only with a signing secret (--webhook-secret-file)
-    X-Relayd-Signature: v1=<hex> [v1=<hex>]  only with a signing secret: one per secret, space-separated
+    <signing headers>                       by --webhook-signature, below
     Content-Encoding: gzip                  only with --webhook-gzip
+    ce-<attribute>: <value>                 only with --format cloudevents (below)
+    traceparent, tracestate                 when the event's data carries them (one envelope a request)
     <Name>: <value>                         each line of --webhook-headers-file (Authorization, ...)
 
-Each signature is ``hex(HMAC-SHA256(secret, f"{timestamp}.".encode() + body))``, over the JSON
-body bytes (with ``--webhook-gzip``, the JSON before compression: decompress, then verify). The
-secret file holds one secret a line and the header carries one ``v1=`` signature per secret,
-in the file's order, so a secret is rotated with an overlap (old and new lines, then the new
-one alone) while the receiver moves from the old secret to the new. The file is re-read when
-it changes (``relayd.material``). A receiver accepts a request when one of the signatures
-matches its secret, and rejects stale timestamps to stop replays, like this::
+``--webhook-signature standard`` (the default) signs as Standard Webhooks does
+(``relayd.sinks.standard_webhooks``): ``webhook-id`` (the envelope id, the same on every
+redelivery), ``webhook-timestamp`` (unix seconds of this attempt) and, with a secret file of
+``whsec_<base64>`` lines, ``webhook-signature: v1,<base64> [v1,<base64>]``, each
+``base64(HMAC-SHA256(key, f"{id}.{timestamp}." + body))``; a receiver verifies with the
+``standardwebhooks`` or ``svix`` package. ``--webhook-signature relayd`` sends, with a secret
+file, ``X-Relayd-Timestamp`` and ``X-Relayd-Signature: v1=<hex> [v1=<hex>]``, each
+``hex(HMAC-SHA256(secret, f"{timestamp}." + body))``. Either way a signature covers the JSON
+body bytes (with ``--webhook-gzip``, the JSON before compression: decompress, then verify) and
+the header carries one signature per line of the secret file, in the file's order, so a secret
+is rotated with an overlap (old and new lines, then the new one alone) while the receiver moves
+from the old secret to the new. The file is re-read when it changes (``relayd.material``). A
+receiver accepts a request when one of the signatures matches its secret, and rejects stale
+timestamps to stop replays, like this for the relayd scheme::
 
     import hashlib, hmac, time
 
@@ -26,15 +34,23 @@ matches its secret, and rejects stale timestamps to stop replays, like this::
         offered = headers["X-Relayd-Signature"].split(" ")
         return fresh and any(hmac.compare_digest(expected, signature) for signature in offered)
 
+With ``--format cloudevents`` the body is the envelope as a CloudEvent
+(``relayd.sinks.cloud_event``), in the HTTP binding's ``--cloudevents-mode``: ``binary`` sends the
+event's data as the body (``Content-Type: application/json``) and each attribute as a
+``ce-<name>`` header; ``structured`` sends the whole event as the body
+(``Content-Type: application/cloudevents+json``). A ``traceparent`` the event carries is also
+sent as the W3C ``traceparent`` header. Signatures cover the body as sent.
+
 Outcomes: 2xx → Delivered; 408, 425, 429, 5xx, timeouts and connection errors → Retry
-(``Retry-After`` in seconds or as an HTTP-date is honoured); any other status → Permanent
-``"http <status>"``. Redirects are not followed. Timeouts: ``webhook_timeout_s`` bounds a whole
-request, ``webhook_connect_timeout_s`` opening a connection and ``webhook_read_timeout_s`` each
-wait for the answer's next bytes. TLS is always verified (``webhook_ca_file`` replaces the
-system trust store; with ``webhook_ca_material`` a changed bundle makes a new context, which new
-connections use from the next batch on: aiohttp keys its pool by the context). A 401 or 403
-answer or a failed certificate check has every watched file read again at once
-(``options.check_material``), so new material is not left waiting for the next periodic check.
+(``Retry-After`` in seconds or as an HTTP-date is honoured); 410 → Permanent ``"http 410
+endpoint gone"``; any other status → Permanent ``"http <status>"``. Redirects are not followed.
+Timeouts: ``webhook_timeout_s`` bounds a whole request, ``webhook_connect_timeout_s`` opening a
+connection and ``webhook_read_timeout_s`` each wait for the answer's next bytes. TLS is always
+verified (``webhook_ca_file`` replaces the system trust store; with ``webhook_ca_material`` a
+changed bundle makes a new context, which new connections use from the next batch on: aiohttp
+keys its pool by the context). A 401 or 403 answer or a failed certificate check has every
+watched file read again at once (``options.check_material``), so new material is not left
+waiting for the next periodic check.
 
 Order: within a batch, envelopes of one ordering key are sent one after another and a failure
 holds back the rest of that key (``relayd.sinks.per_key``); different keys go concurrently, at
@@ -56,7 +72,7 @@ import gzip
 import os
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
 import aiohttp
@@ -66,12 +82,16 @@ from relayd import __version__
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.material import Fixed, Material
-from relayd.sinks.base import Outcome, Retry, SinkOptions
-from relayd.sinks.http_policy import classify_status, sign_all
-from relayd.sinks.per_key import deliver_in_key_order
+from relayd.sinks import cloud_event, trace_context, webhook_batches
+from relayd.sinks.base import Delivered, Outcome, Retry, SinkOptions
+from relayd.sinks.http_policy import classify_status, signature_headers
+from relayd.sinks.per_key import HELD_BACK, deliver_in_key_order
 from relayd.sinks.sending import NOT_SENT, may_send
 from relayd.sinks.spec import SinkSpec
 from relayd.sinks.webhook_transport import check_webhook_transport, webhook_transport_refusal
+
+#: Sends one request: its body, its id and the headers of its format; returns its outcome.
+_Post = Callable[[bytes, str, dict[str, str]], Awaitable[Outcome]]
 
 #: Gzip level for ``--webhook-gzip``: a middle level; small bodies gain little from the slowest ones.
 GZIP_LEVEL: Final = 5
@@ -134,7 +154,12 @@ class WebhookSink:
         self._secrets: Material[tuple[bytes, ...]] | None = options.webhook_secrets
         if self._secrets is None and options.webhook_secret is not None:
             self._secrets = Fixed((options.webhook_secret,))
+        self._signature = options.webhook_signature
+        self._cloudevents = options.output_format == "cloudevents"
+        self._cloudevents_mode = options.cloudevents_mode
+        self._cloudevents_source = options.cloudevents_source
         self._concurrency = options.webhook_concurrency
+        self._batch_size = options.webhook_batch
         self._timeout = aiohttp.ClientTimeout(
             total=options.webhook_timeout_s,
             sock_connect=options.webhook_connect_timeout_s,
@@ -172,26 +197,21 @@ class WebhookSink:
         session = self._session
         if session is None:
             raise SinkError("sink 'webhook' delivered to before start()")
-        ids, bodies = batch.ids(), batch.render()
         answered = 0
         stale = False  # an answer that suggests the credentials or the CA bundle changed
         # the material current for this batch: a rotated file takes effect from the next one
         extra_headers = self._extra_headers.value
         refusal = self._refusal(extra_headers)
         if refusal is not None:  # a rotated headers file broke the plaintext rule: send nothing
-            return [Retry(error=f"webhook {refusal}")] * len(ids)
+            return [Retry(error=f"webhook {refusal}")] * len(batch)
         base_headers = {**self._fixed_headers, **dict(extra_headers)}
         secrets = self._secrets.value if self._secrets is not None else ()
         context = self._ssl_context()
 
-        async def send_one(index: int) -> Outcome:
+        async def post(body: bytes, message_id: str, format_headers: dict[str, str]) -> Outcome:
             nonlocal answered, stale
-            body = bodies[index]
-            headers = base_headers | {"Idempotency-Key": ids[index]}
-            if secrets:
-                timestamp_s = int(self._clock())
-                headers["X-Relayd-Timestamp"] = str(timestamp_s)
-                headers["X-Relayd-Signature"] = sign_all(secrets, timestamp_s, body)
+            headers = base_headers | {"Idempotency-Key": message_id} | format_headers
+            headers |= signature_headers(self._signature, secrets, message_id, int(self._clock()), body)
             data = _FencedBody(gzip.compress(body, GZIP_LEVEL, mtime=0) if self._gzip else body)
             async with self._slots:
                 if not may_send():  # a pause while this request waited for its slot
@@ -214,11 +234,59 @@ class WebhookSink:
             stale |= status in REFUSED_CREDENTIALS
             return classify_status(status, retry_after, self._clock(), answer_body)
 
-        outcomes = await deliver_in_key_order(batch.keys(), send_one)
+        if self._batch_size > 1:
+            outcomes = await self._deliver_batched(batch, post)
+        else:
+            outcomes = await self._deliver_one_by_one(batch, post)
         if batch:
             self._answered = answered > 0
         if stale and self._check_material is not None:
             self._check_material()
+        return outcomes
+
+    async def _deliver_one_by_one(self, batch: Batch, post: _Post) -> list[Outcome]:
+        """One request per envelope, in key order (``relayd.sinks.per_key``)."""
+        ids = batch.ids()
+        format_headers: list[dict[str, str]] = []
+        if self._cloudevents:
+            events = cloud_event.render(batch, source_template=self._cloudevents_source)
+            binary = self._cloudevents_mode == "binary"
+            bodies = [event.data if binary else event.structured for event in events]
+            format_headers = [cloud_event.http_headers(event, self._cloudevents_mode) for event in events]
+        else:
+            bodies = batch.render()
+            format_headers = [trace_context.from_envelope_json(body) for body in bodies]
+
+        async def send_one(index: int) -> Outcome:
+            return await post(bodies[index], ids[index], format_headers[index] if format_headers else {})
+
+        return await deliver_in_key_order(batch.keys(), send_one)
+
+    async def _deliver_batched(self, batch: Batch, post: _Post) -> list[Outcome]:
+        """Requests of up to ``--webhook-batch`` envelopes, lane by lane (``webhook_batches``)."""
+        ids = batch.ids()
+        to_body: Callable[[Sequence[bytes]], bytes]
+        if self._cloudevents:
+            events = cloud_event.render(batch, source_template=self._cloudevents_source)
+            entries = [event.structured for event in events]
+            content = {"Content-Type": cloud_event.BATCH_CONTENT_TYPE}
+            to_body = cloud_event.structured_array
+        else:
+            entries, content, to_body = batch.render(), {}, webhook_batches.envelopes_body
+        outcomes: list[Outcome] = [Retry(error=HELD_BACK)] * len(batch)
+
+        async def run_lane(requests: list[list[int]]) -> None:
+            for indexes in requests:
+                body = to_body([entries[index] for index in indexes])
+                request_id = webhook_batches.batch_id([ids[index] for index in indexes])
+                outcome = await post(body, request_id, content)
+                for index in indexes:
+                    outcomes[index] = outcome
+                if not isinstance(outcome, Delivered):
+                    return  # the rest of the lane stays held back: its keys' order holds
+
+        lanes = webhook_batches.lanes(batch.keys(), self._batch_size, self._concurrency)
+        await asyncio.gather(*(run_lane(lane) for lane in lanes))
         return outcomes
 
     def ready(self) -> bool:

@@ -135,7 +135,7 @@ def test_a_webhook_secret_rotated_with_an_overlap_is_never_refused(
     secrets.write({"signing": "old-secret-1\n", "headers": "Authorization: Bearer token-1\n"})
     args = [
         "--redis-url", redis_server.url, "--prefix", prefix, "--sink", f"webhook:{url}",
-        "--webhook-secret-file", str(secrets.path("signing")),
+        "--webhook-signature", "relayd", "--webhook-secret-file", str(secrets.path("signing")),
         "--webhook-headers-file", str(secrets.path("headers")),
     ]  # fmt: skip
     relay = SweepProcess(args, tmp_path / "relay.log")

@@ -193,11 +193,18 @@ def test_the_redis_tls_context_is_rebuilt_from_new_files_and_kept_when_they_do_n
 def test_the_webhook_key_is_each_line_without_surrounding_whitespace(tmp_path: Path) -> None:
     secret = tmp_path / "signing"
     secret.write_text("  s3cret \t\r\n\n second\n")
+    standard = tmp_path / "standard"
+    standard.write_text("  whsec_czNjcmV0 \t\r\n\n whsec_c2Vjb25k\n")
 
-    options = load_settings(sink="webhook:http://127.0.0.1:1/h", webhook_secret_file=secret).sink_options()
+    options = load_settings(
+        sink="webhook:http://127.0.0.1:1/h", webhook_secret_file=secret, webhook_signature="relayd"
+    ).sink_options()
+    keys = load_settings(sink="webhook:http://127.0.0.1:1/h", webhook_secret_file=standard).sink_options()
 
     assert options.webhook_secrets is not None
     assert options.webhook_secrets.value == (b"s3cret", b"second")
+    assert keys.webhook_secrets is not None
+    assert keys.webhook_secrets.value == (b"s3cret", b"second")
 
 
 def test_the_help_says_what_a_secret_file_loses_and_that_it_is_re_read() -> None:

@@ -148,6 +148,20 @@ def test_bad_configuration_is_one_line_and_exit_2(args, message):
             "--webhook-ca-file",
         ),
         (["--sink", "webhook:http://127.0.0.1:9/h", "--webhook-read-timeout", "0"], "--webhook-read-timeout"),
+        (
+            ["--sink", "webhook:http://127.0.0.1:9/h", "--webhook-secret-file", "RAW"],
+            "secret 1 is not a 'whsec_<base64>' secret",
+        ),
+        (
+            ["--sink", "webhook:http://127.0.0.1:9/h", "--webhook-secret-file", "MALFORMED"],
+            "secret 2 holds a 'whsec_' secret that is not valid base64",
+        ),
+        (
+            ["--sink", "webhook:http://127.0.0.1:9/h", "--webhook-signature", "hmac"],
+            "invalid --webhook-signature",
+        ),
+        (["--sink", "webhook:http://127.0.0.1:9/h", "--format", "xml"], "invalid --format"),
+        (["--sink", "log", "--cloudevents-mode", "batch"], "invalid --cloudevents-mode"),
     ],
     ids=[
         "not-http",
@@ -156,13 +170,21 @@ def test_bad_configuration_is_one_line_and_exit_2(args, message):
         "reserved-header",
         "missing-ca",
         "zero-timeout",
+        "raw-secret-under-standard",
+        "malformed-whsec-secret",
+        "unknown-signature-scheme",
+        "unknown-format",
+        "unknown-cloudevents-mode",
     ],
 )
 def test_bad_webhook_configuration_is_one_line_and_exit_2(args, message, tmp_path):
-    """A header value (a token) never appears in the error, even when its line is the bad one."""
+    """A header value or a secret never appears in the error, even when its line is the bad one."""
     (tmp_path / "BAD").write_text("Authorization: Bearer ok\nBearer hunter2\n")
     (tmp_path / "RESERVED").write_text("# the key is ours\nIdempotency-Key: hunter2\n")
-    args = [str(tmp_path / a) if a in ("BAD", "RESERVED") else a for a in args]
+    (tmp_path / "RAW").write_text("hunter2\n")
+    (tmp_path / "MALFORMED").write_text("whsec_aHVudGVyMg==\nwhsec_hunter2!!\n")
+    files = ("BAD", "RESERVED", "RAW", "MALFORMED")
+    args = [str(tmp_path / a) if a in files else a for a in args]
 
     result = invoke(["sweep", "--once", *args])
 

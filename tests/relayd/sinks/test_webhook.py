@@ -44,7 +44,7 @@ def verify_like_a_receiver(secret: bytes, headers: dict[str, str], body: bytes) 
 async def test_503_is_retried_then_delivered_once_with_signed_requests() -> None:
     """A 503 is Retry; the redelivery gets 200 and is Delivered; every request is signed and keyed."""
     with serve(lambda body, nth: Reply(503 if nth == 1 else 200)) as server:
-        sink = make_sink(server.url, webhook_secret=SECRET)
+        sink = make_sink(server.url, webhook_secret=SECRET, webhook_signature="relayd")
         await sink.start()
         envelope = outbox("p", 1, "a")
         first = await sink.deliver(Batch.of([envelope]))
@@ -64,15 +64,16 @@ async def test_503_is_retried_then_delivered_once_with_signed_requests() -> None
 
 
 async def test_no_signature_headers_without_a_secret() -> None:
-    """Without a signing secret only the idempotency key is sent."""
+    """Without a signing secret only the idempotency key is sent (relayd scheme)."""
     with serve(lambda body, nth: Reply(204)) as server:
-        sink = make_sink(server.url)
+        sink = make_sink(server.url, webhook_signature="relayd")
         await sink.start()
         outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
         await sink.close()
 
     assert list(outcomes) == [DELIVERED]
     assert "X-Relayd-Signature" not in server.requests[0].headers
+    assert "X-Relayd-Timestamp" not in server.requests[0].headers
     assert server.requests[0].headers["Idempotency-Key"] == "p:outbox:1"
 
 
@@ -100,8 +101,8 @@ async def test_503_retry_after_http_date_is_converted_to_seconds() -> None:
 
 
 async def test_statuses_map_to_outcomes() -> None:
-    """400/404/410 are Permanent("http N"); 408/425/500/502 are Retry; 201 is Delivered."""
-    statuses = [400, 404, 410, 408, 425, 500, 502, 201]
+    """400/404 are Permanent("http N"), 410 "endpoint gone"; 408/425/429/5xx are Retry; 201 Delivered."""
+    statuses = [400, 404, 410, 408, 425, 429, 500, 502, 503, 504, 201]
     with serve(lambda body, nth: Reply(body["seq"])) as server:
         sink = make_sink(server.url)
         await sink.start()
@@ -111,11 +112,14 @@ async def test_statuses_map_to_outcomes() -> None:
     assert [
         Permanent("http 400"),
         Permanent("http 404"),
-        Permanent("http 410"),
+        Permanent("http 410 endpoint gone"),
         Retry(error="http 408"),
         Retry(error="http 425"),
+        Retry(error="http 429"),
         Retry(error="http 500"),
         Retry(error="http 502"),
+        Retry(error="http 503"),
+        Retry(error="http 504"),
         DELIVERED,
     ] == list(outcomes)
 
@@ -226,6 +230,7 @@ async def test_extra_headers_are_sent_and_gzip_bodies_verify_after_decompression
         sink = make_sink(
             server.url,
             webhook_secret=SECRET,
+            webhook_signature="relayd",
             webhook_headers=(("Authorization", "Bearer t0ken"), ("X-Tenant", "acme")),
             webhook_gzip=True,
         )

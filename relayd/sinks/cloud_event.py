@@ -1,0 +1,211 @@
+"""Pure CloudEvents 1.0 rendering of envelopes: the attributes, the data, the structured JSON.
+
+An envelope becomes one CloudEvent:
+
+    id               the envelope id (the same on every redelivery: dedupe on it)
+    source           ``--cloudevents-source`` with ``{prefix}`` filled in (default ``relayd://{prefix}``)
+    type             outbox: the event's ``kind`` (``dev.relayd.outbox`` if it has none);
+                     spawn: ``dev.relayd.spawn``; timer: ``dev.relayd.timer``
+    specversion      ``1.0``
+    subject          outbox: the target id (absent when untargeted); spawn: the child id;
+                     timer: the execution id
+    time             timer: when it was due (``fire_at``); else when relayd relayed the entry
+    datacontenttype  ``application/json``
+    sequence         the entry's seq (outbox, spawn), zero-padded to 20 digits: the extension
+                     orders its values as strings
+    partitionkey     the ordering key (absent when untargeted)
+    traceparent      ``data.traceparent`` of an event that carries one (``tracestate`` too;
+                     ``relayd.sinks.trace_context``)
+    data             outbox and timer: the event as committed; spawn: ``parent_id``,
+                     ``child_id``, ``root_path`` and ``context``
+
+``render`` gives each envelope's ``Rendered``: its attributes (for a binding's binary mode,
+which sends ``data`` as the body and each attribute as a header) and its structured JSON (for
+the structured mode, ``application/cloudevents+json``). No I/O and no clock.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+from urllib.parse import quote
+
+import orjson
+
+from relayd.batch import Batch
+from relayd.envelope import Envelope, OutboxWindow
+from relayd.sinks import trace_context
+
+SPEC_VERSION: Final = "1.0"
+DATA_CONTENT_TYPE: Final = "application/json"
+STRUCTURED_CONTENT_TYPE: Final = "application/cloudevents+json"
+BATCH_CONTENT_TYPE: Final = "application/cloudevents-batch+json"
+#: The type of an outbox event without a ``kind``, of a spawn and of a timer.
+OUTBOX_TYPE: Final = "dev.relayd.outbox"
+SPAWN_TYPE: Final = "dev.relayd.spawn"
+TIMER_TYPE: Final = "dev.relayd.timer"
+DEFAULT_SOURCE: Final = "relayd://{prefix}"
+#: Digits of a ``sequence`` value: enough for any 64-bit seq.
+SEQUENCE_DIGITS: Final = 20
+#: The body fields of a spawn envelope that are its data.
+_SPAWN_DATA: Final = ("parent_id", "child_id", "root_path", "context")
+
+#: The W3C trace context headers every binding also sends as themselves.
+_TRACE_HEADERS: Final[tuple[str, ...]] = ("traceparent", "tracestate")
+#: What an HTTP binary-mode header value keeps unencoded: printable ASCII but space, ``"`` and ``%``.
+_HEADER_SAFE: Final = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"%')
+
+OutputFormat = Literal["relayd", "cloudevents"]
+Mode = Literal["binary", "structured"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """One envelope as a CloudEvent: ``attributes`` (name → value, ``specversion`` first), the
+    ``data`` JSON bytes and the whole ``structured`` JSON bytes."""
+
+    attributes: dict[str, str]
+    data: bytes
+    structured: bytes
+
+
+def source_of(template: str, prefix: str) -> str:
+    """The ``source`` of ``prefix``'s events: ``{prefix}`` filled in, percent-encoded (a URI)."""
+    return template.replace("{prefix}", quote(prefix, safe=""))
+
+
+def render(envelopes: Sequence[Envelope], *, source_template: str) -> list[Rendered]:
+    """Every envelope as a CloudEvent, in order (see the module docstring)."""
+    if isinstance(envelopes, OutboxWindow):
+        return _render_window(envelopes, source_template)
+    return [render_one(envelope, source_template=source_template) for envelope in envelopes]
+
+
+def _render_window(window: OutboxWindow, source_template: str) -> list[Rendered]:
+    """``render`` of an outbox read window from its columns: the same events as ``render_one``
+    gives, with each event's stored text as the data, and no envelope built (``relayd bench
+    --format cloudevents``)."""
+    source, time = source_of(source_template, window.prefix), _rfc3339(window.relayed_at)
+    loads, dumps, prefix = orjson.loads, orjson.dumps, window.prefix
+    rendered: list[Rendered] = []
+    for field, seq, target, event_json in zip(
+        window.fields, window.seqs, window.targets, window.events, strict=True
+    ):
+        event = loads(event_json)
+        kind = event.get("kind")
+        attributes = {
+            "specversion": SPEC_VERSION,
+            "id": f"{prefix}:outbox:{field}",
+            "source": source,
+            "type": kind if isinstance(kind, str) and kind else OUTBOX_TYPE,
+        }
+        if target is not None:
+            attributes["subject"] = target
+        attributes["time"] = time
+        attributes["datacontenttype"] = DATA_CONTENT_TYPE
+        attributes["sequence"] = str(seq).zfill(SEQUENCE_DIGITS)
+        if target is not None:
+            attributes["partitionkey"] = target
+        attributes.update(trace_context.from_event(event))
+        structured = dumps(attributes)[:-1] + b',"data":' + event_json + b"}"
+        rendered.append(Rendered(attributes, event_json, structured))
+    return rendered
+
+
+def render_one(envelope: Envelope, *, source_template: str) -> Rendered:
+    body = envelope.body
+    attributes = {
+        "specversion": SPEC_VERSION,
+        "id": envelope.id,
+        "source": source_of(source_template, envelope.prefix),
+    }
+    data: object
+    if envelope.kind == "spawn":
+        attributes["type"] = SPAWN_TYPE
+        data = {name: body[name] for name in _SPAWN_DATA}
+        subject: object = body["child_id"]
+        time_s = body["relayed_at"]
+    elif envelope.kind == "timer":
+        attributes["type"] = TIMER_TYPE
+        data = body["event"]
+        subject = body["execution_id"]
+        time_s = body["fire_at"]
+    else:
+        data = body["event"]
+        kind = data.get("kind") if isinstance(data, dict) else None
+        attributes["type"] = kind if isinstance(kind, str) and kind else OUTBOX_TYPE
+        subject = body.get("target_id")
+        time_s = body["relayed_at"]
+    if isinstance(subject, str):
+        attributes["subject"] = subject
+    attributes["time"] = _rfc3339(time_s)
+    attributes["datacontenttype"] = DATA_CONTENT_TYPE
+    seq = body.get("seq")
+    if isinstance(seq, int):
+        attributes["sequence"] = str(seq).zfill(SEQUENCE_DIGITS)
+    if envelope.ordering_key is not None:
+        attributes["partitionkey"] = envelope.ordering_key
+    attributes.update(trace_context.from_event(data))
+    data_json = orjson.dumps(data)
+    structured = orjson.dumps(attributes)[:-1] + b',"data":' + data_json + b"}"
+    return Rendered(attributes, data_json, structured)
+
+
+def http_headers(event: Rendered, mode: Mode) -> dict[str, str]:
+    """The HTTP binding's headers: binary, ``ce-<name>`` per attribute (percent-encoded) and
+    ``Content-Type`` from ``datacontenttype``; structured, the structured content type. Both add
+    the W3C ``traceparent``/``tracestate`` headers when the event carries them."""
+    headers = {name: event.attributes[name] for name in _TRACE_HEADERS if name in event.attributes}
+    if mode == "structured":
+        headers["Content-Type"] = STRUCTURED_CONTENT_TYPE
+        return headers
+    for name, value in event.attributes.items():
+        if name == "datacontenttype":
+            headers["Content-Type"] = value
+        else:
+            headers[f"ce-{name}"] = quote(value, safe=_HEADER_SAFE)
+    return headers
+
+
+def kafka_headers(event: Rendered, mode: Mode) -> list[tuple[str, bytes]]:
+    """The Kafka binding's headers: binary, ``ce_<name>`` per attribute (UTF-8) and
+    ``content-type`` from ``datacontenttype``; structured, the structured content type. Both add
+    ``traceparent``/``tracestate`` when the event carries them."""
+    headers = [(name, event.attributes[name].encode()) for name in _TRACE_HEADERS if name in event.attributes]
+    if mode == "structured":
+        headers.append(("content-type", STRUCTURED_CONTENT_TYPE.encode()))
+        return headers
+    for name, value in event.attributes.items():
+        if name == "datacontenttype":
+            headers.append(("content-type", value.encode()))
+        else:
+            headers.append((f"ce_{name}", value.encode()))
+    return headers
+
+
+def structured_renderer(output_format: OutputFormat, source_template: str) -> Callable[[Batch], list[bytes]]:
+    """What a sink without headers sends per envelope: ``batch.render()`` for the ``relayd``
+    format, each envelope's structured CloudEvent JSON for ``cloudevents``."""
+    if output_format == "relayd":
+        return _render_envelopes
+
+    def render_structured(batch: Batch) -> list[bytes]:
+        return [event.structured for event in render(batch, source_template=source_template)]
+
+    return render_structured
+
+
+def _render_envelopes(batch: Batch) -> list[bytes]:
+    return batch.render()  # the batch's own, columnar where it is (Batch.render is abstract)
+
+
+def structured_array(structured: Sequence[bytes]) -> bytes:
+    """The JSON array of structured events: the body of ``application/cloudevents-batch+json``."""
+    return b"[" + b",".join(structured) + b"]"
+
+
+def _rfc3339(epoch_s: object) -> str:
+    when = dt.datetime.fromtimestamp(float(epoch_s), dt.UTC)  # type: ignore[arg-type]  # a JSON number
+    return when.isoformat(timespec="microseconds").replace("+00:00", "Z")

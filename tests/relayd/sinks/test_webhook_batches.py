@@ -1,0 +1,150 @@
+"""``--webhook-batch N``: requests of up to N envelopes, one outcome each, per-key order kept,
+signed over the whole body (verified with ``standardwebhooks``), CloudEvents batched mode read
+back with the CloudEvents SDK."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import orjson
+import pytest
+import standardwebhooks
+from aiohttp import web
+from cloudevents.core.formats.json import JSONFormat
+
+from relayd.batch import Batch
+from relayd.sinks import DELIVERED, Retry, SinkOptions, SinkSpec
+from relayd.sinks.per_key import HELD_BACK
+from relayd.sinks.webhook import WebhookSink
+from relayd.sinks.webhook_batches import batch_id, lanes
+
+from .conftest import outbox
+
+KEY = b"b" * 32
+SECRET = "whsec_" + base64.b64encode(KEY).decode()
+
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+@asynccontextmanager
+async def local_receiver(handle: Handler) -> AsyncIterator[str]:
+    """An aiohttp server on a free loopback port, on this test's event loop; yields its URL."""
+    app = web.Application()
+    app.router.add_post("/hook", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize(("size", "max_lanes"), [(1, 4), (3, 2), (10, 16), (100, 16)])
+def test_lanes_hold_every_entry_once_in_requests_of_at_most_size_with_each_key_in_one_lane(
+    size: int, max_lanes: int
+) -> None:
+    keys = [f"k{n % 7}" if n % 5 else None for n in range(60)]
+
+    planned = lanes(keys, size, max_lanes)
+
+    flat = [index for lane in planned for request in lane for index in request]
+    assert sorted(flat) == list(range(60))
+    assert all(0 < len(request) <= size for lane in planned for request in lane)
+    assert len(planned) <= max_lanes
+    for lane in planned:
+        in_lane = [index for request in lane for index in request]
+        assert in_lane == sorted(in_lane)  # batch order, so each key's order
+    lane_of_key = {
+        keys[i]: n for n, lane in enumerate(planned) for request in lane for i in request if keys[i]
+    }
+    assert all(
+        lane_of_key[keys[i]] == n for n, lane in enumerate(planned) for r in lane for i in r if keys[i]
+    )
+
+
+def test_a_batch_id_is_a_function_of_its_ids_in_order() -> None:
+    assert batch_id(["a", "b"]) == batch_id(["a", "b"])
+    assert batch_id(["a", "b"]) != batch_id(["b", "a"])
+    assert batch_id(["a", "b"]) != batch_id(["a", "b", "c"])
+    assert batch_id(["a"]).startswith("batch-")
+
+
+async def test_requests_carry_up_to_n_envelopes_in_key_order_signed_over_the_whole_body() -> None:
+    batch = [outbox("wb", seq, f"t{seq % 4}") for seq in range(1, 46)]
+    received: list[tuple[dict[str, str], bytes]] = []
+
+    async def receive(request: web.Request) -> web.Response:
+        received.append((dict(request.headers), await request.read()))
+        return web.Response(status=204)
+
+    async with local_receiver(receive) as url:
+        sink = WebhookSink(SinkSpec("webhook", url), SinkOptions(webhook_batch=10, webhook_secret=KEY))
+        await sink.start()
+        outcomes = await sink.deliver(Batch.of(batch))
+        await sink.close()
+
+    assert list(outcomes) == [DELIVERED] * len(batch)
+    posted = [orjson.loads(body)["data"] for _, body in received]
+    assert sorted(envelope["id"] for request in posted for envelope in request) == sorted(e.id for e in batch)
+    assert all(1 <= len(request) <= 10 for request in posted)
+    assert len(received) < len(batch) // 4
+    for headers, body in received:
+        standardwebhooks.Webhook(SECRET).verify(body, headers)
+        assert headers["webhook-id"] == batch_id([e["id"] for e in orjson.loads(body)["data"]])
+        assert headers["Content-Type"] == "application/json"
+    for target in {e.ordering_key for e in batch}:
+        seqs = [e["seq"] for request in posted for e in request if e["target_id"] == target]
+        assert seqs == sorted(seqs)
+
+
+async def test_a_failed_request_is_one_outcome_for_its_entries_and_holds_back_the_rest_of_its_lane() -> None:
+    """Two keys, two lanes: the request holding seq 3 gets a 503; the other key is unaffected."""
+    batch = [outbox("wb", seq, "a" if seq <= 10 else "b") for seq in range(1, 21)]
+
+    async def receive(request: web.Request) -> web.Response:
+        seqs = [e["seq"] for e in orjson.loads(await request.read())["data"]]
+        return web.Response(status=503 if 3 in seqs else 204)
+
+    async with local_receiver(receive) as url:
+        sink = WebhookSink(SinkSpec("webhook", url), SinkOptions(webhook_batch=4, webhook_concurrency=2))
+        await sink.start()
+        outcomes = list(await sink.deliver(Batch.of(batch)))
+        await sink.close()
+
+    assert outcomes[:4] == [Retry(error="http 503")] * 4  # seqs 1-4: the failed request
+    assert outcomes[4:10] == [Retry(error=HELD_BACK)] * 6  # the rest of key "a"'s lane
+    assert outcomes[10:] == [DELIVERED] * 10
+
+
+async def test_cloudevents_batches_are_json_arrays_the_sdk_reads() -> None:
+    batch = [outbox("wb", seq, f"t{seq % 3}") for seq in range(1, 13)]
+    received: list[tuple[dict[str, str], bytes]] = []
+
+    async def receive(request: web.Request) -> web.Response:
+        received.append((dict(request.headers), await request.read()))
+        return web.Response(status=200)
+
+    options = SinkOptions(webhook_batch=5, output_format="cloudevents", webhook_secret=KEY)
+    async with local_receiver(receive) as url:
+        sink = WebhookSink(SinkSpec("webhook", url), options)
+        await sink.start()
+        outcomes = await sink.deliver(Batch.of(batch))
+        await sink.close()
+
+    assert list(outcomes) == [DELIVERED] * len(batch)
+    read = []
+    for headers, body in received:
+        assert headers["Content-Type"] == "application/cloudevents-batch+json"
+        standardwebhooks.Webhook(SECRET).verify(body, headers)
+        read += [JSONFormat().read(None, orjson.dumps(item)) for item in orjson.loads(body)]
+    by_id = {event.get_id(): event for event in read}
+    assert sorted(by_id) == sorted(e.id for e in batch)
+    for envelope in batch:
+        event = by_id[envelope.id]
+        assert (event.get_type(), event.get_source()) == ("Ping", "relayd://wb")
+        assert event.get_extension("sequence") == f"{envelope.body['seq']:020d}"
+        assert event.get_extension("partitionkey") == envelope.ordering_key
+        assert event.get_data() == envelope.body["event"]
