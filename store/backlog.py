@@ -20,7 +20,10 @@ frontier become gaps; missing seqs ``<= c_start`` are treated as resolved (acked
 before this reader existed). A gap that fills is returned late; a gap older than ``grace_s``
 is dropped, and the gap set is capped at ``4 * limit`` (oldest dropped first). ``W`` starts
 at ``limit`` and doubles (up to ``64 * limit``) while windows come back empty, so a long
-acked prefix is skipped quickly.
+acked prefix is skipped quickly. Once a counter was seen, ``W`` is no larger than what it
+allocated beyond the frontier plus a headroom for commits since (the last read's counter growth,
+at least ``MIN_HEADROOM``, at most ``limit``): a reader polled often under a light load asks for
+the few seqs there are, not a full window of absent ones.
 
 Reconcile: one incremental HSCAN step (COUNT = limit) at most every
 ``reconcile_interval_s``, and whenever a read finds nothing new. It returns entries below the
@@ -49,6 +52,8 @@ from store.codec import parse_seq
 MAX_WINDOW_FACTOR = 64
 #: Gaps tracked at most, as a multiple of ``limit`` (the oldest are dropped first).
 MAX_GAPS_FACTOR = 4
+#: Seqs read past the last counter seen, at least (commits allocated since that read).
+MIN_HEADROOM = 32
 
 
 class RawEntry(NamedTuple):
@@ -109,6 +114,7 @@ class SeqWindow:
         # seqs above that counter the reconcile scan returned and are still open: no window
         # read returns them again (a commit's INCR may land between the read and the scan)
         self.ahead: set[int] = set()
+        self._growth = 0  # how far the counter moved between the last two window reads
         self.scan_cursor = 0
         self._window = 0
         self._last_reconcile: float | None = None
@@ -162,13 +168,18 @@ class SeqWindow:
         if limit < 1:
             raise ValueError("limit must be >= 1")
         self._window = max(self._window, limit)
-        return WindowRead(tuple(sorted(self.gaps)), self.frontier, self._window, limit)
+        size = self._window
+        if self.c_start is not None:  # a counter was seen
+            headroom = min(max(self._growth, MIN_HEADROOM), limit)
+            size = min(size, max(self.counter + 1 - self.frontier, 0) + headroom)
+        return WindowRead(tuple(sorted(self.gaps)), self.frontier, size, limit)
 
     def apply(
         self, read: WindowRead, counter: int | None, values: Sequence[bytes | None], now: float
     ) -> list[RawEntry]:
         """Fold one HMGET reply (aligned with ``read.fields``) into the state; return new entries."""
         counter = counter or 0
+        self._growth = max(counter - self.counter, 0) if self.c_start is not None else 0
         self.counter = counter
         if self.c_start is None:
             self.c_start = counter

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import random
 from collections import Counter
 from collections.abc import Mapping
@@ -139,10 +138,9 @@ async def run_relay(
                     )
                     group.create_task(_keep_shares(membership, relays, stop=stop, health=health))
                 if options.wake and not options.once:  # a latency shortcut; polling goes on regardless
-                    events = {r.prefix: r.loop_wake for r in relays}
-                    subscriber = WakeSubscriber(redis, events, metrics=metrics)
+                    subscriber = WakeSubscriber(redis, {r.prefix: r.wake for r in relays}, metrics=metrics)
                     for relay in relays:
-                        relay.on_busy = functools.partial(subscriber.busy, relay.prefix)
+                        relay.notices_live = lambda: subscriber.live
                     group.create_task(subscriber.run(stop))
                 for relay in relays:
                     group.create_task(relay.run())

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from relayd.envelope import Kind
 from store import Keyspace
 
 #: The flags relayd needs: keyspace channel, hash events, sorted-set events.
@@ -65,16 +66,34 @@ def channel(db: int, key: str) -> str:
     return f"__keyspace@{db}__:{key}"
 
 
-def channels_by_prefix(prefixes: Iterable[str], db: int) -> dict[bytes, str]:
-    """Map every channel to subscribe to (as the bytes redis-py hands back) onto its prefix."""
-    mapping: dict[bytes, str] = {}
+def watched_channels(prefixes: Iterable[str], db: int) -> dict[bytes, tuple[str, Kind]]:
+    """Map every channel to subscribe to (as the bytes Redis sends) onto its prefix and kind."""
+    kinds: tuple[Kind, Kind, Kind] = ("outbox", "spawn", "timer")  # the order of ``watched_keys``
+    mapping: dict[bytes, tuple[str, Kind]] = {}
     for prefix in prefixes:
-        for key in watched_keys(Keyspace(prefix)):
-            mapping[channel(db, key).encode()] = prefix
+        for kind, key in zip(kinds, watched_keys(Keyspace(prefix)), strict=True):
+            mapping[channel(db, key).encode()] = (prefix, kind)
     return mapping
+
+
+def channels_by_prefix(prefixes: Iterable[str], db: int) -> dict[bytes, str]:
+    """Map every channel to subscribe to (as the bytes Redis sends) onto its prefix."""
+    return {name: prefix for name, (prefix, _) in watched_channels(prefixes, db).items()}
 
 
 def wakes(event: bytes | str) -> bool:
     """Whether an event on a watched key may mean new work (anything that is not a removal)."""
     name = event.encode() if isinstance(event, str) else event
     return name not in _REMOVALS
+
+
+def new_work(replies: Iterable[Any], channels: Mapping[bytes, tuple[str, Kind]]) -> set[tuple[str, Kind]]:
+    """The (prefix, kind) pairs that pub/sub ``replies`` (``[b"message", channel, event]``, ...)
+    announce new work for, all of a read's replies folded into one set."""
+    return {
+        target
+        for reply in replies
+        if reply[0] == b"message"
+        and reply[2] not in _REMOVALS
+        and (target := channels.get(reply[1])) is not None
+    }

@@ -36,6 +36,8 @@ class Tally:
     attempted: int = 0
     full: bool = False
     interrupted: bool = False
+    #: A live wake-up subscription announces new work (``Sweeper.run_pass``'s ``notified``).
+    noticed: bool = False
 
     def count(self, kind: Kind, verdicts: Verdicts, acked_fast: int) -> None:
         self.delivered[kind] = self.delivered.get(kind, 0) + len(verdicts.ack) + acked_fast

@@ -1,17 +1,20 @@
 """One prefix in the long-running relay: its lease keeper and its poll loop.
 
 A ``PrefixRelay`` delivers only while its replica holds the prefix's lease (``keep_lease``
-takes and renews it, the share task in ``engine.loop`` says whether it may try); a full batch
-polls again at once, an idle pass backs off up to ``poll_interval_s`` with jitter (with
-``wake``, a keyspace notification of new work ends that wait at once: ``engine.wake``). A Redis
-error is counted, reported to ``/readyz`` and retried with exponential backoff from a fresh
-``Sweeper``. A pass stopped by the lease's fence (``engine.fencing``: its deadline passed, or
-Redis refused an ack for another replica's token) is reported, its sweeper dropped, and the
-prefix goes back to standby. When ``stop`` is set no new read or delivery starts, the pass in
-flight gets ``shutdown_grace_s`` to finish and ack, then the reader cursors are checkpointed and
-the lease released. With ``once`` the loop drains everything due now and returns; when another
-replica holds the lease, it logs that replica and returns at once (the prefix is relayed, not
-here).
+takes and renews it, the share task in ``engine.loop`` says whether it may try). A pass that hit
+a bound (or left allocated seqs unexamined) is followed by the next at once. Otherwise, with
+``wake`` and the keyspace subscription live (``engine.wake``), the loop waits on the
+subscription: a write noticed during the pass starts the next one at once, one noticed later ends
+the wait, and the poll interval is only the fallback for notifications that never come. Without
+a live subscription an idle pass backs off from a sixteenth of ``poll_interval_s`` up to all of
+it, with jitter. A Redis error is counted, reported to ``/readyz`` and retried with exponential
+backoff from a fresh ``Sweeper``. A pass stopped by the lease's fence (``engine.fencing``: its
+deadline passed, or Redis refused an ack for another replica's token) is reported, its sweeper
+dropped, and the prefix goes back to standby. When ``stop`` is set no new read or delivery
+starts, the pass in flight gets ``shutdown_grace_s`` to finish and ack, then the reader cursors
+are checkpointed and the lease released. With ``once`` the loop drains everything due now and returns; when
+another replica holds the lease, it logs that replica and returns at once (the prefix is
+relayed, not here).
 """
 
 from __future__ import annotations
@@ -29,10 +32,12 @@ from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock, sleep_until
 from relayd.engine.fencing import Fenced, report_fenced
 from relayd.engine.options import SweepOptions
+from relayd.engine.pass_log import PassLog
 from relayd.engine.passes import PassResult
 from relayd.engine.redis_errors import REDIS_ERRORS
 from relayd.engine.sink_guard import SinkGuard
 from relayd.engine.sweeper import Sweeper
+from relayd.engine.wake import WakeTarget
 from relayd.envelope import Kind
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
@@ -92,12 +97,15 @@ class PrefixRelay:
         # one-shot run has no share task and takes every lease it finds free.
         self.may_acquire = options.once
         self.release_wanted = False
-        # Wakes the keeper (may acquire now) and the loop (hand back now) out of their waits.
+        # Wakes the keeper (may acquire now) and the loop (new work, hand back now) out of their waits.
         self.keeper_wake = asyncio.Event()
-        self.loop_wake = asyncio.Event()
-        #: Told whether passes now run back to back (True) or the loop waits idle (False): the
-        #: wake-up subscription leaves a busy prefix's channels (``WakeSubscriber.busy``).
-        self.on_busy: Callable[[bool], None] = lambda busy: None
+        #: What the wake-up subscription tells this loop (``engine.wake``); its event also
+        #: carries a hand-back request.
+        self.wake = WakeTarget()
+        self.loop_wake = self.wake.event
+        #: Whether the wake-up subscription is live (set by ``engine.loop`` with ``wake``).
+        self.notices_live: Callable[[], bool] = lambda: False
+        self.pass_log = PassLog(prefix, clock.monotonic)
         # Keeper (renew + note) and hand-back exclude each other, so a renewal in flight
         # cannot make a lease just given back look held again.
         self.lease_lock = asyncio.Lock()
@@ -219,7 +227,10 @@ class PrefixRelay:
                 # Cleared before the pass, not after: a wake-up (new work, a hand-back) that
                 # arrives while the pass runs must end the idle wait that follows it.
                 self.loop_wake.clear()
-                result = await self._pass(sweeper)
+                # The kinds written since the last pass began: read without a probe. None when
+                # the subscription is not live: every quiet lane is probed, as without wake-up.
+                notified = self.wake.take() if self.notices_live() else None
+                result = await self._pass(sweeper, notified)
                 self._note_parked(sweeper)
             except Fenced as fenced:
                 self._fenced(fenced)
@@ -245,14 +256,13 @@ class PrefixRelay:
                     return
                 await asyncio.sleep(0)
                 continue
-            if result.full:
+            if result.full or self.loop_wake.is_set():
+                # More is waiting, or was written during the pass (a wake-up): poll again at once.
                 idle_streak = 0
-                self.on_busy(True)
-                await asyncio.sleep(0)  # more is waiting: poll again at once
+                await asyncio.sleep(0)
                 continue
             idle_streak += 1
-            self.on_busy(False)
-            await self._wait(self._idle_delay(idle_streak, result), self.loop_wake)
+            await self._wait(self._idle_delay(idle_streak, result, live=self.notices_live()), self.loop_wake)
 
     async def _held_elsewhere(self) -> bool:
         """Whether another replica holds the lease (a one-shot run then leaves the prefix to it);
@@ -275,9 +285,15 @@ class PrefixRelay:
         self.skipped = True
         return True
 
-    def _idle_delay(self, idle_streak: int, result: PassResult) -> float:
+    def _idle_delay(self, idle_streak: int, result: PassResult, *, live: bool) -> float:
+        """How long to wait after a pass with nothing more to do at once.
+
+        ``live``: the subscription announces new work, so the whole poll interval is only the
+        fallback; otherwise the wait starts short and doubles (new work is found by polling).
+        """
         interval_s = self.options.poll_interval_s
-        ceiling_s = min(interval_s, interval_s * _FIRST_IDLE_FRACTION * 2.0 ** (min(idle_streak, 32) - 1))
+        steps = 32 if live else min(idle_streak, 32)
+        ceiling_s = min(interval_s, interval_s * _FIRST_IDLE_FRACTION * 2.0 ** (steps - 1))
         # A narrow band: only one replica polls a prefix, so jitter just keeps many prefixes of
         # one process apart; a wide one would poll more often than the interval (the idle budget).
         delay_s = ceiling_s * self.rng.uniform(*_IDLE_JITTER)
@@ -285,9 +301,9 @@ class PrefixRelay:
             delay_s = min(delay_s, result.next_retry_in_s)
         return delay_s
 
-    async def _pass(self, sweeper: Sweeper) -> PassResult | None:
+    async def _pass(self, sweeper: Sweeper, notified: frozenset[Kind] | None) -> PassResult | None:
         """Run one pass; after ``stop`` it gets ``shutdown_grace_s`` to finish, else is cancelled."""
-        work = asyncio.create_task(sweeper.run_pass(self.stop))
+        work = asyncio.create_task(sweeper.run_pass(self.stop, notified=notified))
         stopped = asyncio.create_task(self.stop.wait())
         try:
             done, _ = await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -357,6 +373,7 @@ class PrefixRelay:
         self.retried.update(result.retried)
         self.dead_lettered.update(result.dead_lettered)
         self.left_for_retry = result.held
+        self.pass_log.add(result)
 
     def _redis_failed(self, exc: BaseException) -> None:
         self.metrics.redis_errors.labels(self.prefix).inc()
@@ -369,6 +386,7 @@ class PrefixRelay:
 
     async def _shutdown(self) -> None:
         """Checkpoint the readers and give the lease back; Redis trouble here is only logged."""
+        self.pass_log.flush()
         if self.sweeper is not None:
             self.left_for_retry = self.sweeper.held_count()
             await self._settle_last(self.sweeper)

@@ -17,9 +17,13 @@ again; attempt counts live in Redis).
 
 Idle cost: a lane whose last run read and held nothing is probed before it is read
 (``engine.probe``: at most two commands per pass), and the gauges are refreshed on a time
-budget (``engine.gauges``). Timers: the score of the next timer not yet due comes back with
-each timer read or probe, and ``PassResult.next_retry_in_s`` lets the loop sleep only until it
-is due (at least ``TIMER_GATHER_S``).
+budget (``engine.gauges``). With a live wake-up subscription the loop says which kinds were
+written since the last pass (``notified``): those quiet lanes are read without a probe, and the
+other quiet lanes are left alone (nothing was written to them) except for a timer coming due,
+and for one full probe per ``poll_interval_s``, the same safety net as polling. Timers: the
+score of the next timer not yet due comes back with each timer read or probe, and
+``PassResult.next_retry_in_s`` lets the loop sleep only until it is due (at least
+``TIMER_GATHER_S``). Reader cursors are checkpointed at most once a second pass after pass.
 """
 
 from __future__ import annotations
@@ -106,6 +110,7 @@ class Sweeper:
         self.gauges = PrefixGauges(store.client, store.keyspace, metrics)
         # Lanes whose last run read, attempted and held nothing: the next pass probes them first.
         self._quiet: set[Kind] = set()
+        self._probed_all_s = float("-inf")  # when every quiet lane was last probed (monotonic s)
         self.next_timer_at: float | None = None  # the earliest timer not yet due (epoch s)
         # Lanes whose live key has the wrong type (``engine.key_types``): kind -> what was found.
         self.parked: dict[Kind, str] = {}
@@ -184,15 +189,21 @@ class Sweeper:
                     continue
                 self._checkpointed[lane.kind] = mark
 
-    async def run_pass(self, stop: asyncio.Event | None = None) -> PassResult:
-        """Run one pass; with ``stop`` set, start no new read or delivery."""
+    async def run_pass(
+        self, stop: asyncio.Event | None = None, *, notified: frozenset[Kind] | None = None
+    ) -> PassResult:
+        """Run one pass; with ``stop`` set, start no new read or delivery.
+
+        ``notified``: the kinds written since the last pass began, from a live wake-up
+        subscription (None: no such subscription, every quiet lane is probed).
+        """
         started_s = self.clock.monotonic()
-        result = Tally()
+        result = Tally(noticed=notified is not None)
         blocked_children: set[str] = set()
         if self.parked and self.clock.monotonic() - self._types_checked_s >= RECHECK_EVERY_S:
             await self._check_key_types()
-        quiet = self._quiet - self.parked.keys()
-        idle_kinds = await self._probe(quiet) if quiet else set()
+        skipped, to_probe = self._quiet_lanes(notified, started_s)
+        idle_kinds = skipped | (await self._probe(to_probe) if to_probe else set())
         for lane in self.lanes:
             if (stop is not None and stop.is_set()) or not self.may_deliver():
                 result.interrupted = True
@@ -210,7 +221,8 @@ class Sweeper:
                 blocked_children = {k for h in lane.held.values() if (k := h.envelope.ordering_key)}
         if not result.full or (stop is not None and stop.is_set()):
             await self.settle_pending(result)  # the loop waits, stops or hands back after this pass
-        await self.checkpoint(busy=result.full)
+        # At most once a second, pass after pass: stop and hand-back checkpoint on their own.
+        await self.checkpoint(busy=True)
         empty = len(idle_kinds) == len(self.lanes)
         worked = bool(result.read or result.attempted)
         await self.gauges.maybe_refresh(
@@ -224,8 +236,7 @@ class Sweeper:
         self.metrics.sweep_duration.labels(self.prefix).observe(duration_s)
         self.metrics.last_sweep.labels(self.prefix).set(self.clock.now())
         done = self._freeze(result, idle_kinds)
-        emit = log.info if done.read or done.attempted else log.debug
-        emit(
+        log.debug(
             "pass_finished",
             prefix=self.prefix,
             delivered=sum(done.delivered.values()),
@@ -258,6 +269,20 @@ class Sweeper:
         return tally.freeze(
             waits=waits, exhausted=exhausted, eligible=self.has_eligible, held=self.held_count()
         )
+
+    def _quiet_lanes(self, notified: frozenset[Kind] | None, now_s: float) -> tuple[set[Kind], set[Kind]]:
+        """The quiet lanes (not parked) to leave alone this pass, and those to probe.
+
+        Without ``notified`` every quiet lane is probed. With it, a quiet lane nobody wrote to
+        has nothing new (its hash or zset only changes by a write, and every write is noticed),
+        unless its next timer is due; once per ``poll_interval_s`` they are probed all the same.
+        """
+        quiet = self._quiet - self.parked.keys()  # a parked lane is neither probed nor read
+        if notified is None or now_s - self._probed_all_s >= self.options.poll_interval_s:
+            self._probed_all_s = now_s
+            return set(), quiet - (notified or frozenset())
+        timer_due = self.next_timer_at is not None and self.next_timer_at <= self.clock.now()
+        return quiet - notified - ({"timer"} if timer_due else set()), set()
 
     async def _probe(self, quiet: set[Kind]) -> set[Kind]:
         """Which of the ``quiet`` lanes have nothing to read (``engine.probe``)."""
@@ -303,10 +328,7 @@ class Sweeper:
             tally.read += read_n
             if len(lane.held) > before:  # some joined the line (a history): they may go now too
                 picked = self._pick(lane, now, batch - len(fast), blocked, probing=probing)
-            # Anything read means more may wait: a window holding burned seqs (aborted commits)
-            # returns fewer than asked, and must not send the loop to its idle backoff. A timer
-            # read short of its limit took every due timer: the loop sleeps until the next.
-            tally.full |= read_n >= room if lane.reader is None else read_n > 0
+            tally.full |= _more_to_read(lane, read_n, room, noticed=tally.noticed)
         if (picked or fast) and not self.may_deliver():
             # The lease was lost while reading: another replica delivers now.
             self._hold(lane, fast, now)
@@ -547,3 +569,19 @@ class Sweeper:
             outcomes = [Retry(error=f"sink raised {type(exc).__name__}")] * len(batch)
         self.metrics.sink_latency.labels(self.prefix, lane.kind).observe(self.clock.monotonic() - started_s)
         return outcomes, lane.guard.record(batch, outcomes)
+
+
+def _more_to_read(lane: Lane, read_n: int, room: int, *, noticed: bool) -> bool:
+    """Whether a lane's read leaves more to read at once.
+
+    A read that filled its room may have left more. A hash reader that has not examined every
+    seq the counter allocated has more. A timer read short of its room took every due timer (the
+    loop sleeps until the next). Without notices, anything read means more may wait (an entry
+    committed just after the read is found by the next pass, not after an idle wait); with
+    them, such a commit is noticed and starts the next pass itself.
+    """
+    if read_n >= room:
+        return True
+    if lane.reader is None:
+        return False
+    return not lane.reader.window.caught_up or (read_n > 0 and not noticed)

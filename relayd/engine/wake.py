@@ -16,11 +16,16 @@ stays off (one log line). A dropped pubsub connection is retried with backoff; w
 down the relay just polls. Reading the subscription sends no command (no pings): an idle relay
 costs Redis nothing more with wake-up on.
 
-A prefix whose passes run back to back has no idle wait to cut short, while every write to its
-keys still arrives as a message that costs the relay CPU to parse, per write, more than the
-wait it could cut short is worth. So its loop reports itself busy and the subscription leaves that
-prefix's channels until the loop waits idle again (``busy``); the change is applied by the
-listener itself within ``APPLY_EVERY_S``, and the poll covers anything written meanwhile.
+The subscription stays up whatever the loops do. A loop that is busy still needs to hear of a
+write during its pass (its next pass then starts at once instead of waiting), and the cost of
+hearing it is kept small: everything the socket holds is read in one go and parsed by hiredis,
+and the whole read is folded into one set of (prefix, kind) before any prefix is told
+(``notify.new_work``). Each prefix's ``WakeTarget`` collects the kinds written since its loop last
+took them (a pass reads those lanes without probing them) and its event ends the idle wait.
+``live`` says whether the subscription is confirmed on the current connection: only then may a
+loop rely on it (wait a whole poll interval, skip probing lanes nobody wrote to). On every
+(re)subscription every prefix is woken for every kind: a write made while it was down is read at
+once.
 """
 
 from __future__ import annotations
@@ -28,22 +33,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final
 
+import hiredis
 import structlog
 from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from relayd.engine.backoff import retry_delay
 from relayd.engine.notify import (
     NEEDED_FLAGS,
-    channels_by_prefix,
     configured_flags,
+    new_work,
     notifications_ready,
     suggested_flags,
-    wakes,
+    watched_channels,
 )
+from relayd.envelope import KINDS, Kind
 from relayd.metrics import RelayMetrics
 from relayd.state import RedisClient
 
@@ -53,44 +62,54 @@ log = structlog.get_logger(__name__)
 _RETRY_BASE_S: Final = 0.2
 #: ... up to this.
 _RETRY_CAP_S: Final = 30.0
-#: Seconds within which the listener applies a prefix's busy/idle change (a local read timeout,
-#: no command is sent).
-APPLY_EVERY_S: Final = 1.0
+#: Bytes taken from the socket per read (a keyspace message is about 50 bytes).
+_READ_BYTES: Final = 1 << 16
+
+#: One read of the subscription: every reply the socket holds now (waits for at least one).
+ReadReplies = Callable[[], Awaitable[list[Any]]]
+
+
+@dataclass(slots=True)
+class WakeTarget:
+    """What the subscription tells one prefix's loop: its wake event and the kinds written."""
+
+    #: Set on new work: ends the loop's idle wait (the loop clears it before each pass).
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Kinds written since the loop last took them (``take``).
+    kinds: set[Kind] = field(default_factory=set)
+
+    def take(self) -> frozenset[Kind]:
+        """The kinds written since the last ``take``, forgotten as they are handed over."""
+        kinds = frozenset(self.kinds)
+        self.kinds.clear()
+        return kinds
 
 
 class WakeSubscriber:
-    """The process's one keyspace subscription, setting each prefix's wake event on new work."""
+    """The process's one keyspace subscription, waking each prefix's loop on new work."""
 
     def __init__(
         self,
         client: RedisClient,
-        events: Mapping[str, asyncio.Event],
+        targets: Mapping[str, WakeTarget],
         *,
         metrics: RelayMetrics | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.client = client
-        self.events = dict(events)
+        self.targets = dict(targets)
         self.metrics = metrics
         self.rng = rng or random.Random()
         pool = getattr(client, "connection_pool", None)
         db = int(pool.connection_kwargs.get("db") or 0) if pool is not None else 0
-        self.channels = channels_by_prefix(self.events, db)
+        self.channels = watched_channels(self.targets, db)
         #: Subscriptions made so far (1 at start, one more per reconnect): tests and logs read it.
         self.subscriptions = 0
-        self._busy: set[str] = set()  # prefixes whose passes run back to back
-        self._dirty = False  # ``_busy`` changed since the listener last applied it
-        self._on: set[bytes] = set()  # channels subscribed on the current connection
-        self._pending: set[bytes] = set()  # subscribed by us, confirmation not seen yet
-
-    def busy(self, prefix: str, busy: bool) -> None:
-        """Leave (``busy``) or rejoin (idle) ``prefix``'s channels, within ``APPLY_EVERY_S``."""
-        if (prefix in self._busy) != busy:
-            if busy:
-                self._busy.add(prefix)
-            else:
-                self._busy.discard(prefix)
-            self._dirty = True
+        #: Confirmed on the current connection: every write to a watched key reaches a target.
+        self.live = False
+        #: Socket reads that brought replies, and the replies they brought (tests read them).
+        self.reads = 0
+        self.replies = 0
 
     async def run(self, stop: asyncio.Event) -> None:
         """Subscribe (when the server allows it) and wake prefixes until ``stop`` is set."""
@@ -101,6 +120,7 @@ class WakeSubscriber:
         try:
             await asyncio.wait({listening, stopped}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self.live = False
             for task in (listening, stopped):
                 task.cancel()
             for task in (listening, stopped):
@@ -159,62 +179,92 @@ class WakeSubscriber:
                 failures = 0
 
     async def _listen(self) -> None:
-        pubsub = self.client.pubsub()
-        self._on, self._pending = set(), set()
-        counted = False  # this connection's first subscription was counted
-        try:
-            await self._apply(pubsub)
-            while True:
-                if self._dirty:
-                    await self._apply(pubsub)
-                if not self._on and pubsub.connection is None:  # every prefix busy from the start
-                    await asyncio.sleep(APPLY_EVERY_S)
-                    continue
-                message = await pubsub.get_message(timeout=APPLY_EVERY_S)
-                if message is None:
-                    continue
-                name = message["channel"]
-                name = name.encode() if isinstance(name, str) else name
-                if message["type"] == "subscribe":
-                    if name in self._pending:  # one we asked for
-                        self._pending.discard(name)
-                        if not counted:
-                            counted = True
-                            self._subscribed()
-                    elif self._on and name == min(self._on):
-                        self._subscribed()  # redis-py reconnected and subscribed again on its own
-                elif message["type"] == "message":
-                    prefix = self.channels.get(name)
-                    if prefix is not None and wakes(message["data"]):
-                        self._wake(prefix)
-        finally:
-            with contextlib.suppress(Exception):  # closing a connection the server already dropped
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+        """Subscribe on a connection of its own and fold every read into wake-ups until it fails.
 
-    async def _apply(self, pubsub: Any) -> None:
-        """Subscribe to the channels of the prefixes not busy, and only those."""
-        self._dirty = False
-        wanted = {channel for channel, prefix in self.channels.items() if prefix not in self._busy}
-        leave, join = self._on - wanted, wanted - self._on
-        if leave:  # never an empty UNSUBSCRIBE: that would leave every channel
-            await pubsub.unsubscribe(*sorted(leave))
-        if join:
-            self._pending |= join
-            await pubsub.subscribe(*sorted(join))
-        self._on = wanted
+        The connection comes from the client's pool class (so TLS, credentials and a
+        sentinel's master lookup apply) but is never returned to the pool.
+        """
+        pool = self.client.connection_pool  # type: ignore[union-attr]  # never a cluster: ``available``
+        connection = pool.make_connection()
+        try:
+            await connection.connect()
+            await connection.send_command("SUBSCRIBE", *sorted(self.channels))
+            read = _socket_reader(connection) or _reply_reader(connection)
+            unconfirmed = set(self.channels)
+            while True:
+                replies = await read()
+                self.reads += 1
+                self.replies += len(replies)
+                if unconfirmed:
+                    unconfirmed -= _confirmed(replies)
+                    if not unconfirmed:
+                        self._subscribed()
+                for prefix, kind in new_work(replies, self.channels):
+                    self._wake(prefix, kind)
+        finally:
+            self.live = False
+            with contextlib.suppress(Exception):  # closing a connection the server already dropped
+                await connection.disconnect()
 
     def _subscribed(self) -> None:
         self.subscriptions += 1
+        self.live = True
         log.info("wake_subscribed", channels=len(self.channels), subscriptions=self.subscriptions)
-        if self.subscriptions > 1:
-            # Whatever was written while the connection was down: look now, not at the next poll.
-            for prefix in self.events:
-                self._wake(prefix)
+        # Whatever was written before the subscription was confirmed: look now, not at the next poll.
+        for prefix in self.targets:
+            for kind in KINDS:
+                self._wake(prefix, kind)
 
-    def _wake(self, prefix: str) -> None:
-        event = self.events[prefix]
-        if event.is_set():
+    def _wake(self, prefix: str, kind: Kind) -> None:
+        target = self.targets[prefix]
+        target.kinds.add(kind)
+        if target.event.is_set():
             return
-        event.set()
+        target.event.set()
         if self.metrics is not None:
             self.metrics.wakeups.labels(prefix).inc()
+
+
+def _confirmed(replies: list[Any]) -> set[bytes]:
+    """The channels whose subscription ``replies`` confirm; raises an error reply."""
+    confirmed: set[bytes] = set()
+    for reply in replies:
+        if isinstance(reply, Exception):  # e.g. NOPERM: the caller backs off and tries again
+            raise reply
+        if reply[0] == b"subscribe":
+            confirmed.add(reply[1])
+    return confirmed
+
+
+def _socket_reader(connection: Any) -> ReadReplies | None:
+    """Read the subscription's socket straight into a hiredis reader (None: not a socket).
+
+    redis-py parses and wraps each message on its own (tens of µs each, one per write to a
+    watched key); this takes whatever the socket holds and parses it in C.
+    """
+    stream = getattr(connection, "_reader", None)
+    if not isinstance(stream, asyncio.StreamReader):
+        return None
+    parser = hiredis.Reader()
+
+    async def read() -> list[Any]:
+        replies: list[Any] = []
+        while not replies:
+            data = await stream.read(_READ_BYTES)
+            if not data:
+                raise RedisConnectionError("the server closed the subscription")
+            parser.feed(data)
+            while (reply := parser.gets()) is not False:
+                replies.append(reply)
+        return replies
+
+    return read
+
+
+def _reply_reader(connection: Any) -> ReadReplies:
+    """One reply per read through redis-py (a connection without a socket: fakeredis)."""
+
+    async def read() -> list[Any]:
+        return [await connection.read_response(disable_decoding=True)]
+
+    return read

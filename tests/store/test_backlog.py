@@ -7,7 +7,7 @@ import redis
 from support.seeding import outbox_value
 
 from store import Execution, RawEntry, SeqWindow
-from store.backlog import MAX_GAPS_FACTOR, MAX_WINDOW_FACTOR
+from store.backlog import MAX_GAPS_FACTOR, MAX_WINDOW_FACTOR, MIN_HEADROOM
 from store.keys import Keyspace
 from store.readers import BacklogReader
 
@@ -36,6 +36,39 @@ def test_window_doubles_over_an_acked_prefix_and_caps() -> None:
     assert sizes == [10, 20, 40, 80, 160, 320, 640, 640, 640, 640]
     assert window.gaps == {}
     assert MAX_WINDOW_FACTOR * 10 == 640
+
+
+def test_a_read_asks_for_what_the_counter_allocated_plus_a_headroom_not_a_full_window() -> None:
+    """Polled often under a light load, a reader asks for the seqs the counter allocated beyond
+    its frontier, plus a headroom as large as the counter's last growth (at least the minimum,
+    at most the limit), instead of ``limit`` absent fields every time."""
+    window = SeqWindow()
+    first = window.plan(1000)
+    _fold(window, 1000, {1, 2, 3}, counter=3)
+    light = window.plan(1000)  # frontier 4, counter 3, grew by 3
+    _fold(window, 1000, {4, 5}, counter=5)
+    # A burst: the counter grew by 400 while this read asked for the headroom only (6..37).
+    taken = _fold(window, 1000, set(range(6, 406)), counter=405)
+    burst = window.plan(1000)
+
+    assert first.window_size == 1000  # no counter seen yet
+    assert light.window_start == 4
+    assert light.window_size == MIN_HEADROOM
+    assert len(light.fields) == MIN_HEADROOM
+    assert [e.seq for e in taken] == list(range(6, 6 + MIN_HEADROOM))
+    assert burst.window_start == 6 + MIN_HEADROOM
+    assert burst.window_size == (405 + 1 - burst.window_start) + 400  # allocated + last growth
+
+
+def test_a_counter_far_ahead_still_gets_the_whole_window() -> None:
+    window = SeqWindow()
+    _fold(window, 10, {1}, counter=1)
+    _fold(window, 10, set(range(2, 12)), counter=5000)
+
+    assert window.plan(10).window_size == 10
+    assert _fold(window, 10, set(range(12, 40)), counter=5000) == [
+        RawEntry(str(n), n, _value(n)) for n in range(12, 22)
+    ]
 
 
 def test_missing_seqs_after_start_become_gaps_and_fill_late() -> None:

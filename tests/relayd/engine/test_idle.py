@@ -7,6 +7,7 @@ import random
 import pytest
 from prometheus_client import CollectorRegistry
 
+from relayd.engine import sweeper as sweeper_module
 from relayd.engine.gauges import BUSY_REFRESH_S, IDLE_REFRESH_S, refresh_due
 from relayd.engine.options import SweepOptions
 from relayd.engine.sweeper import Sweeper
@@ -83,6 +84,55 @@ async def test_a_quiet_prefix_is_probed_not_read_and_new_work_is_still_found(
     assert found.delivered["outbox"] == 1
     assert [e.body["event"]["id"] for e in sink.delivered] == ["late"]
     assert [c.calls for c in counters] == [2, 2]  # one EXISTS covers both hashes: both are read
+
+
+@pytest.mark.usefixtures("backend")
+async def test_with_notices_a_quiet_lane_is_read_only_when_written_to_and_probed_once_per_interval(
+    async_client, prefix, seeder, clock, monkeypatch
+):
+    """With a live subscription (``notified`` given) a quiet lane nobody wrote to costs nothing:
+    no probe, no read; the kind a notice names is read without a probe; and once per poll
+    interval every quiet lane is probed all the same (a notice that never came)."""
+    probes: list[set] = []
+    real_probe = sweeper_module.probe_quiet
+
+    async def counting_probe(client, keyspace, quiet, *, now):
+        probes.append(set(quiet))
+        return await real_probe(client, keyspace, quiet, now=now)
+
+    monkeypatch.setattr(sweeper_module, "probe_quiet", counting_probe)
+    sink = MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, sink, poll_interval_s=1.0)
+    await sweeper.start()
+    counters = []
+    for lane in sweeper.lanes:
+        if lane.reader is not None:
+            lane.reader = _Counting(lane.reader)
+            counters.append(lane.reader)
+
+    await sweeper.run_pass(notified=frozenset())  # first pass: every lane read, all quiet after
+    await sweeper.run_pass(notified=frozenset())  # a full probe: the first with quiet lanes
+    probes_before = len(probes)
+    reads_before = [c.calls for c in counters]
+    for _ in range(3):
+        await sweeper.run_pass(notified=frozenset())  # nothing written: nothing sent
+    idle = ([c.calls for c in counters], len(probes))
+    await seeder.outbox("A", "noticed")
+    noticed = await sweeper.run_pass(notified=frozenset({"outbox"}))
+    after_notice = ([c.calls for c in counters], len(probes))
+    await sweeper.run_pass(notified=frozenset())  # the outbox lane read something: read again
+    await seeder.outbox("A", "unnoticed")  # as if its notice were lost: the lanes are quiet now
+    await sweeper.run_pass(notified=frozenset())
+    unseen = [e.body["event"]["id"] for e in sink.delivered]
+    clock.advance(1.0)
+    found = await sweeper.run_pass(notified=frozenset())  # the interval is over: all probed
+
+    assert idle == (reads_before, probes_before)
+    assert noticed.delivered["outbox"] == 1
+    assert after_notice == ([reads_before[0], reads_before[1] + 1], probes_before)  # spawns untouched
+    assert unseen == ["noticed"]
+    assert found.delivered["outbox"] == 1
+    assert probes[-1] == {"outbox", "spawn", "timer"}
 
 
 @pytest.mark.usefixtures("backend")

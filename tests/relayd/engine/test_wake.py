@@ -8,6 +8,7 @@ import time
 
 import fakeredis
 import pytest
+import redis
 import redis.asyncio as aioredis
 import structlog
 from prometheus_client import CollectorRegistry
@@ -15,9 +16,21 @@ from support.relays import start_relay
 from support.seeding import outbox_value
 from support.waiting import until
 
+from relayd.engine.clock import SYSTEM_CLOCK
 from relayd.engine.loop import RunSummary
-from relayd.engine.notify import channel, channels_by_prefix, notifications_ready, suggested_flags, wakes
+from relayd.engine.notify import (
+    channel,
+    channels_by_prefix,
+    new_work,
+    notifications_ready,
+    suggested_flags,
+    wakes,
+    watched_channels,
+)
 from relayd.engine.options import SweepOptions
+from relayd.engine.passes import PassResult
+from relayd.engine.prefix_relay import PrefixRelay
+from relayd.engine.wake import WakeSubscriber, WakeTarget
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
 from relayd.sinks.memory import MemorySink
@@ -240,9 +253,12 @@ def _count(logs, event: str) -> int:
     return sum(1 for entry in logs if entry["event"] == event)
 
 
-async def test_a_busy_prefix_leaves_its_channels_and_rejoins_when_idle(relay_and_admin_clients, prefix):
-    """While passes run back to back the subscription drops the prefix (each message costs relay
-    CPU); once the loop waits idle again it subscribes again and wakes at once as before."""
+async def test_a_busy_prefix_keeps_its_subscription_and_every_entry_is_delivered(
+    relay_and_admin_clients, prefix
+):
+    """Passes running back to back leave the subscription as it is (no UNSUBSCRIBE, no
+    SUBSCRIBE again): the channel has its one listener at every sample while the backlog drains,
+    and one subscription was made in all."""
     client, admin = relay_and_admin_clients
     outbox_channel = f"__keyspace@0__:{prefix}:outbox"
     relay = Relay(client, prefix, wake=True)
@@ -259,27 +275,194 @@ async def test_a_busy_prefix_leaves_its_channels_and_rejoins_when_idle(relay_and
         [(_, count)] = await admin.pubsub_numsub(outbox_channel)
         return int(count)
 
-    seen: list[int] = []
+    busy: list[int] = []  # listeners, sampled while entries were still waiting
     try:
-        await _idle(relay)
-        seen.append(await listeners())  # idle: subscribed
-        for n in range(3000):
-            await commit(admin, prefix, f"bulk-{n}")
-        for _ in range(300):  # sample while the backlog drains
-            seen.append(await listeners())
-            if 0 in seen[1:]:
-                break
-            await asyncio.sleep(0.01)
-        await until(lambda: len(relay.delivered_at) == 3000, 30.0)
-        deadline = time.monotonic() + 5.0
-        while await listeners() != 1 and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        seen.append(await listeners())  # idle again: subscribed again
-        after_s = await _delivery_after_a_pass_s(relay, admin, prefix)
+        with structlog.testing.capture_logs() as logs:
+            await _idle(relay)
+            async with admin.pipeline(transaction=False) as pipe:  # a backlog in one go
+                for n in range(1, 3001):
+                    pipe.incr(f"{prefix}:outbox:seq")
+                    pipe.hset(f"{prefix}:outbox", str(n), outbox_value("A", f"bulk-{n}"))
+                await pipe.execute()
+            while len(relay.delivered_at) < 3000 and len(busy) < 3000:
+                busy.append(await listeners())
+                await asyncio.sleep(0.01)
+            await until(lambda: len(relay.delivered_at) == 3000, 30.0)
+            after_s = await _delivery_after_a_pass_s(relay, admin, prefix)
     finally:
         await relay.finish()
 
-    assert seen[0] == 1
-    assert 0 in seen[1:-1]
-    assert seen[-1] == 1
+    assert len(busy) >= 10
+    assert set(busy) == {1}
+    assert _count(logs, "wake_subscribed") == 1
     assert after_s < 2.0
+
+
+async def test_when_the_server_stops_publishing_the_poll_interval_still_finds_new_work(
+    relay_and_admin_clients, prefix
+):
+    """A live subscription that falls silent: the loop's fallback wait and the sweeper's full
+    probe once per poll interval deliver the entry anyway."""
+    client, admin = relay_and_admin_clients
+    relay = Relay(client, prefix, wake=True)
+    relay.options = SweepOptions(prefixes=(prefix,), poll_interval_s=0.5, lease_ttl_s=5.0, wake=True)
+    try:
+        with structlog.testing.capture_logs() as logs:
+            relay.run()
+            await until(lambda: _count(logs, "wake_subscribed") == 1, 5.0)
+            await commit(admin, prefix, "noticed")
+            await until(lambda: "noticed" in relay.delivered_at, 5.0)
+            await admin.config_set("notify-keyspace-events", "")
+            await commit(admin, prefix, "silent")
+            await until(lambda: "silent" in relay.delivered_at, 10.0)
+    finally:
+        await relay.finish()
+
+
+# --- the loop's decision after a pass ---------------------------------------------------------
+
+
+class _StubSweeper:
+    """Stands in for the sweeper: runs the passes a test scripts, records what each was told."""
+
+    def __init__(self, passes) -> None:
+        self.passes = list(passes)
+        self.notified: list[frozenset | None] = []
+
+    async def start(self) -> None:
+        pass
+
+    async def run_pass(self, stop, *, notified=None):
+        self.notified.append(notified)
+        return self.passes.pop(0)()
+
+    def abandon(self) -> None:
+        pass
+
+    def held_count(self) -> int:
+        return 0
+
+    async def settle_pending(self, tally=None) -> None:
+        pass
+
+    async def checkpoint(self, *, busy=False) -> None:
+        pass
+
+
+def _stub_relay(async_client, prefix, *, live: bool):
+    """A ``PrefixRelay`` holding its lease, its passes scripted, its waits recorded, not slept."""
+    stop = asyncio.Event()
+    options = SweepOptions(prefixes=(prefix,), poll_interval_s=5.0, lease_ttl_s=5.0, wake=True)
+    relay = PrefixRelay(
+        prefix,
+        options=options,
+        redis=async_client,
+        sinks={},
+        sink_locks={},
+        metrics=RelayMetrics(CollectorRegistry()),
+        health=Health(),
+        stop=stop,
+        clock=SYSTEM_CLOCK,
+    )
+    relay.lease.held = lambda: True  # type: ignore[method-assign]
+    relay.active = True
+    relay.notices_live = lambda: live
+    waits: list[float] = []
+
+    async def wait(timeout_s, wake=None):
+        waits.append(timeout_s)
+        if len(waits) > 5:
+            stop.set()
+
+    relay._wait = wait  # type: ignore[method-assign]
+    return relay, stop, waits
+
+
+async def test_a_notice_during_a_pass_starts_the_next_pass_without_an_idle_wait(async_client, prefix):
+    """The pass reads nothing, but a write is noticed while it runs (the subscriber's wake): the
+    loop goes straight to the next pass, which is told the kind written; only after that quiet
+    pass does it wait, a whole poll interval (the subscription is live)."""
+    relay, stop, waits = _stub_relay(async_client, prefix, live=True)
+    subscriber = WakeSubscriber(async_client, {prefix: relay.wake})
+    waits_before_second_pass: list[int] = []
+
+    def quiet_pass_noticing_a_write():
+        subscriber._wake(prefix, "outbox")  # as a message folded during the pass does
+        return PassResult()
+
+    def quiet_pass():
+        waits_before_second_pass.append(len(waits))
+        return PassResult()
+
+    def last_pass():
+        stop.set()
+        return PassResult()
+
+    sweeper = _StubSweeper([quiet_pass_noticing_a_write, quiet_pass, last_pass])
+    relay._new_sweeper = lambda: sweeper  # type: ignore[method-assign]
+
+    await relay._loop()
+
+    assert waits_before_second_pass == [0]
+    assert sweeper.notified[:2] == [frozenset(), frozenset({"outbox"})]
+    assert len(waits) == 2  # after the second pass, and after the last
+    assert min(waits) >= 0.85 * relay.options.poll_interval_s
+
+
+async def test_without_a_live_subscription_the_idle_wait_starts_short_and_no_kinds_are_given(
+    async_client, prefix
+):
+    relay, stop, waits = _stub_relay(async_client, prefix, live=False)
+    sweeper = _StubSweeper([PassResult] * 3 + [lambda: (stop.set(), PassResult())[1]])
+    relay._new_sweeper = lambda: sweeper  # type: ignore[method-assign]
+
+    await relay._loop()
+
+    assert sweeper.notified == [None] * 4
+    assert waits[0] <= relay.options.poll_interval_s / 16
+    assert waits[1] > waits[0]
+
+
+# --- the subscriber's reads -------------------------------------------------------------------
+
+
+def test_a_read_of_many_messages_is_folded_into_one_wake_per_prefix_and_kind():
+    channels = watched_channels(["a", "b"], db=0)
+    replies = [
+        [b"message", b"__keyspace@0__:a:outbox", b"hset"],
+        [b"message", b"__keyspace@0__:a:outbox", b"hset"],
+        [b"message", b"__keyspace@0__:a:outbox", b"hdel"],
+        [b"message", b"__keyspace@0__:b:timers", b"zadd"],
+        [b"message", b"__keyspace@0__:b:spawns", b"hdel"],
+        [b"message", b"__keyspace@0__:elsewhere", b"hset"],
+        [b"subscribe", b"__keyspace@0__:a:spawns", 3],
+    ]
+
+    assert new_work(replies, channels) == {("a", "outbox"), ("b", "timer")}
+
+
+async def test_messages_published_while_the_loop_is_busy_are_read_in_a_few_reads(relay_and_admin_clients):
+    """Hundreds of writes while the event loop is held elsewhere: the subscriber takes them all
+    in far fewer socket reads than messages, and wakes the prefix once."""
+    client, admin = relay_and_admin_clients
+    target = WakeTarget()
+    subscriber = WakeSubscriber(client, {"busy": target}, metrics=None)
+    stop = asyncio.Event()
+    task = asyncio.create_task(subscriber.run(stop))
+    try:
+        await until(lambda: subscriber.live, 5.0)
+        target.take()
+        target.event.clear()
+        writer = redis.Redis(port=admin.connection_pool.connection_kwargs["port"])
+        before = subscriber.replies
+        for n in range(500):  # synchronous: the event loop (and the subscriber) cannot run
+            writer.hset("busy:outbox", str(n), b"v")
+        writer.close()
+        await until(lambda: subscriber.replies - before >= 500, 10.0)
+    finally:
+        stop.set()
+        await task
+
+    assert subscriber.reads < 100
+    assert target.take() == {"outbox"}
+    assert subscriber.subscriptions == 1
