@@ -56,6 +56,10 @@ _ERROR_BACKOFF_CAP_S: Final = 10.0
 _FIRST_IDLE_FRACTION: Final = 1 / 16
 #: The keeper renews this many renewal periods after the last renewal (a beat's included).
 _RENEW_SLACK: Final = 1.1
+#: After a pass that read something, a write noticed during it is followed by this pause (s)
+#: before the next pass, so that pass takes the writes of that moment too (as ``linger.ms``
+#: does for a Kafka producer): an idle relay woken by one commit does not wait it.
+WAKE_LINGER_S: Final = 0.005
 #: Idle waits are this band of their ceiling.
 _IDLE_JITTER: Final = (0.85, 1.0)
 
@@ -225,11 +229,11 @@ class PrefixRelay:
             try:
                 sweeper = await self._started_sweeper()
                 # Cleared before the pass, not after: a wake-up (new work, a hand-back) that
-                # arrives while the pass runs must end the idle wait that follows it.
-                self.loop_wake.clear()
-                # The kinds written since the last pass began: read without a probe. None when
-                # the subscription is not live: every quiet lane is probed, as without wake-up.
-                notified = self.wake.take() if self.notices_live() else None
+                # arrives while the pass runs must end the idle wait that follows it. The kinds
+                # written since the last pass began are read without a probe; when the
+                # subscription is not live, every quiet lane is probed, as without wake-up.
+                written = self.wake.take()
+                notified = written if self.notices_live() else None
                 result = await self._pass(sweeper, notified)
                 self._note_parked(sweeper)
             except Fenced as fenced:
@@ -256,13 +260,29 @@ class PrefixRelay:
                     return
                 await asyncio.sleep(0)
                 continue
-            if result.full or self.loop_wake.is_set():
-                # More is waiting, or was written during the pass (a wake-up): poll again at once.
-                idle_streak = 0
-                await asyncio.sleep(0)
-                continue
+            idle_streak = await self._pause_after(result, idle_streak)
+
+    async def _pause_after(self, result: PassResult, idle_streak: int) -> int:
+        """Wait as long as the pass that ended calls for; return the new idle streak.
+
+        None at all when more is waiting; a linger when writes are coming one after another;
+        else until a wake-up, at most the idle delay.
+        """
+        if result.full:
+            await asyncio.sleep(0)  # more is waiting: poll again at once
+            return 0
+        if not self.loop_wake.is_set():
             idle_streak += 1
             await self._wait(self._idle_delay(idle_streak, result, live=self.notices_live()), self.loop_wake)
+            return idle_streak
+        # Written during the pass. When that pass read something too, commits are coming one
+        # after another: gather those of the next moment into one pass (fewer passes, each
+        # costing the same round-trips).
+        if result.read and self.notices_live():
+            await self._wait(WAKE_LINGER_S)
+        else:
+            await asyncio.sleep(0)
+        return 0
 
     async def _held_elsewhere(self) -> bool:
         """Whether another replica holds the lease (a one-shot run then leaves the prefix to it);

@@ -44,6 +44,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from relayd.engine.backoff import retry_delay
+from relayd.engine.clock import sleep_until
 from relayd.engine.notify import (
     NEEDED_FLAGS,
     configured_flags,
@@ -64,6 +65,10 @@ _RETRY_BASE_S: Final = 0.2
 _RETRY_CAP_S: Final = 30.0
 #: Bytes taken from the socket per read (a keyspace message is about 50 bytes).
 _READ_BYTES: Final = 1 << 16
+#: While every target is already woken, the socket is left unread until a loop takes its
+#: wake-up, for at most this long (s): the messages meanwhile wait in socket buffers and are
+#: then read at once, and a standby whose loops take nothing still drains them now and then.
+PAUSE_AT_MOST_S: Final = 1.0
 
 #: One read of the subscription: every reply the socket holds now (waits for at least one).
 ReadReplies = Callable[[], Awaitable[list[Any]]]
@@ -73,15 +78,19 @@ ReadReplies = Callable[[], Awaitable[list[Any]]]
 class WakeTarget:
     """What the subscription tells one prefix's loop: its wake event and the kinds written."""
 
-    #: Set on new work: ends the loop's idle wait (the loop clears it before each pass).
+    #: Set on new work: ends the loop's idle wait (``take`` clears it, before each pass).
     event: asyncio.Event = field(default_factory=asyncio.Event)
     #: Kinds written since the loop last took them (``take``).
     kinds: set[Kind] = field(default_factory=set)
+    #: Set by ``take``: tells a subscriber that paused (every target already woken) to read on.
+    taken: asyncio.Event = field(default_factory=asyncio.Event)
 
     def take(self) -> frozenset[Kind]:
-        """The kinds written since the last ``take``, forgotten as they are handed over."""
+        """Clear the wake-up and hand over the kinds written since the last ``take``."""
+        self.event.clear()
         kinds = frozenset(self.kinds)
         self.kinds.clear()
+        self.taken.set()
         return kinds
 
 
@@ -98,6 +107,9 @@ class WakeSubscriber:
     ) -> None:
         self.client = client
         self.targets = dict(targets)
+        self._taken = asyncio.Event()  # some target's wake-up was taken: read on
+        for target in self.targets.values():
+            target.taken = self._taken
         self.metrics = metrics
         self.rng = rng or random.Random()
         pool = getattr(client, "connection_pool", None)
@@ -201,10 +213,21 @@ class WakeSubscriber:
                         self._subscribed()
                 for prefix, kind in new_work(replies, self.channels):
                     self._wake(prefix, kind)
+                await self._pause_while_all_woken()
         finally:
             self.live = False
             with contextlib.suppress(Exception):  # closing a connection the server already dropped
                 await connection.disconnect()
+
+    async def _pause_while_all_woken(self) -> None:
+        """Leave the socket unread while every target is woken already (``PAUSE_AT_MOST_S``).
+
+        Nothing a message could say is lost meanwhile: each loop will pass anyway. Under a
+        steady load this makes one read per pass of whatever came, instead of one per write.
+        """
+        self._taken.clear()
+        if all(target.event.is_set() for target in self.targets.values()):
+            await sleep_until(PAUSE_AT_MOST_S, self._taken)
 
     def _subscribed(self) -> None:
         self.subscriptions += 1

@@ -29,7 +29,7 @@ from relayd.engine.notify import (
 )
 from relayd.engine.options import SweepOptions
 from relayd.engine.passes import PassResult
-from relayd.engine.prefix_relay import PrefixRelay
+from relayd.engine.prefix_relay import WAKE_LINGER_S, PrefixRelay
 from relayd.engine.wake import WakeSubscriber, WakeTarget
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
@@ -407,6 +407,29 @@ async def test_a_notice_during_a_pass_starts_the_next_pass_without_an_idle_wait(
     assert sweeper.notified[:2] == [frozenset(), frozenset({"outbox"})]
     assert len(waits) == 2  # after the second pass, and after the last
     assert min(waits) >= 0.85 * relay.options.poll_interval_s
+
+
+async def test_after_a_pass_that_read_something_a_noticed_write_waits_only_the_linger(async_client, prefix):
+    """Commits one after another: the next pass is put off by the linger (so it takes several),
+    never by an idle wait."""
+    relay, stop, waits = _stub_relay(async_client, prefix, live=True)
+    subscriber = WakeSubscriber(async_client, {prefix: relay.wake})
+
+    def working_pass_noticing_a_write():
+        subscriber._wake(prefix, "outbox")
+        return PassResult(read=3, attempted=3, delivered={"outbox": 3})
+
+    def last_pass():
+        stop.set()
+        return PassResult()
+
+    sweeper = _StubSweeper([working_pass_noticing_a_write, working_pass_noticing_a_write, last_pass])
+    relay._new_sweeper = lambda: sweeper  # type: ignore[method-assign]
+
+    await relay._loop()
+
+    assert waits[:2] == [WAKE_LINGER_S, WAKE_LINGER_S]
+    assert sweeper.notified[1:3] == [frozenset({"outbox"})] * 2
 
 
 async def test_without_a_live_subscription_the_idle_wait_starts_short_and_no_kinds_are_given(
