@@ -69,6 +69,9 @@ _READ_BYTES: Final = 1 << 16
 #: wake-up, for at most this long (s): the messages meanwhile wait in socket buffers and are
 #: then read at once, and a standby whose loops take nothing still drains them now and then.
 PAUSE_AT_MOST_S: Final = 1.0
+#: A read that brought this many replies or more may have left more in the socket: read on
+#: before pausing, so a backlog of messages never outgrows the reads.
+_READ_ON_REPLIES: Final = 256
 
 #: One read of the subscription: every reply the socket holds now (waits for at least one).
 ReadReplies = Callable[[], Awaitable[list[Any]]]
@@ -213,7 +216,8 @@ class WakeSubscriber:
                         self._subscribed()
                 for prefix, kind in new_work(replies, self.channels):
                     self._wake(prefix, kind)
-                await self._pause_while_all_woken()
+                if len(replies) < _READ_ON_REPLIES:
+                    await self._pause_while_all_woken()
         finally:
             self.live = False
             with contextlib.suppress(Exception):  # closing a connection the server already dropped
