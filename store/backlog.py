@@ -116,6 +116,7 @@ class SeqWindow:
         self.ahead: set[int] = set()
         self._growth = 0  # how far the counter moved between the last two window reads
         self.scan_cursor = 0
+        self.scan_found = 0  # entries the last read's reconcile step returned (0: none, or no step)
         self._window = 0
         self._last_reconcile: float | None = None
         self._full_cycles = 0
@@ -229,6 +230,7 @@ class SeqWindow:
         self._track_catch_up(counter)
         self.open.update(zip(map(_field_of, out), map(_seq_of, out), strict=True))
         self._found_nothing = not out
+        self.scan_found = 0
         return out
 
     def _grow_window(self, read: WindowRead, taken: int, counter: int) -> None:
@@ -282,6 +284,7 @@ class SeqWindow:
         self.ahead.update(seq for e in out if (seq := e.seq) is not None and seq > self.counter)
         if out:
             self._found_nothing = False
+        self.scan_found = len(out)
         return out
 
 

@@ -575,13 +575,15 @@ def _more_to_read(lane: Lane, read_n: int, room: int, *, noticed: bool) -> bool:
     """Whether a lane's read leaves more to read at once.
 
     A read that filled its room may have left more. A hash reader that has not examined every
-    seq the counter allocated has more. A timer read short of its room took every due timer (the
-    loop sleeps until the next). Without notices, anything read means more may wait (an entry
-    committed just after the read is found by the next pass, not after an idle wait); with
-    them, such a commit is noticed and starts the next pass itself.
+    seq the counter allocated has more, and so has one whose reconcile step found entries (the
+    rest of the scan may hold more; no write will announce them). A timer read short of its room
+    took every due timer (the loop sleeps until the next). Without notices, anything read means
+    more may wait (an entry committed just after the read is found by the next pass, not after
+    an idle wait); with them, such a commit is noticed and starts the next pass itself.
     """
     if read_n >= room:
         return True
     if lane.reader is None:
         return False
-    return not lane.reader.window.caught_up or (read_n > 0 and not noticed)
+    window = lane.reader.window
+    return not window.caught_up or window.scan_found > 0 or (read_n > 0 and not noticed)

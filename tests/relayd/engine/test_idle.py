@@ -136,6 +136,25 @@ async def test_with_notices_a_quiet_lane_is_read_only_when_written_to_and_probed
 
 
 @pytest.mark.usefixtures("backend")
+async def test_with_notices_entries_found_by_the_reconcile_scan_call_for_the_next_pass_at_once(
+    async_client, prefix, seeder, clock
+):
+    """Entries no window read returns (here fields that are not seqs) come from the reconcile
+    scan, one step per read; no write will announce the rest, so the pass says more is waiting."""
+    sweeper = _sweeper(async_client, prefix, clock, MemorySink())
+    await sweeper.start()
+    for n in range(3):
+        await seeder.raw_outbox(f"x{n}", b"{}", bump=False)
+
+    scanned = await sweeper.run_pass(notified=frozenset({"outbox"}))
+    after = await sweeper.run_pass(notified=frozenset())
+
+    assert scanned.read == 3
+    assert scanned.full
+    assert not after.full
+
+
+@pytest.mark.usefixtures("backend")
 async def test_a_burned_gap_filled_late_is_delivered_while_idle(async_client, prefix, seeder, clock):
     """A seq allocated before a quiet spell and committed during it is still found."""
     sink = MemorySink()
