@@ -23,7 +23,8 @@ other quiet lanes are left alone (nothing was written to them) except for a time
 and for one full probe per ``poll_interval_s``, the same safety net as polling. Timers: the
 score of the next timer not yet due comes back with each timer read or probe, and
 ``PassResult.next_retry_in_s`` lets the loop sleep only until it is due (at least
-``TIMER_GATHER_S``). Reader cursors are checkpointed at most once a second pass after pass.
+``TIMER_GATHER_S``). Reader cursors are checkpointed at most once a second while passes find
+work, and by a pass that found none.
 """
 
 from __future__ import annotations
@@ -221,8 +222,9 @@ class Sweeper:
                 blocked_children = {k for h in lane.held.values() if (k := h.envelope.ordering_key)}
         if not result.full or (stop is not None and stop.is_set()):
             await self.settle_pending(result)  # the loop waits, stops or hands back after this pass
-        # At most once a second, pass after pass: stop and hand-back checkpoint on their own.
-        await self.checkpoint(busy=True)
+        # At most once a second while passes find work; a pass that found none (the loop may go
+        # idle after it) writes the mark if it moved.
+        await self.checkpoint(busy=result.full or result.read > 0)
         empty = len(idle_kinds) == len(self.lanes)
         worked = bool(result.read or result.attempted)
         await self.gauges.maybe_refresh(
