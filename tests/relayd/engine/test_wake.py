@@ -328,6 +328,7 @@ class _StubSweeper:
     def __init__(self, passes) -> None:
         self.passes = list(passes)
         self.notified: list[frozenset | None] = []
+        self.parked: dict = {}  # no lane parked (wrong key type)
 
     async def start(self) -> None:
         pass
