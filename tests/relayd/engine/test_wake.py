@@ -359,7 +359,7 @@ def _stub_relay(async_client, prefix, *, live: bool):
         options=options,
         redis=async_client,
         sinks={},
-        sink_locks={},
+        guards={},
         metrics=RelayMetrics(CollectorRegistry()),
         health=Health(),
         stop=stop,
