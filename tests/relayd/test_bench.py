@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import redis
-from click.testing import CliRunner
 from rich.console import Console
+from typer.testing import CliRunner
 
 from relayd.batch import Batch
 from relayd.bench.runner import TimingSink
