@@ -132,7 +132,7 @@ def list_(ctx: typer.Context, as_json: JsonOption = False, kind: KindOption = No
 def replay(
     ctx: typer.Context,
     ids: Annotated[
-        list[str] | None, typer.Argument(help="Dead-letter ids to replay.", show_default=False)
+        list[str] | None, typer.Argument(metavar="IDS", help="Dead-letter ids to replay.", show_default=False)
     ] = None,
     replay_all: Annotated[bool, typer.Option("--all", help="Replay every dead letter.")] = False,
     kind: KindOption = None,

@@ -75,6 +75,16 @@ def test_sweep_help_covers_every_setting():
         assert f"RELAYD_{name.upper()}" in result.output
 
 
+def test_sweep_help_shows_its_own_options_then_the_panels_in_order():
+    """Typer's rich_help_panel groups the options; the command's own come first, then Redis."""
+    output = invoke(["sweep", "--help"]).stdout
+
+    panels = ["Options", "Redis", "Sinks", "Tuning", "Logs and metrics", "Credentials and TLS"]
+    positions = [output.index(f"─ {panel} ─") for panel in panels]
+    assert positions == sorted(positions)
+    assert output.index("--once") < positions[1] < output.index("--redis-url") < positions[2]
+
+
 def test_console_help_covers_its_own_settings():
     result = invoke(["console", "--help"])
 
