@@ -397,6 +397,7 @@ finally:
 """
 
 
+@pytest.mark.slow
 def test_a_sweep_loads_no_help_renderer(redis_url: str, prefix: str):
     """``sweep --once`` runs without rich: Typer loads its rich help rendering only for help."""
     args = ["sweep", "--once", "--redis-url", redis_url, "--prefix", prefix, "--sink", "null"]
