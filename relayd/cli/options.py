@@ -119,6 +119,13 @@ def _option(name: str, help_text: str, panel: str, **extra: Any) -> SharedOption
     return SharedOption(name, Annotated[value_type | None, declaration], None, panel)
 
 
+def _flag(name: str, help_text: str, panel: str) -> SharedOption:
+    """``--name``, off unless given (its variable: ``true``/``false``, ``1``/``0``)."""
+    if _FIELD_TYPES[name] != "bool":
+        raise TypeError(f"{name} is not a switch in relayd.defaults")
+    return _option(name, help_text, panel)
+
+
 REDIS_URL = _option(
     "redis_url",
     "Redis URL: redis://, rediss:// (verified TLS), redis+cluster://, rediss+cluster:// (any seed "
@@ -216,7 +223,7 @@ REDIS_KEY_FILE = _option(
     "PEM client key for mutual TLS (with --redis-cert-file; re-read when it changes).",
     SECURITY,
 )
-ALLOW_PLAINTEXT = _option(
+ALLOW_PLAINTEXT = _flag(
     "allow_plaintext",
     "Permit plaintext (Redis, a broker, an http:// webhook) to a non-loopback host (never with credentials).",
     SECURITY,
@@ -258,7 +265,7 @@ CLOUDEVENTS_MODE = _option(
 CLOUDEVENTS_SOURCE = _option(
     "cloudevents_source", "CloudEvents 'source' URI; '{prefix}' is filled in per prefix.", SINKS
 )
-WEBHOOK_GZIP = _option("webhook_gzip", "Gzip webhook request bodies.", SINKS)
+WEBHOOK_GZIP = _flag("webhook_gzip", "Gzip webhook request bodies.", SINKS)
 WEBHOOK_CA_FILE = _option(
     "webhook_ca_file", "PEM CA bundle trusted for https:// webhooks (re-read when it changes).", SECURITY
 )
@@ -273,7 +280,7 @@ CONSOLE_TOKEN_FILE = _option(
     f"File holding the console's access token (compared in constant time; {_STRIPPED_WATCHED}).",
     CONSOLE,
 )
-ALLOW_ACTIONS = _option(
+ALLOW_ACTIONS = _flag(
     "allow_actions", "Let the console replay and purge dead letters (read-only otherwise).", CONSOLE
 )
 CONSOLE_REPLAY_RATE = _option(
