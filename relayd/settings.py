@@ -176,7 +176,7 @@ class Settings(BaseSettings):
     webhook_gzip: bool = DEFAULTS.webhook_gzip
     webhook_ca_file: Path | None = DEFAULTS.webhook_ca_file
     webhook_signature: Literal["standard", "relayd"] = DEFAULTS.webhook_signature
-    webhook_batch: Annotated[int, Meta(ge=1, le=10_000)] = DEFAULTS.webhook_batch
+    webhook_batch: Annotated[int, Field(ge=1, le=10_000)] = DEFAULTS.webhook_batch
     format: Literal["relayd", "cloudevents"] = DEFAULTS.format
     cloudevents_mode: Literal["binary", "structured"] = DEFAULTS.cloudevents_mode
     cloudevents_source: str = DEFAULTS.cloudevents_source
