@@ -1,5 +1,5 @@
 # The same commands .ci/run uses, one target each.
-.PHONY: install lint typecheck test bench image ci
+.PHONY: install lint typecheck test test-fast bench image ci
 
 install:
 	python -m pip install -e '.[test,dev]'
@@ -10,9 +10,14 @@ lint:
 
 typecheck:
 	mypy relayd store
+	mypy tests
 
 test:
 	python -m pytest -n 2
+
+# The fast tier for local work: everything but the tests marked slow (CI runs them all).
+test-fast:
+	python -m pytest -n 2 -m "not slow"
 
 bench:
 	relayd bench

@@ -1,11 +1,10 @@
 """Load and validate relayd's configuration: flags and ``RELAYD_*`` variables → one frozen Settings.
 
 Precedence: command-line flags (passed in as keyword arguments by the CLI) win over the
-environment, which wins over the defaults. Nothing else in relayd reads ``os.environ``.
-Values are checked and converted by msgspec (strings from the environment become ints, floats,
-booleans and paths) into a frozen dataclass: msgspec is loaded by the relay anyway, while
-pydantic-settings would add its import and model building to every command's start
-(``tests/benchmarks/bench_startup.py``).
+environment, which wins over the defaults. Nothing else in relayd reads ``os.environ``:
+``Settings`` is a pydantic-settings model reading ``RELAYD_<NAME>`` (any letter case), so strings
+from the environment become ints, floats, booleans (``true``/``false``, ``1``/``0``, ``yes``/``no``,
+``on``/``off``) and paths, checked against each option's range.
 
 Security rules (DESIGN §7) are checked here, before anything connects:
 
@@ -30,18 +29,15 @@ slot; an untagged prefix is a ``ConfigError``.
 
 from __future__ import annotations
 
-import dataclasses
-import os
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, Self
 
-import msgspec
-from msgspec import Meta
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from relayd.defaults import DEFAULTS, OPTION_NAMES, Defaults
+from relayd.defaults import DEFAULTS, OPTION_NAMES
 from relayd.engine.breaker import BreakerPolicy
 from relayd.engine.options import SweepOptions
 from relayd.errors import ConfigError
@@ -122,13 +118,12 @@ def _require_hash_tags(prefixes: tuple[str, ...]) -> None:
 _CREDENTIAL_FILES: Final = frozenset(
     {"--redis-username-file", "--redis-password-file", "--sentinel-username-file", "--sentinel-password-file"}
 )
-#: Constraints of the numeric options (checked by msgspec, named in the error).
-Batch = Annotated[int, Meta(ge=1, le=100_000)]
-Seconds = Annotated[float, Meta(gt=0, le=3600)]
+#: Constraints of the numeric options (checked by pydantic, named in the error).
+Batch = Annotated[int, Field(ge=1, le=100_000)]
+Seconds = Annotated[float, Field(gt=0, le=3600)]
 
 
-@dataclass(frozen=True, kw_only=True)
-class Settings:
+class Settings(BaseSettings):
     """Every relayd option (DESIGN §5, §7), validated; ``RELAYD_<NAME>`` for each.
 
     Build it with ``load_settings`` (flags over the environment over the defaults). The defaults
@@ -136,23 +131,26 @@ class Settings:
     ``repr``.
     """
 
+    model_config = SettingsConfigDict(env_prefix="RELAYD_", frozen=True, extra="forbid", case_sensitive=False)
+
     redis_url: str = DEFAULTS.redis_url
-    prefix: tuple[str, ...] = DEFAULTS.prefix
+    # NoDecode: RELAYD_PREFIX is comma-separated text (``_split_prefixes``), not a JSON list.
+    prefix: Annotated[tuple[str, ...], NoDecode] = DEFAULTS.prefix
     sink: str = DEFAULTS.sink
     outbox_sink: str | None = DEFAULTS.outbox_sink
     spawn_sink: str | None = DEFAULTS.spawn_sink
     timer_sink: str | None = DEFAULTS.timer_sink
     batch: Batch = DEFAULTS.batch
     poll_interval: Seconds = DEFAULTS.poll_interval
-    max_attempts: Annotated[int, Meta(ge=1)] = DEFAULTS.max_attempts
+    max_attempts: Annotated[int, Field(ge=1)] = DEFAULTS.max_attempts
     retry_base: Seconds = DEFAULTS.retry_base
-    retry_cap: Annotated[float, Meta(gt=0, le=86400)] = DEFAULTS.retry_cap
+    retry_cap: Annotated[float, Field(gt=0, le=86400)] = DEFAULTS.retry_cap
     metrics_addr: str = DEFAULTS.metrics_addr
-    lease_ttl: Annotated[float, Meta(ge=0.3, le=3600)] = DEFAULTS.lease_ttl
+    lease_ttl: Annotated[float, Field(ge=0.3, le=3600)] = DEFAULTS.lease_ttl
     wake: bool = DEFAULTS.wake
     log_format: Literal["json", "console"] | None = DEFAULTS.log_format
     log_level: Literal["debug", "info", "warning", "error"] = DEFAULTS.log_level
-    shutdown_grace: Annotated[float, Meta(ge=0, le=3600)] = DEFAULTS.shutdown_grace
+    shutdown_grace: Annotated[float, Field(ge=0, le=3600)] = DEFAULTS.shutdown_grace
     redis_username_file: Path | None = DEFAULTS.redis_username_file
     redis_password_file: Path | None = DEFAULTS.redis_password_file
     # The sentinels' own credentials (redis+sentinel://); the URL's and the files above are the master's.
@@ -163,22 +161,22 @@ class Settings:
     redis_key_file: Path | None = DEFAULTS.redis_key_file
     allow_plaintext: bool = DEFAULTS.allow_plaintext
     webhook_secret_file: Path | None = DEFAULTS.webhook_secret_file
-    webhook_timeout: Annotated[float, Meta(gt=0, le=600)] = DEFAULTS.webhook_timeout
-    webhook_concurrency: Annotated[int, Meta(ge=1, le=10_000)] = DEFAULTS.webhook_concurrency
+    webhook_timeout: Annotated[float, Field(gt=0, le=600)] = DEFAULTS.webhook_timeout
+    webhook_concurrency: Annotated[int, Field(ge=1, le=10_000)] = DEFAULTS.webhook_concurrency
     # The operator console (relayd console): its own listener, loopback by default; the
     # loopback-or-token rule is checked by the console itself, so other commands never trip on it.
     console_addr: str = DEFAULTS.console_addr
     console_token_file: Path | None = DEFAULTS.console_token_file
     allow_actions: bool = DEFAULTS.allow_actions
     # Most dead letters the console replays per second, so a replay never floods a sink.
-    console_replay_rate: Annotated[float, Meta(gt=0, le=100_000)] = DEFAULTS.console_replay_rate
-    webhook_connect_timeout: Annotated[float, Meta(gt=0, le=600)] | None = DEFAULTS.webhook_connect_timeout
-    webhook_read_timeout: Annotated[float, Meta(gt=0, le=600)] | None = DEFAULTS.webhook_read_timeout
+    console_replay_rate: Annotated[float, Field(gt=0, le=100_000)] = DEFAULTS.console_replay_rate
+    webhook_connect_timeout: Annotated[float, Field(gt=0, le=600)] | None = DEFAULTS.webhook_connect_timeout
+    webhook_read_timeout: Annotated[float, Field(gt=0, le=600)] | None = DEFAULTS.webhook_read_timeout
     webhook_headers_file: Path | None = DEFAULTS.webhook_headers_file
     webhook_gzip: bool = DEFAULTS.webhook_gzip
     webhook_ca_file: Path | None = DEFAULTS.webhook_ca_file
     webhook_signature: Literal["standard", "relayd"] = DEFAULTS.webhook_signature
-    webhook_batch: Annotated[int, Meta(ge=1, le=10_000)] = DEFAULTS.webhook_batch
+    webhook_batch: Annotated[int, Field(ge=1, le=10_000)] = DEFAULTS.webhook_batch
     format: Literal["relayd", "cloudevents"] = DEFAULTS.format
     cloudevents_mode: Literal["binary", "structured"] = DEFAULTS.cloudevents_mode
     cloudevents_source: str = DEFAULTS.cloudevents_source
@@ -191,16 +189,45 @@ class Settings:
     nats_creds_file: Path | None = DEFAULTS.nats_creds_file
     nats_token_file: Path | None = DEFAULTS.nats_token_file
     nats_ca_file: Path | None = DEFAULTS.nats_ca_file
-    breaker_threshold: Annotated[int, Meta(ge=0, le=1_000_000)] = DEFAULTS.breaker_threshold
+    breaker_threshold: Annotated[int, Field(ge=0, le=1_000_000)] = DEFAULTS.breaker_threshold
     breaker_cooldown_cap: Seconds = DEFAULTS.breaker_cooldown_cap
-    sink_rate: Annotated[float, Meta(ge=0, le=10_000_000)] = DEFAULTS.sink_rate
+    sink_rate: Annotated[float, Field(ge=0, le=10_000_000)] = DEFAULTS.sink_rate
 
-    # Read and checked in __post_init__ (the files' contents and the parsed URL), never shown.
-    _address: RedisAddress | None = field(default=None, init=False, repr=False, compare=False)
+    # Read and checked in _check_and_read (the files' contents and the parsed URL), never shown.
+    _address: RedisAddress | None = PrivateAttr(default=None)
     # The watched secret and certificate files by option (relayd.material), re-read on change.
-    _files: dict[str, WatchedFile[Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _files: dict[str, WatchedFile[Any]] = PrivateAttr(default_factory=dict)
 
-    def __post_init__(self) -> None:
+    @field_validator("prefix", mode="before")
+    @classmethod
+    def _split_prefixes(cls, value: object) -> tuple[str, ...]:
+        if isinstance(value, str):
+            return expand_prefixes([value])
+        if isinstance(value, list | tuple):
+            return expand_prefixes([str(v) for v in value])
+        raise ValueError("expected prefixes")
+
+    @field_validator("log_format", "log_level", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("metrics_addr", "console_addr")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        parse_host_port(value)
+        return value
+
+    @field_validator("sink", "outbox_sink", "spawn_sink", "timer_sink")
+    @classmethod
+    def _non_empty_sink(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("a sink spec cannot be empty")
+        return value
+
+    @model_validator(mode="after")
+    def _check_and_read(self) -> Self:
+        """The DESIGN §7 rules across options, and every credential and file read once."""
         self._set("_address", self._check_redis())
         if self.webhook_secret_file is not None:
             self._watch(self._webhook_secrets_file(self.webhook_secret_file))
@@ -213,6 +240,7 @@ class Settings:
         if self.amqp_password_file is not None:
             self._watch(secret_file("--amqp-password-file", self.amqp_password_file))
         self._read_broker_secrets()
+        return self
 
     def _webhook_secrets_file(self, path: Path) -> WatchedFile[tuple[str, ...]]:
         """The signing secrets, one a line: ``whsec_<base64>`` each under the standard scheme."""
@@ -236,7 +264,7 @@ class Settings:
         return self._files.get(option)
 
     def _set(self, name: str, value: object) -> None:
-        object.__setattr__(self, name, value)  # the dataclass is frozen to everyone but __post_init__
+        setattr(self, name, value)  # a private attribute: settable though the model is frozen
 
     def _check_redis(self) -> RedisAddress:
         """The Redis URL, TLS files and credentials under the DESIGN §7 rules."""
@@ -301,7 +329,7 @@ class Settings:
     def redis(self) -> RedisAddress:
         """The parsed Redis URL (credentials from the URL only; see ``redis_credentials``)."""
         address = self._address
-        assert address is not None  # set by __post_init__, which every Settings runs
+        assert address is not None  # set by _check_and_read, which every Settings runs
         return address
 
     @property
@@ -440,93 +468,29 @@ def _path_text(path: Path | None) -> str | None:
     return str(path) if path is not None else None
 
 
-#: Options that are switches: their environment values may also read yes/no and on/off.
-_SWITCHES: Final = frozenset(f.name for f in dataclasses.fields(Defaults) if isinstance(f.default, bool))
-_SWITCH_WORDS: Final = {"yes": "true", "on": "true", "y": "true", "no": "false", "off": "false", "n": "false"}
-
-
-def _lower(value: object) -> object:
-    return value.lower() if isinstance(value, str) else value
-
-
-def _prefixes(value: object) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return expand_prefixes([value])
-    if isinstance(value, list | tuple):
-        return expand_prefixes([str(v) for v in value])
-    raise ValueError("expected prefixes")
-
-
-def _host_port(value: object) -> object:
-    if isinstance(value, str):
-        parse_host_port(value)
-    return value
-
-
-def _sink_spec(value: object) -> object:
-    if isinstance(value, str) and not value.strip():
-        raise ValueError("a sink spec cannot be empty")
-    return value
-
-
-#: What each option's raw value goes through before msgspec checks its type and range.
-_PREPARE: Final[Mapping[str, Callable[[object], object]]] = {
-    "prefix": _prefixes,
-    "log_format": _lower,
-    "log_level": _lower,
-    "metrics_addr": _host_port,
-    "console_addr": _host_port,
-    "sink": _sink_spec,
-    "outbox_sink": _sink_spec,
-    "spawn_sink": _sink_spec,
-    "timer_sink": _sink_spec,
-}
-
-
-def _from_environment(environ: Mapping[str, str]) -> dict[str, object]:
-    """The ``RELAYD_<NAME>`` variables that name an option (any letter case), by option name."""
-    wanted = {f"RELAYD_{name.upper()}": name for name in OPTION_NAMES}
-    found: dict[str, object] = {}
-    for variable, value in environ.items():
-        name = wanted.get(variable.upper())
-        if name is None:
-            continue
-        found[name] = _SWITCH_WORDS.get(value.strip().lower(), value) if name in _SWITCHES else value
-    return found
-
-
-def _path(kind: type, value: Any) -> Any:
-    """msgspec's hook for the one type it does not know: a path given as text."""
-    if kind is Path and isinstance(value, str | os.PathLike):
-        return Path(value)
-    raise NotImplementedError
-
-
-def _invalid(name: str, message: str) -> ConfigError:
-    return ConfigError(f"invalid --{name.replace('_', '-')} (RELAYD_{name.upper()}): {message}")
-
-
 def load_settings(**flags: Any) -> Settings:
     """Build Settings from explicit flags over the environment; errors become one-line ConfigError."""
     unknown = sorted(set(flags) - OPTION_NAMES)
     if unknown:
         raise ConfigError(f"unknown option {unknown[0]!r}")
-    given = _from_environment(os.environ) | flags
-    for name, prepare in _PREPARE.items():
-        if name in given:
-            try:
-                given[name] = prepare(given[name])
-            except ValueError as exc:
-                raise _invalid(name, str(exc)) from None
     try:
-        return msgspec.convert(given, Settings, strict=False, dec_hook=_path)
-    except msgspec.ValidationError as exc:
+        return Settings(**flags)
+    except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc)) from None
 
 
-def describe_validation_error(exc: msgspec.ValidationError) -> str:
-    """The problem as one line naming the option (``--batch`` / ``RELAYD_BATCH``) when it is one."""
-    message, _, where = str(exc).rpartition(" - at `$.")
-    if not message:
-        return str(exc)  # a rule across options (__post_init__): its message names them
-    return str(_invalid(where.rstrip("`").split(".")[0].split("[")[0], message))
+def describe_validation_error(exc: ValidationError) -> str:
+    """The first problem as one line naming the option (``--batch`` / ``RELAYD_BATCH``) when it is one."""
+    error = exc.errors(include_url=False)[0]
+    message = _message(error)
+    if not error["loc"]:
+        return message  # a rule across options (_check_and_read): its message names them
+    name = str(error["loc"][0])
+    return f"invalid --{name.replace('_', '-')} (RELAYD_{name.upper()}): {message}"
+
+
+def _message(error: ErrorDetails) -> str:
+    """A validator's own words (without pydantic's "Value error, "), else pydantic's, on one line."""
+    cause = error.get("ctx", {}).get("error")
+    text = str(cause) if isinstance(cause, ValueError) else error["msg"]
+    return " ".join(text.split())

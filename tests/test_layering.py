@@ -217,19 +217,36 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 
 def test_the_cli_loads_no_command_s_dependencies_until_a_command_runs() -> None:
-    """``relayd --help`` imports the CLI only: no bench, demo, engine, redis, pydantic or rich."""
+    """``relayd --help`` imports the CLI (Typer) only: no bench, demo, engine, redis, pydantic or rich."""
     heavy = (
         "relayd.bench",
         "relayd.demo",
         "relayd.engine",
+        "relayd.settings",
         "redis",
         "pydantic",
+        "pydantic_settings",
         "structlog",
         "rich",
-        "typer",
+        "typer.rich_utils",
     )
-    heavy_packages = tuple(f"{name}." for name in heavy)  # rich.console, but not rich_click
+    heavy_packages = tuple(f"{name}." for name in heavy)  # rich.console, not only rich
     code = "import sys, relayd.cli.app; print(' '.join(sorted(sys.modules)))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
     assert sorted({m for m in loaded.stdout.split() if m in heavy or m.startswith(heavy_packages)}) == []
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"]], ids=" ".join)
+def test_the_root_help_and_version_load_neither_pydantic_nor_settings(args: list[str]) -> None:
+    """Typer loads pydantic to convert a command's options: ``relayd --help`` converts none."""
+    code = (
+        "import sys\nfrom relayd.cli.app import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n"
+        "    pass\nprint('MODULES', ' '.join(sorted(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
+
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("MODULES ")]
+    loaded = set(line.split()[1:])
+    assert "typer" in loaded
+    assert {"pydantic", "pydantic_settings", "relayd.settings", "redis"} & loaded == set()

@@ -1,10 +1,13 @@
-"""``__all__`` of the public packages lists exactly what they export (httpx's check)."""
+"""``__all__`` of the public packages lists what they export (httpx's check); the wheel's typing, version."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 import types
+import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -40,3 +43,22 @@ def test_store_loads_a_name_from_its_module_only_when_asked() -> None:
 def test_an_unknown_store_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         store.Nope  # noqa: B018 - the lookup is the test
+
+
+def test_the_wheel_is_typed_and_versioned_from_relayd_version(tmp_path: Path) -> None:
+    """``py.typed`` ships in both packages; the metadata version is ``relayd.__version__``, written once."""
+    from hatchling.builders.wheel import WheelBuilder
+
+    import relayd
+
+    root = Path(__file__).resolve().parents[1]
+    (wheel,) = WheelBuilder(str(root)).build(directory=str(tmp_path), versions=["standard"])
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        metadata = archive.read(f"relayd-{relayd.__version__}.dist-info/METADATA").decode()
+
+    assert {"relayd/py.typed", "store/py.typed"} <= names
+    assert f"\nVersion: {relayd.__version__}\n" in metadata
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert "version" not in project
+    assert "version" in project["dynamic"]

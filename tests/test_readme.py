@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import typer.main
+
 from relayd.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +39,7 @@ def _readme_options() -> dict[tuple[str, str], str]:
 
 
 def _cli_options() -> dict[tuple[str, str], Any]:
-    """``(--flag, ENV_VAR) -> click option`` for every option with a variable, all commands."""
+    """``(--flag, ENV_VAR) -> option`` for every option with a variable, all commands (Typer's click)."""
     found: dict[tuple[str, str], Any] = {}
 
     def walk(command: Any) -> None:
@@ -47,7 +49,7 @@ def _cli_options() -> dict[tuple[str, str], Any]:
             if type(param).__name__.endswith("Option") and param.envvar:
                 found[param.opts[0], param.envvar] = param
 
-    root = app
+    root = typer.main.get_command(app)
     for name, command in root.commands.items():  # type: ignore[attr-defined]
         if name not in BENCHMARK_COMMANDS:
             walk(command)

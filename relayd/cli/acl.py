@@ -9,40 +9,33 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Annotated
 
-import rich_click as click
+import typer
 
 from relayd.cli import options as o
 from relayd.errors import ConfigError
 
 
-@click.command("acl")
-@o.in_panels
 @o.PREFIX
-@click.option(
-    "--db",
-    type=click.IntRange(min=0),
-    default=0,
-    help="Database number relayd uses (its keyspace channels name it).",
-)
-@click.option(
-    "--stream",
-    multiple=True,
-    help="Key of a redis-stream sink destination on the same server (its stream=...; "
-    "'{target}' becomes '*'); repeatable.",
-)
-@click.option("--user", help="Print a whole 'ACL SETUSER USER reset on ...' command.")
-@click.option(
-    "--password-file",
-    type=o.FILE,
-    help="With --user: the user's password, hashed into the command.",
-)
 def acl(
-    prefix: tuple[str, ...],
-    db: int,
-    stream: tuple[str, ...],
-    user: str | None,
-    password_file: Path | None,
+    db: Annotated[
+        int, typer.Option(min=0, help="Database number relayd uses (its keyspace channels name it).")
+    ] = 0,
+    stream: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Key of a redis-stream sink destination on the same server (its stream=...; "
+            "'{target}' becomes '*'); repeatable.",
+        ),
+    ] = None,
+    user: Annotated[
+        str | None, typer.Option(help="Print a whole 'ACL SETUSER USER reset on ...' command.")
+    ] = None,
+    password_file: Annotated[
+        Path | None, typer.Option(help="With --user: the user's password, hashed into the command.")
+    ] = None,
+    prefix: list[str] | None = None,
 ) -> None:
     """Print the Redis ACL rule (commands, key patterns, wake-up channels) relayd needs, and nothing more."""
     from relayd.acl import acl_rule
@@ -56,15 +49,15 @@ def acl(
         raise ConfigError(str(exc)) from None
     if password is not None and user is None:
         raise ConfigError("--password-file goes with --user")
-    rule = acl_rule(prefixes, db=db, streams=stream)
+    rule = acl_rule(prefixes, db=db, streams=stream or ())
     if user is None:
-        click.echo(rule)
+        typer.echo(rule)
         return
     if not user or any(c.isspace() for c in user):
         raise ConfigError(f"--user must be one word, got {user!r}")
     secret = f" #{hashlib.sha256(password.encode()).hexdigest()}" if password is not None else ""
-    click.echo(f"ACL SETUSER {user} reset on{secret} {rule}")
+    typer.echo(f"ACL SETUSER {user} reset on{secret} {rule}")
 
 
-def register(app: click.Group) -> None:
-    app.add_command(acl)
+def register(app: typer.Typer) -> None:
+    app.command("acl")(acl)

@@ -8,13 +8,11 @@ Exit code 0 when every run drained everything it seeded, 1 otherwise.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
-import rich_click as click
+import typer
 
-from relayd.cli import options as o
 from relayd.defaults import DEFAULTS
 from relayd.errors import ConfigError
 
@@ -25,108 +23,93 @@ if TYPE_CHECKING:
     from relayd.sinks.base import SinkOptions
 
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+def _opt(variable: str, help_text: str, **extra: Any) -> Any:
+    """A bench option read from ``RELAYD_BENCH_<variable>``, its default shown."""
+    return typer.Option(
+        envvar=f"RELAYD_BENCH_{variable}", show_envvar=True, show_default=True, help=help_text, **extra
+    )
 
 
-def _opt(*names: str, help_text: str, **extra: Any) -> Callable[[_F], _F]:
-    env = "RELAYD_BENCH_" + names[0].lstrip("-").split("/")[0].replace("-", "_").upper()
-    return click.option(*names, envvar=env, show_envvar=True, show_default=True, help=help_text, **extra)
-
-
-@click.command("bench")
-@o.in_panels
-@_opt(
-    "--redis-url",
-    help_text="Redis to benchmark on (default: a throwaway redis-server on a free loopback "
-    "port if one is on PATH, else the embedded fakeredis).",
-)
-@_opt(
-    "--sink",
-    help_text="Sink spec ('null', 'jsonl:PATH', 'redis-stream:URL?stream=NAME', 'webhook:URL'); "
-    "'{prefix}', '{redis_url}' and '{tmpdir}' are filled in, 'webhook:local' is an HTTP server "
-    "the bench starts on loopback. Default: one trimmed stream on the same Redis.",
-)
-@_opt("--http-server", default="aiohttp", help_text="The server behind 'webhook:local': aiohttp or uvicorn.")
-@_opt("--webhook-secret-file", type=o.FILE, help_text="Sign webhook requests with this file's key.")
-@_opt(
-    "--webhook-concurrency",
-    type=click.IntRange(min=1),
-    default=DEFAULTS.webhook_concurrency,
-    help_text="Webhook requests in flight (sink and baseline).",
-)
-@_opt(
-    "--webhook-batch",
-    type=click.IntRange(min=1),
-    default=DEFAULTS.webhook_batch,
-    help_text="Most envelopes in one webhook request of the relay (the baseline posts one each).",
-)
-@_opt(
-    "--format",
-    "output_format",
-    type=click.Choice(["relayd", "cloudevents"]),
-    default=DEFAULTS.format,
-    help_text="What the relay's sink sends: the relayd/1 envelope or CloudEvents.",
-)
-@_opt("--backlog", type=click.IntRange(min=1), default=100_000, help_text="Entries seeded per kind.")
-@_opt("--kinds", default="outbox,spawn,timer", help_text="Kinds to drain, comma-separated.")
-@_opt(
-    "--batch",
-    type=click.IntRange(min=1),
-    default=DEFAULTS.batch,
-    help_text="Entries per read and per sink call.",
-)
-@_opt(
-    "--baseline/--no-baseline",
-    default=True,
-    help_text="Also drain an identical backlog the incumbent's way.",
-)
-@_opt(
-    "--repeat",
-    type=click.IntRange(min=1),
-    default=1,
-    help_text="Relay drains per kind (and client-baseline runs, alternating); medians reported.",
-)
-@_opt("--suite", default="drain", help_text="drain, scale, timers, idle, wake (comma-separated) or all.")
-@_opt(
-    "--scale-backlog",
-    type=click.IntRange(min=1000),
-    default=1_000_000,
-    help_text="The large backlog of the scale suite.",
-)
-@_opt(
-    "--timer-duration", type=click.FloatRange(min=1.0), default=30.0, help_text="Seconds of the timers suite."
-)
-@_opt("--timer-rate", type=click.IntRange(min=1), default=10_000, help_text="Timers due per second.")
-@_opt("--idle-duration", type=click.FloatRange(min=1.0), default=10.0, help_text="Seconds of the idle suite.")
-@_opt(
-    "--wake-commits",
-    type=click.IntRange(min=1),
-    default=20,
-    help_text="Single commits per run of the wake suite.",
-)
-@_opt("--json", "as_json", is_flag=True, help_text="Print one JSON document instead of tables.")
-@click.pass_context
-def bench(  # noqa: PLR0917 - click passes one keyword per option
-    ctx: click.Context,
-    redis_url: str | None,
-    sink: str | None,
-    http_server: str,
-    webhook_secret_file: Path | None,
-    webhook_concurrency: int,
-    webhook_batch: int,
-    output_format: str,
-    backlog: int,
-    kinds: str,
-    batch: int,
-    baseline: bool,
-    repeat: int,
-    suite: str,
-    scale_backlog: int,
-    timer_duration: float,
-    timer_rate: int,
-    idle_duration: float,
-    wake_commits: int,
-    as_json: bool,
+def bench(  # noqa: PLR0917 - Typer passes one keyword per option
+    redis_url: Annotated[
+        str | None,
+        _opt(
+            "REDIS_URL",
+            "Redis to benchmark on (default: a throwaway redis-server on a free loopback "
+            "port if one is on PATH, else the embedded fakeredis).",
+        ),
+    ] = None,
+    sink: Annotated[
+        str | None,
+        _opt(
+            "SINK",
+            "Sink spec ('null', 'jsonl:PATH', 'redis-stream:URL?stream=NAME', 'webhook:URL'); "
+            "'{prefix}', '{redis_url}' and '{tmpdir}' are filled in, 'webhook:local' is an HTTP server "
+            "the bench starts on loopback. Default: one trimmed stream on the same Redis.",
+        ),
+    ] = None,
+    http_server: Annotated[
+        str, _opt("HTTP_SERVER", "The server behind 'webhook:local': aiohttp or uvicorn.")
+    ] = "aiohttp",
+    webhook_secret_file: Annotated[
+        Path | None, _opt("WEBHOOK_SECRET_FILE", "Sign webhook requests with this file's key.")
+    ] = None,
+    webhook_concurrency: Annotated[
+        int, _opt("WEBHOOK_CONCURRENCY", "Webhook requests in flight (sink and baseline).", min=1)
+    ] = DEFAULTS.webhook_concurrency,
+    webhook_batch: Annotated[
+        int,
+        _opt(
+            "WEBHOOK_BATCH",
+            "Most envelopes in one webhook request of the relay (the baseline posts one each).",
+            min=1,
+        ),
+    ] = DEFAULTS.webhook_batch,
+    output_format: Annotated[
+        Literal["relayd", "cloudevents"],
+        typer.Option(
+            "--format",
+            envvar="RELAYD_BENCH_FORMAT",
+            show_envvar=True,
+            show_default=True,
+            help="What the relay's sink sends: the relayd/1 envelope or CloudEvents.",
+        ),
+    ] = DEFAULTS.format,
+    backlog: Annotated[int, _opt("BACKLOG", "Entries seeded per kind.", min=1)] = 100_000,
+    kinds: Annotated[str, _opt("KINDS", "Kinds to drain, comma-separated.")] = "outbox,spawn,timer",
+    batch: Annotated[int, _opt("BATCH", "Entries per read and per sink call.", min=1)] = DEFAULTS.batch,
+    baseline: Annotated[
+        bool, _opt("BASELINE", "Also drain an identical backlog the incumbent's way.")
+    ] = True,
+    repeat: Annotated[
+        int,
+        _opt(
+            "REPEAT",
+            "Relay drains per kind (and client-baseline runs, alternating); medians reported.",
+            min=1,
+        ),
+    ] = 1,
+    suite: Annotated[
+        str, _opt("SUITE", "drain, scale, timers, idle, wake (comma-separated) or all.")
+    ] = "drain",
+    scale_backlog: Annotated[
+        int, _opt("SCALE_BACKLOG", "The large backlog of the scale suite.", min=1000)
+    ] = 1_000_000,
+    timer_duration: Annotated[float, _opt("TIMER_DURATION", "Seconds of the timers suite.", min=1.0)] = 30.0,
+    timer_rate: Annotated[int, _opt("TIMER_RATE", "Timers due per second.", min=1)] = 10_000,
+    idle_duration: Annotated[float, _opt("IDLE_DURATION", "Seconds of the idle suite.", min=1.0)] = 10.0,
+    wake_commits: Annotated[
+        int, _opt("WAKE_COMMITS", "Single commits per run of the wake suite.", min=1)
+    ] = 20,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            envvar="RELAYD_BENCH_JSON",
+            show_envvar=True,
+            help="Print one JSON document instead of tables.",
+        ),
+    ] = False,
 ) -> None:
     """Seed throwaway backlogs, drain them with the real engine and the baseline, print the figures."""
     from rich.console import Console
@@ -176,10 +159,10 @@ def bench(  # noqa: PLR0917 - click passes one keyword per option
     err = Console(stderr=True)
     report = run_bench(config, log=(lambda _: None) if as_json else (lambda m: err.print(f"[dim]{m}[/dim]")))
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        typer.echo(json.dumps(report, indent=2))
     else:
         render(report, Console())
-    ctx.exit(1 if report["problems"] else 0)
+    raise typer.Exit(1 if report["problems"] else 0)
 
 
 def _fmt(value: Any, digits: int = 1, scale: float = 1.0) -> str:
@@ -297,8 +280,8 @@ def _render_drain(kinds: list[dict[str, Any]], console: Console) -> None:
             console.print(f"{row['kind']}: baseline runs in order {rates} entries/s (the median is above)")
 
 
-def register(app: click.Group) -> None:
-    app.add_command(bench)
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)
 
 
 def _sink_options(

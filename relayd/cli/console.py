@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import rich_click as click
+import typer
 
 from relayd.cli import options as o
 from relayd.errors import ConfigError
 
 
-@click.command("console")
 @o.with_connection_options
 @o.CONSOLE_ADDR
 @o.CONSOLE_TOKEN_FILE
 @o.ALLOW_ACTIONS
 @o.CONSOLE_REPLAY_RATE
-@click.pass_context
-def console(ctx: click.Context, /, **_: object) -> None:
+def console(ctx: typer.Context, **_: object) -> None:
     """Serve the web console: backlog, dead letters, timers; replay and purge with --allow-actions."""
     try:
         from relayd.console.server import ConsoleOptions, serve_console
@@ -40,7 +38,7 @@ def console(ctx: click.Context, /, **_: object) -> None:
         client = await connect(settings, BRIEF, client_factory=lambda s: build_client(s, watch=watch))
         try:
             await serve_console(
-                client, options, redis_display=settings.redis.display, announce=click.echo, watch=watch
+                client, options, redis_display=settings.redis.display, announce=typer.echo, watch=watch
             )
         finally:
             await client.aclose()
@@ -48,5 +46,5 @@ def console(ctx: click.Context, /, **_: object) -> None:
     asyncio.run(run())
 
 
-def register(app: click.Group) -> None:
-    app.add_command(console)
+def register(app: typer.Typer) -> None:
+    app.command("console")(console)

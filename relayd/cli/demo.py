@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-import rich_click as click
+import typer
 
 from relayd.cli import options as o
 
@@ -12,44 +12,40 @@ if TYPE_CHECKING:
     from relayd.settings import Settings
 
 
-@click.command("demo")
-@o.in_panels
-@click.option(
-    "--duration",
-    type=click.FloatRange(3.0, 3600.0),
-    default=10.0,
-    show_default=True,
-    envvar="RELAYD_DEMO_DURATION",
-    show_envvar=True,
-    help="Seconds the workload runs before the demo stops.",
-)
-@click.option(
-    "--metrics-addr",
-    default="127.0.0.1:0",
-    show_default=True,
-    # Its own variable: RELAYD_METRICS_ADDR is set to 0.0.0.0:9464 in containers.
-    envvar="RELAYD_DEMO_METRICS_ADDR",
-    show_envvar=True,
-    help="HOST:PORT for /metrics during the demo (port 0: any free port).",
-)
 @o.LOG_LEVEL
-@click.option(
-    "--console",
-    is_flag=True,
-    envvar="RELAYD_DEMO_CONSOLE",
-    show_envvar=True,
-    help="Open the web console on the demo (with malformed entries and a failing target); "
-    "runs until Ctrl-C. Needs the console extra.",
-)
 @o.CONSOLE_ADDR
-@click.pass_context
 def demo(
-    ctx: click.Context,
-    /,
-    duration: float,
-    metrics_addr: str,
-    log_level: str | None,
-    console: bool,
+    ctx: typer.Context,
+    duration: Annotated[
+        float,
+        typer.Option(
+            min=3.0,
+            max=3600.0,
+            envvar="RELAYD_DEMO_DURATION",
+            show_envvar=True,
+            help="Seconds the workload runs before the demo stops.",
+        ),
+    ] = 10.0,
+    metrics_addr: Annotated[
+        str,
+        typer.Option(
+            # Its own variable: RELAYD_METRICS_ADDR is set to 0.0.0.0:9464 in containers.
+            envvar="RELAYD_DEMO_METRICS_ADDR",
+            show_envvar=True,
+            help="HOST:PORT for /metrics during the demo (port 0: any free port).",
+        ),
+    ] = "127.0.0.1:0",
+    console: Annotated[
+        bool,
+        typer.Option(
+            "--console",
+            envvar="RELAYD_DEMO_CONSOLE",
+            show_envvar=True,
+            help="Open the web console on the demo (with malformed entries and a failing target); "
+            "runs until Ctrl-C. Needs the console extra.",
+        ),
+    ] = False,
+    log_level: str | None = None,
     **_: object,
 ) -> None:
     """Run relayd against an embedded Redis while a generated workload commits; print a summary."""
@@ -67,10 +63,10 @@ def demo(
     if console:
         # The console shows every dead letter; the terminal keeps to errors.
         configure_logging(log_format=settings.log_format, log_level=log_level or "error")
-        ctx.exit(_run_with_console(settings, duration))
+        raise typer.Exit(_run_with_console(settings, duration))
     # The live display owns the terminal; only warnings go to the log.
     configure_logging(log_format=settings.log_format, log_level=log_level or "warning")
-    ctx.exit(run_demo(duration_s=duration, host=host, port=port))
+    raise typer.Exit(run_demo(duration_s=duration, host=host, port=port))
 
 
 def _run_with_console(settings: Settings, duration: float) -> int:
@@ -82,8 +78,8 @@ def _run_with_console(settings: Settings, duration: float) -> int:
     except ImportError as exc:
         missing = exc.name
         raise ConfigError(f"--console needs the extra: pip install 'relayd[console]' ({missing})") from None
-    return run_demo_console(ConsoleOptions.from_settings(settings), duration_s=duration, announce=click.echo)
+    return run_demo_console(ConsoleOptions.from_settings(settings), duration_s=duration, announce=typer.echo)
 
 
-def register(app: click.Group) -> None:
-    app.add_command(demo)
+def register(app: typer.Typer) -> None:
+    app.command("demo")(demo)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import rich_click as click
+import typer
 
 from relayd.cli import options as o
-from relayd.cli.ordered import OrderedGroup
 from relayd.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -24,22 +23,15 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-@click.group("dlq", cls=OrderedGroup, no_args_is_help=True)
-@o.in_panels
-def dlq_group() -> None:
-    """List, replay or purge dead letters."""
+dlq_app = typer.Typer(name="dlq", help="List, replay or purge dead letters.", no_args_is_help=True)
 
-
-KIND = click.option(
-    "--kind",
-    envvar="RELAYD_KIND",
-    show_envvar=True,
-    help="Only this kind: outbox, spawn or timer.",
-    show_default=False,
-)
-JSON = click.option(
-    "--json", "as_json", is_flag=True, envvar="RELAYD_JSON", show_envvar=True, help="JSON instead of a table."
-)
+KindOption = Annotated[
+    str | None,
+    typer.Option(envvar="RELAYD_KIND", show_envvar=True, help="Only this kind: outbox, spawn or timer."),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", envvar="RELAYD_JSON", show_envvar=True, help="JSON instead of a table.")
+]
 
 
 def _check_kind(kind: str | None) -> Kind | None:
@@ -68,7 +60,7 @@ def _per_prefix(
             results = [await action(client, Keyspace(prefix)) for prefix in settings.prefix]
             if hint:
                 for line in await prefix_hints(client, settings.prefix):
-                    click.echo(f"relayd: hint: {line}", err=True)
+                    typer.echo(f"relayd: hint: {line}", err=True)
             return results
         finally:
             await client.aclose()
@@ -110,12 +102,9 @@ def dead_letter_table(rows: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
-@dlq_group.command("list")
+@dlq_app.command("list")
 @o.with_connection_options
-@JSON
-@KIND
-@click.pass_context
-def list_(ctx: click.Context, /, as_json: bool, kind: str | None, **_: object) -> None:
+def list_(ctx: typer.Context, as_json: JsonOption = False, kind: KindOption = None, **_: object) -> None:
     """List the dead letters: id, kind, reason, attempts and attempt times."""
     from relayd.state.deadletters import list_dead_letters
 
@@ -131,21 +120,23 @@ def list_(ctx: click.Context, /, as_json: bool, kind: str | None, **_: object) -
     if as_json:
         import orjson
 
-        click.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2, default=str).decode())
+        typer.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2, default=str).decode())
     else:
         from rich.console import Console
 
         Console().print(dead_letter_table(rows))
 
 
-@dlq_group.command("replay")
+@dlq_app.command("replay")
 @o.with_connection_options
-@click.argument("ids", nargs=-1, help="Dead-letter ids to replay.")
-@click.option("--all", "replay_all", is_flag=True, help="Replay every dead letter.")
-@KIND
-@click.pass_context
 def replay(
-    ctx: click.Context, /, ids: tuple[str, ...], replay_all: bool, kind: str | None, **_: object
+    ctx: typer.Context,
+    ids: Annotated[
+        list[str] | None, typer.Argument(metavar="IDS", help="Dead-letter ids to replay.", show_default=False)
+    ] = None,
+    replay_all: Annotated[bool, typer.Option("--all", help="Replay every dead letter.")] = False,
+    kind: KindOption = None,
+    **_: object,
 ) -> None:
     """Put dead letters back where they came from (original seq or score), attempts reset."""
     from relayd.state.deadletters import replay_dead_letters
@@ -159,21 +150,23 @@ def replay(
         raise ConfigError("pass either dead-letter ids or --all, not both")
     settings = o.settings_from(ctx)
     o.configure_logs(settings)
-    wanted = None if replay_all else list(ids)
+    wanted = None if replay_all else list(ids or ())
 
     async def action(client: AsyncRedis, keyspace: Keyspace) -> int:
         return int(await replay_dead_letters(client, keyspace, ids=wanted, kind=only))
 
     count = sum(_per_prefix(settings, action))
-    click.echo(f"replayed {count} dead letter(s)")
+    typer.echo(f"replayed {count} dead letter(s)")
 
 
-@dlq_group.command("purge")
+@dlq_app.command("purge")
 @o.with_connection_options
-@click.option("--yes", is_flag=True, help="Confirm: dead letters are deleted for good.")
-@KIND
-@click.pass_context
-def purge(ctx: click.Context, /, yes: bool, kind: str | None, **_: object) -> None:
+def purge(
+    ctx: typer.Context,
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm: dead letters are deleted for good.")] = False,
+    kind: KindOption = None,
+    **_: object,
+) -> None:
     """Delete dead letters for good (requires --yes)."""
     from relayd.state.deadletters import purge_dead_letters
 
@@ -187,8 +180,8 @@ def purge(ctx: click.Context, /, yes: bool, kind: str | None, **_: object) -> No
         return int(await purge_dead_letters(client, keyspace, kind=only))
 
     count = sum(_per_prefix(settings, action))
-    click.echo(f"purged {count} dead letter(s)")
+    typer.echo(f"purged {count} dead letter(s)")
 
 
-def register(app: click.Group) -> None:
-    app.add_command(dlq_group)
+def register(app: typer.Typer) -> None:
+    app.add_typer(dlq_app)

@@ -2,24 +2,26 @@
 
 Every option defaults to None here: an option given on the command line is passed to
 ``Settings`` as a keyword (so it wins), everything else comes from the environment or the
-Settings default, read by ``Settings`` alone. Click also reads the variable (that is what
-``show_envvar`` documents and what type-checks it early), but only command-line values are
-forwarded; ``settings_from`` is the one place that decides.
+Settings default, read by ``Settings`` alone. Click (under Typer) also reads the variable (that
+is what ``show_envvar`` documents and what type-checks it early), but only command-line values
+are forwarded; ``settings_from`` is the one place that decides.
 
-Each option is a click decorator (rich-click's, for the ``panel`` of ``--help`` it is shown in); a
-command stacks the ones it takes, and ``with_connection_options`` adds those of every command
-that connects to Redis.
+Each option is a Typer parameter (``Annotated[type, typer.Option(...)]`` with the
+``rich_help_panel`` it is shown in) that a command takes by a decorator: ``@o.BATCH`` above the
+command declares ``batch`` in the signature Typer reads, so the command's own parameters stay
+its own and it takes the shared ones as ``**_``. ``with_connection_options`` adds those of every
+command that connects to Redis.
 """
 
 from __future__ import annotations
 
-import pathlib
-from collections.abc import Callable
-from dataclasses import fields
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
-import rich_click as click
-from click.core import ParameterSource
+import typer
 
 from relayd.defaults import DEFAULTS, OPTION_NAMES, Defaults
 
@@ -33,48 +35,95 @@ OBSERVE = "Logs and metrics"
 SECURITY = "Credentials and TLS"
 CONSOLE = "Console"
 
-#: A file path option's type: a ``pathlib.Path``, whether or not the file exists yet.
-FILE = click.Path(path_type=pathlib.Path)
+#: The panels of a command's help after its arguments and own options (and --help), in this
+#: order: where it connects first, then the rest; a panel with nothing of the command in it is
+#: not shown.
+PANELS = (REDIS, CONSOLE, SINKS, TUNING, OBSERVE, SECURITY)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-#: The click type of an option by the annotation of its ``Defaults`` field (``X | None`` as ``X``);
-#: any other field (text, choices, switches) is read as text and checked by ``Settings``.
-_CLICK_TYPES: Final[dict[str, Any]] = {"int": int, "float": float, "Path": FILE}
+#: The value type of an option by the annotation of its ``Defaults`` field (``X | None`` as ``X``);
+#: any other field (text, choices) is read as text and checked by ``Settings``.
+_VALUE_TYPES: Final[dict[str, type]] = {"int": int, "float": float, "Path": Path, "bool": bool}
 #: Each field's annotation as written (``relayd.defaults`` defers them): read as text, since
 #: evaluating them (``typing.get_type_hints``) would add to every command's start.
 _FIELD_TYPES: Final = {field.name: str(field.type).removesuffix(" | None") for field in fields(Defaults)}
+#: Where ``declare`` keeps the options already declared on a command.
+_DECLARED: Final = "__relayd_options__"
 
 
-def _click_type(name: str) -> Any:
-    """The click type for option ``name``, from the annotation of its field in ``Defaults``."""
-    return _CLICK_TYPES.get(_FIELD_TYPES[name])
+@dataclass(frozen=True)
+class SharedOption:
+    """One option several commands take: a decorator declaring it as a Typer parameter."""
+
+    name: str
+    annotation: Any  # Annotated[value type, typer.Option(...)]
+    default: Any
+    panel: str
+
+    def __call__(self, command: _F) -> _F:
+        return declare(command, (self,))
 
 
-def _option(name: str, help_text: str, panel: str, **extra: Any) -> Callable[[_F], _F]:
+def declare(command: _F, options: Iterable[SharedOption]) -> _F:
+    """Add ``options`` to the signature Typer reads from ``command``, grouped in ``PANELS`` order.
+
+    The command's own parameters come first (its arguments and the "Options" panel); the shared
+    ones follow as keyword parameters, panel by panel, in the order they were declared. Stacked
+    decorators run bottom-up, so each one's options go before those declared already.
+    """
+    shared: tuple[SharedOption, ...] = (*options, *getattr(command, _DECLARED, ()))
+    names = {option.name for option in shared}
+    # eval_str: the module's annotations are text (``from __future__ import annotations``) and
+    # Typer reads a given ``__signature__`` as it is.
+    own = [
+        parameter
+        for parameter in inspect.signature(command, eval_str=True).parameters.values()
+        if parameter.name not in names and parameter.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
+    declared = [
+        inspect.Parameter(
+            option.name, inspect.Parameter.KEYWORD_ONLY, default=option.default, annotation=option.annotation
+        )
+        for option in sorted(shared, key=lambda option: PANELS.index(option.panel))
+    ]
+    command.__signature__ = inspect.Signature([*own, *declared])  # type: ignore[attr-defined]
+    setattr(command, _DECLARED, shared)
+    return command
+
+
+def _option(name: str, help_text: str, panel: str, **extra: Any) -> SharedOption:
     """``--name`` read from ``RELAYD_NAME``, None unless given, showing ``DEFAULTS.name`` in help.
 
-    Its click type (int, float, a file path) comes from the annotation of ``Defaults.name``.
+    Its value type (int, float, a file path, a switch, else text) comes from the annotation of
+    ``Defaults.name``.
     """
     default = getattr(DEFAULTS, name)
     shown: str | bool = str(default) if default not in (None, (), False) else False
     if isinstance(default, tuple):
         shown = ",".join(default)
-    return click.option(
+    value_type: Any = _VALUE_TYPES.get(_FIELD_TYPES[name], str)
+    declaration = typer.Option(
         f"--{name.replace('_', '-')}",
-        name,
         envvar=f"RELAYD_{name.upper()}",
         show_envvar=True,
         show_default=shown,
         help=help_text,
-        panel=panel,
-        **({"default": None, "type": _click_type(name)} | extra),
+        rich_help_panel=panel,
+        **extra,
     )
+    if value_type is bool:  # a switch: off unless given (its variable: true/false, 1/0, ...)
+        return SharedOption(name, Annotated[bool, declaration], False, panel)
+    if isinstance(default, tuple):  # repeatable
+        return SharedOption(name, Annotated[list[value_type] | None, declaration], None, panel)
+    return SharedOption(name, Annotated[value_type | None, declaration], None, panel)
 
 
-def _flag(name: str, help_text: str, panel: str) -> Callable[[_F], _F]:
+def _flag(name: str, help_text: str, panel: str) -> SharedOption:
     """``--name``, off unless given (its variable: ``true``/``false``, ``1``/``0``)."""
-    return _option(name, help_text, panel, is_flag=True, default=False)
+    if _FIELD_TYPES[name] != "bool":
+        raise TypeError(f"{name} is not a switch in relayd.defaults")
+    return _option(name, help_text, panel)
 
 
 REDIS_URL = _option(
@@ -88,7 +137,6 @@ PREFIX = _option(
     "Key prefix to relay; repeatable (env: comma-separated). "
     "'{shard-0..31}' expands to 32 hash-tagged prefixes.",
     REDIS,
-    multiple=True,
 )
 SINK = _option("sink", "Sink for every kind not given its own: log, jsonl:PATH, ...", SINKS)
 OUTBOX_SINK = _option("outbox_sink", "Sink for outbox events (default: --sink).", SINKS)
@@ -115,16 +163,22 @@ SINK_RATE = _option("sink_rate", "Most entries a second delivered to each sink (
 LEASE_TTL = _option(
     "lease_ttl", "Lease time-to-live per prefix in seconds (renewed every third of it).", TUNING
 )
-WAKE = click.option(
-    "--wake/--no-wake",
+WAKE = SharedOption(
     "wake",
-    default=None,
-    envvar="RELAYD_WAKE",
-    show_envvar=True,
-    show_default="on",
-    help="Wake an idle prefix at once on new work, from keyspace notifications when the "
-    "server publishes them (notify-keyspace-events Khz); polling goes on regardless.",
-    panel=TUNING,
+    Annotated[
+        bool | None,
+        typer.Option(
+            "--wake/--no-wake",
+            envvar="RELAYD_WAKE",
+            show_envvar=True,
+            show_default="on",
+            help="Wake an idle prefix at once on new work, from keyspace notifications when the "
+            "server publishes them (notify-keyspace-events Khz); polling goes on regardless.",
+            rich_help_panel=TUNING,
+        ),
+    ],
+    None,
+    TUNING,
 )
 SHUTDOWN_GRACE = _option(
     "shutdown_grace", "Seconds in-flight deliveries may take after SIGTERM/SIGINT.", TUNING
@@ -261,7 +315,7 @@ NATS_CA_FILE = _option("nats_ca_file", "PEM CA bundle for the nats sink's TLS (i
 
 
 #: What every command that connects to Redis takes: where, how to log, which credentials and TLS.
-CONNECTION_OPTIONS: tuple[Callable[[Any], Any], ...] = (
+CONNECTION_OPTIONS: tuple[SharedOption, ...] = (
     REDIS_URL,
     PREFIX,
     LOG_FORMAT,
@@ -276,40 +330,27 @@ CONNECTION_OPTIONS: tuple[Callable[[Any], Any], ...] = (
     ALLOW_PLAINTEXT,
 )
 
-#: The panels of a command's help, in this order: its arguments and own options (and --help), then
-#: where it connects, then the rest; a panel with nothing of the command in it is not shown.
-PANELS = ("Arguments", "Options", REDIS, CONSOLE, SINKS, TUNING, OBSERVE, SECURITY)
-
-
-def in_panels(command: _F) -> _F:
-    """Show ``command``'s options in ``PANELS`` order (rich-click lists panels as declared)."""
-    for name in reversed(PANELS):  # decorators run bottom-up: the last declared is listed first
-        command = click.option_panel(name)(command)
-    return command
-
 
 def with_connection_options(command: _F) -> _F:
-    """Declare ``CONNECTION_OPTIONS`` on ``command``, shown in ``PANELS`` order (Redis first).
+    """Declare ``CONNECTION_OPTIONS`` on ``command`` (shown in ``PANELS`` order, Redis first).
 
-    Goes right under ``@click.command``, above the command's own options. The command reads
-    them through ``settings_from(ctx)``; its callback takes them as ``**_``.
+    The command reads them through ``settings_from(ctx)``; its callback takes them as ``**_``.
     """
-    for declare in reversed(CONNECTION_OPTIONS):
-        command = declare(command)
-    return in_panels(command)
+    return declare(command, CONNECTION_OPTIONS)
 
 
-def settings_from(ctx: click.Context) -> Settings:
+def settings_from(ctx: typer.Context) -> Settings:
     """Settings from the options typed on the command line over the environment and defaults."""
     from relayd.settings import load_settings
 
-    # A repeatable option (--prefix) arrives as a tuple; Settings takes a list of values.
-    flags = {
-        name: list(value) if isinstance(value, tuple) else value
-        for name, value in ctx.params.items()
-        if name in OPTION_NAMES and ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
-    }
+    flags = {name: value for name, value in ctx.params.items() if name in OPTION_NAMES and _typed(ctx, name)}
     return load_settings(**flags)
+
+
+def _typed(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given on the command line (not by its variable or default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
 
 
 def configure_logs(settings: Settings) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-import rich_click as click
+import typer
 
 from relayd.cli import options as o
 
@@ -30,18 +30,17 @@ async def gather_reports(settings: Settings) -> tuple[list[StatusReport], list[s
         await client.aclose()
 
 
-@click.command("status")
 @o.with_connection_options
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    envvar="RELAYD_JSON",
-    show_envvar=True,
-    help="One JSON document instead of a table.",
-)
-@click.pass_context
-def status(ctx: click.Context, /, as_json: bool, **_: object) -> None:
+def status(
+    ctx: typer.Context,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", envvar="RELAYD_JSON", show_envvar=True, help="One JSON document instead of a table."
+        ),
+    ] = False,
+    **_: object,
+) -> None:
     """Show per prefix: backlog of each kind, due timers, oldest timer lag, dead letters, active replica."""
     import asyncio
 
@@ -54,14 +53,14 @@ def status(ctx: click.Context, /, as_json: bool, **_: object) -> None:
     o.configure_logs(settings)
     reports, hints = asyncio.run(gather_reports(settings))
     for hint in hints:
-        click.echo(f"relayd: hint: {hint}", err=True)
+        typer.echo(f"relayd: hint: {hint}", err=True)
     if as_json:
-        click.echo(
+        typer.echo(
             orjson.dumps({"prefixes": [r.to_json() for r in reports]}, option=orjson.OPT_INDENT_2).decode()
         )
     else:
         Console().print(render_table(reports))
 
 
-def register(app: click.Group) -> None:
-    app.add_command(status)
+def register(app: typer.Typer) -> None:
+    app.command("status")(status)

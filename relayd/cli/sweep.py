@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-import rich_click as click
+import typer
 
 from relayd.cli import options as o
 
@@ -141,15 +141,7 @@ async def run_sweep(
     return int(summary.exit_code) if once else 0
 
 
-@click.command("sweep")
 @o.with_connection_options
-@click.option(
-    "--once",
-    is_flag=True,
-    envvar="RELAYD_ONCE",
-    show_envvar=True,
-    help="One bounded pass: deliver everything due now, then exit.",
-)
 @o.SINK
 @o.OUTBOX_SINK
 @o.SPAWN_SINK
@@ -188,8 +180,19 @@ async def run_sweep(
 @o.BREAKER_THRESHOLD
 @o.BREAKER_COOLDOWN_CAP
 @o.SINK_RATE
-@click.pass_context
-def sweep(ctx: click.Context, /, once: bool, **_: object) -> None:
+def sweep(
+    ctx: typer.Context,
+    once: Annotated[
+        bool,
+        typer.Option(
+            "--once",
+            envvar="RELAYD_ONCE",
+            show_envvar=True,
+            help="One bounded pass: deliver everything due now, then exit.",
+        ),
+    ] = False,
+    **_: object,
+) -> None:
     """Deliver outbox events, spawn intents and due timers to the sinks; ack what they confirmed."""
     import asyncio
 
@@ -203,8 +206,8 @@ def sweep(ctx: click.Context, /, once: bool, **_: object) -> None:
     watch = MaterialWatch(settings.watched_files(), registry=registry)
     sinks = resolve_sinks(settings, check_material=watch.check_now)
     code = asyncio.run(run_sweep(settings, once=once, sinks=sinks, registry=registry, watch=watch))
-    ctx.exit(code)
+    raise typer.Exit(code)
 
 
-def register(app: click.Group) -> None:
-    app.add_command(sweep)
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep)

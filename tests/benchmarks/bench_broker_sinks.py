@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support
 
@@ -91,7 +92,7 @@ async def reset(scheme: str, handle: object) -> None:
     if scheme == "amqp":
         import aiormq
 
-        rabbit, queue = handle  # type: ignore[misc]
+        rabbit, queue = cast("tuple[Any, str]", handle)
         connection = await aiormq.connect(rabbit.url.replace("guest@", "guest:guest@"))
         channel = await connection.channel()
         await channel.queue_purge(queue)

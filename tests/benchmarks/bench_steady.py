@@ -96,7 +96,7 @@ def _write(port: int, prefix: str, rate: int, seconds: float, done: Any) -> None
             continue
         seqs = conn.call(incr * due, due)
         now = time.time()
-        parts = []
+        parts: list[bytes] = []
         for seq in seqs:
             event = {"id": f"e{seq}", "kind": "Tick", "data": {"committed_at": now}}
             value = orjson.dumps({"t": f"exe-{seq % _TARGETS}", "e": orjson.dumps(event).decode()})

@@ -35,7 +35,7 @@ async def main(backlog: int, kind: str) -> None:
 
         import relayd.bench.runner as bench_module
 
-        bench_module.seed = no_seed  # type: ignore[assignment]
+        bench_module.seed = no_seed  # type: ignore[attr-defined]
         figures = await bench.relay_drain(kind, backlog)  # type: ignore[arg-type]
         profiler.stop()
         await bench.close()

@@ -112,12 +112,12 @@ def test_once_relays_a_backlog_harel_committed(e2e_redis, prefix: str, tmp_path:
         events = [
             ("target-a" if i % 2 else None, HarelEvent(kind="Ping", data={"n": n, "i": i})) for i in range(5)
         ]
-        timers = [HarelTimerOp("schedule", f"s/{i}", now - 10 - i - n / 7) for i in range(3)]
-        timers.append(HarelTimerOp("schedule", "future", now + 3600))
-        seqs = harel.commit(exe, events, None, timers=tuple(timers), spawns=((f"h-{n}.c", "r", {"n": n}),))
+        timer_ops = [HarelTimerOp("schedule", f"s/{i}", now - 10 - i - n / 7) for i in range(3)]
+        timer_ops.append(HarelTimerOp("schedule", "future", now + 3600))
+        seqs = harel.commit(exe, events, None, timers=tuple(timer_ops), spawns=((f"h-{n}.c", "r", {"n": n}),))
         for seq, (_target, event) in zip(seqs, events, strict=True):
             expected_events[seq] = event.model_dump(mode="json")
-        for t in timers[:-1]:
+        for t in timer_ops[:-1]:
             expected_timers[(exe.id, t.path)] = timeout_event(exe.id, t.path, t.fire_at).model_dump(
                 mode="json"
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from click.testing import CliRunner
+from typer.testing import CliRunner
 
 from relayd.acl import COMMANDS, acl_rule
 from relayd.cli.app import app

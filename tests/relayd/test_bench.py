@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import redis
-from click.testing import CliRunner
 from rich.console import Console
+from typer.testing import CliRunner
 
 from relayd.batch import Batch
 from relayd.bench.runner import TimingSink
@@ -113,6 +113,7 @@ def test_repeat_reports_the_median_drain_and_lists_every_rate(bench_url: str) ->
     assert _bench_keys(bench_url) == []
 
 
+@pytest.mark.slow
 def test_bench_scale_timers_and_idle_suites_report_their_figures(redis_server) -> None:
     """The other suites run at a tiny size and report the figures docs/performance.md quotes."""
     report = _bench(
@@ -146,6 +147,7 @@ def test_bench_scale_timers_and_idle_suites_report_their_figures(redis_server) -
     assert _bench_keys(redis_server.url) == []
 
 
+@pytest.mark.slow
 def test_bench_wake_suite_on_a_given_redis_never_changes_its_configuration(redis_server) -> None:
     """On a --redis-url the bench reports polling-only figures instead of enabling notifications."""
     before = redis.Redis(port=redis_server.port).config_get("notify-keyspace-events")

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 import redis.asyncio as aioredis
-from click.testing import CliRunner
+from typer.testing import CliRunner
 
 from relayd.bench import runner
 from relayd.bench.baselines import ClientBaseline, _with_options, baseline_for

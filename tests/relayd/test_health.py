@@ -67,6 +67,11 @@ def test_readyz_through_sentinels_names_the_failover_step_it_waits_for():
     )
 
 
+def _broken_reason() -> str | None:
+    """A sink's readiness reason that raises (as a buggy plugin's might)."""
+    raise ZeroDivisionError
+
+
 def test_readyz_gives_the_reason_a_sink_states_for_not_being_ready():
     """A sink's optional not_ready_reason() is shown; a ready sink's reason is not asked for."""
     health = Health()
@@ -74,7 +79,7 @@ def test_readyz_gives_the_reason_a_sink_states_for_not_being_ready():
     state = {"ready": False}
     health.watch_sinks(
         {"outbox:amqp": lambda: state["ready"], "timer:log": lambda: True},
-        {"outbox:amqp": lambda: "amqp: 2 unroutable message(s)", "timer:log": lambda: 1 / 0},
+        {"outbox:amqp": lambda: "amqp: 2 unroutable message(s)", "timer:log": _broken_reason},
     )
 
     answer = health.ready()

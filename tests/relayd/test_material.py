@@ -8,11 +8,11 @@ import ssl
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from cryptography import x509
 from prometheus_client import CollectorRegistry
 from support.secret_files import MODES, Mode, SecretDir
 from support.tls import make_pki
+from typer.testing import CliRunner
 
 from relayd.cli.app import app
 from relayd.health import Health
@@ -208,7 +208,8 @@ def test_the_webhook_key_is_each_line_without_surrounding_whitespace(tmp_path: P
 
 
 def test_the_help_says_what_a_secret_file_loses_and_that_it_is_re_read() -> None:
-    shown = CliRunner().invoke(app, ["sweep", "--help"], terminal_width=400).output
+    wide = {"COLUMNS": "400", "TERMINAL_WIDTH": "400"}  # rich (Typer's help) reads the width from these
+    shown = CliRunner().invoke(app, ["sweep", "--help"], env=wide).output
 
     for option in ("--webhook-secret-file", "--redis-password-file", "--amqp-password-file"):
         (line,) = [line for line in shown.splitlines() if option in line]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ def _mounted(directory: Path, **contents: str) -> dict[str, Path]:
 
 def test_settings_declares_every_option_with_its_documented_default():
     """An option in ``relayd.defaults`` (and so on the CLI) but not in Settings would be dropped."""
-    declared = {field.name: field.default for field in dataclasses.fields(Settings) if field.init}
+    declared = {name: field.default for name, field in Settings.model_fields.items()}
 
     assert set(declared) == OPTION_NAMES
     assert {name: declared[name] for name in OPTION_NAMES} == {
@@ -67,6 +66,80 @@ def test_env_prefix_is_comma_separated_and_ranges_expand(monkeypatch: pytest.Mon
     settings = load_settings()
 
     assert settings.prefix == ("stm", "harel", "{shard-0}", "{shard-1}", "{shard-2}")
+
+
+def test_a_prefix_flag_replaces_the_env_list_and_is_split_too(monkeypatch: pytest.MonkeyPatch):
+    """Repeated --prefix values (a list, as the CLI passes them) win over RELAYD_PREFIX whole."""
+    monkeypatch.setenv("RELAYD_PREFIX", "from-env,{other-0..1}")
+
+    settings = load_settings(prefix=["a", "b,{c-0..1}"])
+
+    assert settings.prefix == ("a", "b", "{c-0}", "{c-1}")
+
+
+def test_env_prefix_is_text_not_json(monkeypatch: pytest.MonkeyPatch):
+    """pydantic-settings decodes list variables as JSON by default; RELAYD_PREFIX stays text."""
+    monkeypatch.setenv("RELAYD_PREFIX", "a,b")
+
+    assert load_settings().prefix == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("true", True),
+        ("1", True),
+        ("yes", True),
+        ("ON", True),
+        ("false", False),
+        ("0", False),
+        ("off", False),
+    ],
+)
+def test_env_switches_read_the_usual_words(monkeypatch: pytest.MonkeyPatch, value: str, expected: bool):
+    monkeypatch.setenv("RELAYD_WAKE", value)
+    monkeypatch.setenv("RELAYD_WEBHOOK_GZIP", value)
+
+    settings = load_settings()
+
+    assert (settings.wake, settings.webhook_gzip) == (expected, expected)
+
+
+def test_env_variable_names_are_case_insensitive_and_other_relayd_variables_are_ignored(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """``relayd_batch`` counts; RELAYD_ONCE and RELAYD_JSON belong to commands, not Settings."""
+    monkeypatch.setenv("relayd_batch", "9")
+    monkeypatch.setenv("RELAYD_ONCE", "1")
+    monkeypatch.setenv("RELAYD_JSON", "1")
+
+    assert load_settings().batch == 9
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "option"),
+    [
+        ("RELAYD_BATCH", "many", "--batch"),
+        ("RELAYD_LEASE_TTL", "0.1", "--lease-ttl"),
+        ("RELAYD_WAKE", "maybe", "--wake"),
+        ("RELAYD_PREFIX", "{s-9..1}", "--prefix"),
+    ],
+)
+def test_a_bad_env_value_names_its_option_and_variable_on_one_line(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, option: str
+):
+    monkeypatch.setenv(variable, value)
+
+    with pytest.raises(ConfigError) as excinfo:
+        load_settings()
+
+    assert str(excinfo.value).startswith(f"invalid {option} ({variable}): ")
+    assert "\n" not in str(excinfo.value)
+
+
+def test_an_unknown_keyword_is_a_config_error():
+    with pytest.raises(ConfigError, match="unknown option 'bogus'"):
+        load_settings(bogus=1)
 
 
 @pytest.mark.parametrize(

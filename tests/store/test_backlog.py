@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import redis
 from support.seeding import outbox_value
@@ -283,7 +285,8 @@ async def test_a_long_acked_prefix_is_skipped_in_few_reads(store, seed) -> None:
     reader = store.backlog("outbox")
     await reader.start()
 
-    reads, found = 0, []
+    reads = 0
+    found: list[Any] = []
     while not found:
         found = await reader.read_new(50, now=0.0)
         reads += 1

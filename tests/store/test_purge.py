@@ -259,7 +259,7 @@ def _call_before(monkeypatch: pytest.MonkeyPatch, mode: str, command: str, hook:
 
     else:
 
-        async def patched(self: Any, *args: Any, **kwargs: Any) -> Any:
+        async def patched(self: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]  # or sync
             while pending:
                 pending.pop()()
             return await original(self, *args, **kwargs)

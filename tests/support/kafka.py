@@ -86,7 +86,7 @@ class KafkaBroker:
 
     def create_topic(self, name: str, partitions: int = 4) -> None:
         """Create ``name`` through the admin API (direct, not through any proxy)."""
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{self.port}"})
         futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])

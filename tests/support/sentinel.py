@@ -241,7 +241,7 @@ class SentinelDeployment:
         for sentinel in self.sentinels:
             client = sentinel.client()
             try:
-                _host, port = client.sentinel_get_master_addr_by_name(SERVICE)
+                _host, port = client.sentinel_get_master_addr_by_name(SERVICE)  # type: ignore[misc]
                 return int(port)
             except (redis.RedisError, TypeError):
                 continue

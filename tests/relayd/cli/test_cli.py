@@ -8,12 +8,12 @@ import time
 import typing
 from pathlib import Path
 
-import click
 import orjson
 import pytest
 import redis
-from click.testing import CliRunner
+import typer.main
 from support.seeding import Entries
+from typer.testing import CliRunner
 
 from relayd.cli.app import app
 from relayd.defaults import OPTION_NAMES, Defaults
@@ -28,7 +28,7 @@ def invoke(args: list[str], env: dict[str, str] | None = None):
 
 
 def _command(path: list[str]):
-    command = app
+    command = typer.main.get_command(app)
     for name in path:
         command = command.commands[name]  # type: ignore[attr-defined]
     return command
@@ -47,19 +47,18 @@ def test_help_lists_every_options_env_var(path):
 
 
 def test_option_types_follow_the_annotations_of_their_defaults():
-    """An option's click type is its ``Defaults`` field's: int, float (or None), a path (or None)."""
+    """An option's Typer type is its ``Defaults`` field's: int, float, a path, a switch (or None)."""
     params = {param.name: param for path in (["sweep"], ["console"]) for param in _command(path).params}
-    click_types = {int: click.types.IntParamType, float: click.types.FloatParamType, Path: click.Path}
     typed = 0
     for name, hint in typing.get_type_hints(Defaults).items():
         value_type = next((arg for arg in typing.get_args(hint) if arg is not type(None)), hint)
-        if value_type in click_types:
-            assert isinstance(params[name].type, click_types[value_type]), name
+        if value_type in (int, float, Path, bool):
+            assert params[name].type_descriptor.annotation is value_type, name
             typed += 1
 
-    assert typed > 20
-    assert params["redis_ca_file"].type.convert("ca.pem", None, None) == Path("ca.pem")
-    assert isinstance(params["log_level"].type, click.types.StringParamType)
+    assert typed > 25
+    assert params["log_level"].type_descriptor.annotation is str
+    assert params["prefix"].type_descriptor.annotation == list[str]
     assert params["prefix"].multiple
 
 
@@ -76,6 +75,16 @@ def test_sweep_help_covers_every_setting():
         assert f"RELAYD_{name.upper()}" in result.output
 
 
+def test_sweep_help_shows_its_own_options_then_the_panels_in_order():
+    """Typer's rich_help_panel groups the options; the command's own come first, then Redis."""
+    output = invoke(["sweep", "--help"]).stdout
+
+    panels = ["Options", "Redis", "Sinks", "Tuning", "Logs and metrics", "Credentials and TLS"]
+    positions = [output.index(f"─ {panel} ─") for panel in panels]
+    assert positions == sorted(positions)
+    assert output.index("--once") < positions[1] < output.index("--redis-url") < positions[2]
+
+
 def test_console_help_covers_its_own_settings():
     result = invoke(["console", "--help"])
 
@@ -87,7 +96,7 @@ def test_console_help_covers_its_own_settings():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--bogus"], "No such option '--bogus'"),
+        (["--bogus"], "No such option: --bogus"),
         (["--batch", "many"], "Invalid value for '--batch'"),
         (["--batch", "0"], "invalid --batch (RELAYD_BATCH)"),
         (["--sink", "nope"], "unknown sink 'nope'"),
@@ -194,6 +203,39 @@ def test_bad_webhook_configuration_is_one_line_and_exit_2(args, message, tmp_pat
     assert message in lines[0]
     assert "hunter2" not in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_bad_flag_before_the_command_is_one_line_too():
+    """Typer would box a root usage error in a rich panel; relayd prints its one line."""
+    result = invoke(["--bogus"])
+
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2
+    assert lines == ["relayd: error: No such option: --bogus (see 'relayd --help')"]
+
+
+def test_version_and_help_list_the_commands_in_order_of_use():
+    import relayd
+
+    version = invoke(["--version"])
+    help_text = invoke(["--help"]).stdout
+
+    assert (version.exit_code, version.stdout) == (0, f"relayd {relayd.__version__}\n")
+    names = ["sweep", "status", "dlq", "acl", "demo", "bench", "console"]
+    positions = [help_text.index(f" {name} ") for name in names]
+    assert positions == sorted(positions)
+
+
+def test_a_flag_wins_over_its_variable_and_the_variable_over_the_default(redis_url: str, prefix: str):
+    """RELAYD_SINK names no sink, but --sink is given: the flag is used, the variable never read."""
+    common = ["sweep", "--once", "--redis-url", redis_url, "--prefix", prefix]
+
+    flag_wins = invoke([*common, "--sink", "null"], env={"RELAYD_SINK": "nope"})
+    variable_read = invoke(common, env={"RELAYD_SINK": "nope"})
+
+    assert flag_wins.exit_code == 0, flag_wins.output
+    assert variable_read.exit_code == 2
+    assert "unknown sink 'nope'" in variable_read.stderr
 
 
 def test_bad_env_var_is_exit_2_too():
@@ -355,8 +397,9 @@ finally:
 """
 
 
+@pytest.mark.slow
 def test_a_sweep_loads_no_help_renderer(redis_url: str, prefix: str):
-    """``sweep --once`` runs on click alone: rich and rich-click's help rendering load only for help."""
+    """``sweep --once`` runs without rich: Typer loads its rich help rendering only for help."""
     args = ["sweep", "--once", "--redis-url", redis_url, "--prefix", prefix, "--sink", "null"]
     done = subprocess.run(
         [sys.executable, "-c", _MODULES_AFTER, *args],
@@ -370,4 +413,5 @@ def test_a_sweep_loads_no_help_renderer(redis_url: str, prefix: str):
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("MODULES ")]
     loaded = set(line.split()[1:])
     assert "relayd.engine.loop" in loaded  # the relay really ran
-    assert {"rich", "typer", "rich_click.rich_help_rendering"} & loaded == set()
+    assert "typer" in loaded  # the command line really is Typer's
+    assert {"rich", "typer.rich_utils"} & loaded == set()

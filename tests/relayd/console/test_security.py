@@ -136,6 +136,7 @@ def test_a_cross_site_post_is_403_even_with_a_session(
     assert _dump(seeded, prefix) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("actions", [["--allow-actions"], []], ids=["actions", "read-only"])
 def test_signing_out_ends_the_session(
     redis_server: RedisServer, seeded: redis.Redis, prefix: str, token_file: Path, actions: list[str]
@@ -236,6 +237,7 @@ def test_an_action_on_a_prefix_the_console_does_not_serve_is_400(
     assert _dump(seeded, prefix) == before
 
 
+@pytest.mark.slow
 def test_a_read_only_console_refuses_actions(
     redis_server: RedisServer, seeded: redis.Redis, prefix: str
 ) -> None:
@@ -254,6 +256,7 @@ def test_a_read_only_console_refuses_actions(
     assert (preview.status_code, post.status_code) == (403, 403)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("addr", ["0.0.0.0:0", "[::]:0", "192.0.2.1:9465"], ids=["any4", "any6", "lan"])
 def test_a_non_loopback_listen_without_a_token_file_is_exit_2_with_one_line(addr: str) -> None:
     done = subprocess.run(

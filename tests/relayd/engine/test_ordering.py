@@ -58,7 +58,7 @@ def _split(items, blocked=(), history=()):
 
 
 def test_fresh_items_without_history_or_blocked_key_all_go_fast():
-    expected = (["a1", "b1", "a2", "n1", "b2", "c1"], [], set())
+    expected: tuple[list[str], list[str], set[str]] = (["a1", "b1", "a2", "n1", "b2", "c1"], [], set())
 
     assert expected == _split(ITEMS)
 
@@ -77,6 +77,6 @@ def test_an_item_with_history_queues_every_later_item_of_its_key():
 
 
 def test_an_untargeted_item_with_history_blocks_nothing():
-    expected = (["a1", "b1", "a2", "b2", "c1"], ["n1"], set())
+    expected: tuple[list[str], list[str], set[str]] = (["a1", "b1", "a2", "b2", "c1"], ["n1"], set())
 
     assert expected == _split(ITEMS, history={"n1"})

@@ -20,6 +20,7 @@ from store.keys import Keyspace
 pytestmark = pytest.mark.crash
 
 
+@pytest.mark.slow
 async def test_relay_survives_a_redis_restart(own_redis_server, prefix):
     client = aioredis.Redis(port=own_redis_server.port, socket_timeout=1, socket_connect_timeout=1)
     ks = Keyspace(prefix)

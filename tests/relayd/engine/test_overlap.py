@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -11,7 +12,7 @@ from relayd.engine.overlap import Overlap
 
 
 def test_the_window_read_ahead_is_taken_once() -> None:
-    fetched = (FreshBatch(), [], 3, 12.5)
+    fetched: tuple[FreshBatch, list[Any], int, float] = (FreshBatch(), [], 3, 12.5)
     overlap = Overlap(read_ahead=fetched)
 
     assert overlap.take_read_ahead() is fetched

@@ -363,6 +363,7 @@ async def test_three_replicas_converge_to_fair_shares_and_rebalance_on_leave_and
     assert await read_members(async_client, Keyspace(shards[0])) == []
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("backend", "tokens")
 async def test_survivors_take_over_a_dead_replicas_prefixes_within_about_a_ttl(async_client, shards):
     replicas = [Replica(async_client, shards[:8], f"host/{i}/r{i}").run() for i in range(2)]

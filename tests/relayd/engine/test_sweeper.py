@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -11,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from relayd.engine.options import SweepOptions
 from relayd.engine.sweeper import Sweeper
 from relayd.metrics import RelayMetrics
-from relayd.sinks.base import DELIVERED, Permanent, Retry
+from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry
 from relayd.sinks.memory import MemorySink
 from relayd.state.deadletters import list_dead_letters, purge_dead_letters, replay_dead_letters
 from relayd.state.keys import RelayKeys
@@ -102,7 +103,7 @@ async def test_failing_head_holds_back_its_target_while_others_flow(async_client
 
 async def test_retry_waits_for_its_backoff_on_the_clock(async_client, prefix, seeder, clock):
     await seeder.outbox("A", "e")
-    outcomes = iter([Retry("nope"), DELIVERED])
+    outcomes: Iterator[Outcome] = iter([Retry("nope"), DELIVERED])
     sink = MemorySink(lambda env: next(outcomes))
     sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": sink, "timer": sink})
     await sweeper.start()

@@ -154,6 +154,7 @@ async def _idle(relay: Relay) -> None:
     await relay.after_a_pass()
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("backend")
 async def test_an_entry_committed_to_an_idle_relay_is_delivered_at_once_with_wake(notifying_client, prefix):
     relay = Relay(notifying_client, prefix, wake=True)
@@ -172,6 +173,7 @@ async def test_an_entry_committed_to_an_idle_relay_is_delivered_at_once_with_wak
     assert relay.sample("relayd_wakeups_total") >= 2
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("backend")
 async def test_without_wake_the_entry_waits_for_the_idle_poll(notifying_client, prefix):
     relay = Relay(notifying_client, prefix, wake=False)
@@ -231,6 +233,7 @@ async def _delivery_after_a_pass_s(relay: Relay, admin, prefix: str) -> float:
     return relay.delivered_at["after"] - committed_s
 
 
+@pytest.mark.slow
 async def test_a_killed_subscription_comes_back_and_delivery_never_stops(relay_and_admin_clients, prefix):
     client, admin = relay_and_admin_clients
     relay = Relay(client, prefix, wake=True)
@@ -253,6 +256,7 @@ def _count(logs, event: str) -> int:
     return sum(1 for entry in logs if entry["event"] == event)
 
 
+@pytest.mark.slow
 async def test_a_busy_prefix_keeps_its_subscription_and_every_entry_is_delivered(
     relay_and_admin_clients, prefix
 ):

@@ -113,7 +113,7 @@ def serve(
     """Run a ScriptedServer in a thread for the duration of the block (HTTPS with ``tls=(cert, key)``)."""
     server = ScriptedServer(script)
     if on_request is not None:
-        server.on_request = on_request  # type: ignore[method-assign]
+        server.on_request = on_request  # type: ignore[assignment]  # a hook for this run
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(*tls)

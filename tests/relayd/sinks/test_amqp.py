@@ -9,9 +9,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from click.testing import CliRunner
 from support.rabbitmq import RabbitServer, declare, drain
 from support.redis_server import free_port
+from typer.testing import CliRunner
 
 from relayd.batch import Batch
 from relayd.cli.app import app

@@ -10,9 +10,9 @@ from typing import Any
 import orjson
 import pytest
 from botocore.exceptions import ClientError
-from click.testing import CliRunner
 from support.moto import AWS_ENV, MotoServer, kinesis_records, receive_all, subscribe_queue
 from support.redis_server import free_port
+from typer.testing import CliRunner
 
 from relayd.batch import Batch
 from relayd.cli.app import app

@@ -87,7 +87,7 @@ def test_group_by_key_keeps_batch_order_and_separates_untargeted() -> None:
 async def test_deliver_per_key_stops_a_key_at_its_first_failure() -> None:
     """After a Permanent or Retry, the later envelopes of that key are held back, unsent."""
     sent: list[str] = []
-    failing = {"p:outbox:1": Permanent("bad"), "p:outbox:3": Retry(error="later")}
+    failing: dict[str, Outcome] = {"p:outbox:1": Permanent("bad"), "p:outbox:3": Retry(error="later")}
 
     async def send_one(envelope: Envelope) -> Outcome:
         sent.append(envelope.id)

@@ -14,7 +14,7 @@ from support.tls import TlsRedisServer
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError
-from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec, redis_stream
+from relayd.sinks import DELIVERED, Outcome, Retry, SinkOptions, parse_sink_spec, redis_stream
 from relayd.sinks.redis_stream import CALL_SIZE, RedisStreamSink
 
 from .conftest import deliver_runs, outbox, spawn, timer
@@ -299,7 +299,8 @@ async def test_a_destination_that_stops_answering_is_retry_within_the_socket_tim
         await sink.start()
         assert await sink.deliver(Batch.of([outbox(prefix, 1, "a")])) == [DELIVERED]
         proxy.set_mode("blackhole")
-        waits_s, outcomes = [], []
+        waits_s: list[float] = []
+        outcomes: list[Outcome] = []
         for seq in (2, 3):  # the pooled connection, then (it was dropped) a new one
             started = time.monotonic()
             outcomes += await sink.deliver(Batch.of([outbox(prefix, seq, "b")]))

@@ -162,6 +162,7 @@ async def test_plugin_distribution_resolves_by_name(
 EXAMPLE_DIR = Path(__file__).parents[3] / "deploy" / "plugin-example"
 
 
+@pytest.mark.slow
 async def test_deploy_plugin_example_installs_and_works(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
