@@ -40,7 +40,10 @@ def _floor() -> ModuleType:
 def test_the_floor_renders_the_relays_envelope_bytes_and_ids() -> None:
     events = [Event(kind="k", data={"x": n / 3, "s": 'quote " slash / é\n'}) for n in range(4)]
     values = [encode_outbox_value(f"t-{n}" if n else None, e) for n, e in enumerate(events)]
-    values.append(b'{"t":"t-x","e":"{\\"a\\": 1.0e0}"}')  # passed through as written, not re-serialised
+    # passed through as written, not re-serialised
+    values.append(
+        b'{"t":"t-x","e":"{\\"id\\": \\"e-x\\", \\"kind\\": \\"k\\", \\"data\\": {\\"a\\": 1.0e0}}"}'
+    )
     fields = [str(100 + n) for n in range(len(values))]
     now = time.time()
 
