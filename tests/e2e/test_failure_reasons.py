@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import threading
 from collections import Counter
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from support.http_server import Reply, ScriptedServer, serve
 from support.processes import end_process
 from support.waiting import wait_until
 
@@ -25,39 +24,16 @@ from tests.e2e.conftest import relayd_argv, relayd_env
 TARGETS = ("billing", "mailer", "search")
 
 
-class Refusing(ThreadingHTTPServer):
-    """Answers 503 to everything, counting requests per target."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.per_target: Counter[str] = Counter()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: Refusing
-
-    def do_POST(self) -> None:
-        body = orjson.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.per_target[body["target_id"]] += 1
-        self.send_response(503)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Quiet."""
-
-
 @pytest.fixture
-def refusing() -> Iterator[Refusing]:
-    server = Refusing()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+def refusing() -> Iterator[ScriptedServer]:
+    """A receiver answering 503 to everything."""
+    with serve(lambda body, nth: Reply(status=503)) as server:
+        yield server
+
+
+def _attempts(server: ScriptedServer) -> Counter[str]:
+    """The requests ``server`` has had, per target."""
+    return Counter(request.body["target_id"] for request in list(server.requests))
 
 
 def _commit(client: Any, prefix: str) -> list[int]:
@@ -82,15 +58,15 @@ def _sweep(redis_url: str, prefix: str, url: str, log: Path):
 
 
 def test_a_503_names_each_failing_target_once_per_interval(
-    redis_server, refusing: Refusing, prefix: str, tmp_path: Path
+    redis_server, refusing: ScriptedServer, prefix: str, tmp_path: Path
 ) -> None:
     client = redis_server.client()
     seqs = _commit(client, prefix)
     log = tmp_path / "relay.log"
-    relay = _sweep(redis_server.url, prefix, f"http://127.0.0.1:{refusing.server_address[1]}/hook", log)
+    relay = _sweep(redis_server.url, prefix, refusing.url, log)
     try:
         wait_until(
-            lambda: all(refusing.per_target[t] >= 3 for t in TARGETS), 60, "three attempts at every target"
+            lambda: all(_attempts(refusing)[t] >= 3 for t in TARGETS), 60, "three attempts at every target"
         )
         failures = _failures(log)
     finally:

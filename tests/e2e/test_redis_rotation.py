@@ -23,7 +23,7 @@ from support.ports import pick_ports
 from support.processes import end_process
 from support.redis_server import RedisServer, start_redis_server
 from support.secret_files import MODES, Mode, SecretDir
-from support.seeding import Entries
+from support.seeding import commit_outbox
 from support.sweeper_process import SweepProcess
 from support.tls import Pki, make_pki
 from support.waiting import seconds_until, wait_until
@@ -43,17 +43,6 @@ def server() -> Iterator[RedisServer]:
     running = start_redis_server()
     yield running
     running.cleanup()
-
-
-def commit(client: redis.Redis, seqs: range) -> set[str]:
-    """Commit outbox entries at ``seqs`` (and the counter past them); return their delivery ids."""
-    pipe = client.pipeline(transaction=True)
-    entries = Entries(pipe, PREFIX)
-    for seq in seqs:
-        entries.outbox(seq, f"exe-{seq % 7}", f"ev-{seq}")
-    entries.counters(outbox=seqs[-1])
-    pipe.execute()
-    return {f"{PREFIX}:outbox:{seq}" for seq in seqs}
 
 
 def delivered(out: Path) -> list[str]:
@@ -88,13 +77,13 @@ def test_an_acl_password_rotation_is_followed_by_the_same_process(
     ]  # fmt: skip
     relay = SweepProcess(args, tmp_path / "relay.log")
     try:
-        first = commit(admin, range(1, 101))
+        first = commit_outbox(admin, PREFIX, range(1, 101), targets=7)
         wait_delivered(relay, out, first, "the first batch")
 
         admin.execute_command("ACL", "SETUSER", USER, "resetpass", f">{NEW_PASSWORD}")
         secrets.write({"password": NEW_PASSWORD + "\n"})
         killed = admin.execute_command("CLIENT", "KILL", "USER", USER)
-        second = commit(admin, range(101, 301))
+        second = commit_outbox(admin, PREFIX, range(101, 301), targets=7)
         took_s = wait_delivered(relay, out, second, "the second batch, after the rotation")
         reloads = relay.metric(
             "relayd_secret_reloads_total", option="--redis-password-file", outcome="reloaded"
@@ -131,26 +120,26 @@ def test_an_unreadable_or_empty_password_file_keeps_the_old_password_and_is_name
     ]  # fmt: skip
     relay = SweepProcess(args, tmp_path / "relay.log")
     try:
-        first = commit(admin, range(1, 51))
+        first = commit_outbox(admin, PREFIX, range(1, 51), targets=7)
         wait_delivered(relay, out, first, "the first batch")
         wait_until(lambda: relay.readyz()[0] == 200, DELIVERY_TIMEOUT_S, "ready")
 
         secrets.break_file("password")  # mid-rotation: the file is gone for a while
         unreadable = wait_until(lambda: _refused(relay, password_file), DELIVERY_TIMEOUT_S, "/readyz")
         admin.execute_command("CLIENT", "KILL", "USER", USER)  # new connections need the password now
-        second = commit(admin, range(51, 101))
+        second = commit_outbox(admin, PREFIX, range(51, 101), targets=7)
         wait_delivered(relay, out, second, "the second batch, with the file unreadable")
 
         secrets.write({"password": ""})  # then empty
         empty = wait_until(lambda: _refused(relay, password_file, "is empty"), DELIVERY_TIMEOUT_S, "empty")
         admin.execute_command("CLIENT", "KILL", "USER", USER)
-        third = commit(admin, range(101, 151))
+        third = commit_outbox(admin, PREFIX, range(101, 151), targets=7)
         wait_delivered(relay, out, third, "the third batch, with the file empty")
 
         admin.execute_command("ACL", "SETUSER", USER, "resetpass", f">{NEW_PASSWORD}")
         secrets.write({"password": NEW_PASSWORD})  # the rotation completes
         admin.execute_command("CLIENT", "KILL", "USER", USER)
-        fourth = commit(admin, range(151, 201))
+        fourth = commit_outbox(admin, PREFIX, range(151, 201), targets=7)
         wait_delivered(relay, out, fourth, "the fourth batch, with the new password")
         wait_until(lambda: relay.readyz()[0] == 200, DELIVERY_TIMEOUT_S, "ready again")
     finally:
@@ -236,7 +225,7 @@ def test_a_ca_and_certificate_rotation_is_followed_without_a_restart(tmp_path: P
     relay = SweepProcess(args, tmp_path / "relay.log")
     try:
         admin = tls_admin(old, port)
-        first = commit(admin, range(1, 101))
+        first = commit_outbox(admin, PREFIX, range(1, 101), targets=7)
         admin.close()
         wait_delivered(relay, out, first, "the first batch")
 
@@ -247,7 +236,7 @@ def test_a_ca_and_certificate_rotation_is_followed_without_a_restart(tmp_path: P
         )  # fmt: skip
         server = start_tls_server(new, port, data)
         admin = tls_admin(new, port)
-        second = commit(admin, range(101, 301))
+        second = commit_outbox(admin, PREFIX, range(101, 301), targets=7)
         admin.close()
         wait_delivered(relay, out, second, "the second batch, after the CA rotation")
     finally:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support.ledger import read_jsonl
 from support.secret_files import SecretDir
-from support.seeding import Entries
+from support.seeding import commit_outbox
 from support.sentinel import SERVICE, SentinelDeployment
 from support.sweeper_process import SweepProcess
 from support.waiting import wait_until
@@ -77,14 +77,10 @@ def commit(deployment: SentinelDeployment, prefix: str, seqs: range, password: s
     """Commit outbox entries at ``seqs`` on the master; their delivery ids."""
     assert deployment.master is not None
     client = deployment.master.client(password=password)
-    pipe = client.pipeline(transaction=True)
-    entries = Entries(pipe, prefix)
-    for seq in seqs:
-        entries.outbox(seq, f"exe-{seq % 3}", f"ev-{seq}")
-    entries.counters(outbox=seqs[-1])
-    pipe.execute()
-    client.close()
-    return {f"{prefix}:outbox:{seq}" for seq in seqs}
+    try:
+        return commit_outbox(client, prefix, seqs, targets=3)
+    finally:
+        client.close()
 
 
 def delivered(relay: SweepProcess, out: Path) -> set[str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import random
 import threading
 import time
 import uuid
@@ -24,13 +23,12 @@ from pathlib import Path
 
 import orjson
 import pytest
-import redis
 from aiohttp import web
-from support.ports import pick_ports
+from support.http_receiver import serve_in_thread
 from support.rabbitmq import RabbitServer, declare, drain
 from support.redis_server import RedisServer
 from support.secret_files import MODES, Mode, SecretDir
-from support.seeding import Entries
+from support.seeding import commit_outbox
 from support.sweeper_process import SweepProcess
 from support.waiting import wait_until
 
@@ -94,30 +92,8 @@ class Receiver:
 def receiver() -> Iterator[tuple[Receiver, str]]:
     """The receiver on a free loopback port, served by aiohttp on its own thread's event loop."""
     state = Receiver(secrets={b"old-secret-1"}, tokens={"token-1"})
-    port = pick_ports(1, random.Random())[0]
-    loop = asyncio.new_event_loop()
-    app = web.Application()
-    app.router.add_post("/hook", state.handle)
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield state, f"http://127.0.0.1:{port}/hook"
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
-
-
-def commit(client: redis.Redis, prefix: str, seqs: range) -> set[str]:
-    pipe = client.pipeline(transaction=True)
-    entries = Entries(pipe, prefix)
-    for seq in seqs:
-        entries.outbox(seq, f"exe-{seq % 5}", f"ev-{seq}")
-    entries.counters(outbox=seqs[-1])
-    pipe.execute()
-    return {f"{prefix}:outbox:{seq}" for seq in seqs}
+    with serve_in_thread(state.handle) as url:
+        yield state, url
 
 
 def reloads_of(relay: SweepProcess, option: str) -> int:
@@ -140,14 +116,14 @@ def test_a_webhook_secret_rotated_with_an_overlap_is_never_refused(
     ]  # fmt: skip
     relay = SweepProcess(args, tmp_path / "relay.log")
     try:
-        first = commit(admin, prefix, range(1, 51))
+        first = commit_outbox(admin, prefix, range(1, 51))
         wait_until(lambda: first <= state.accepted_ids(), TIMEOUT_S, "the first batch")
 
         # 1. the overlap: relayd signs with both, then the receiver knows only the new secret
         secrets.write({"signing": "old-secret-1\nnew-secret-2\n"})
         wait_until(lambda: reloads_of(relay, "--webhook-secret-file") == 1, TIMEOUT_S, "the reload")
         state.switch(secrets={b"new-secret-2"})
-        second = commit(admin, prefix, range(51, 101))
+        second = commit_outbox(admin, prefix, range(51, 101))
         wait_until(lambda: second <= state.accepted_ids(), TIMEOUT_S, "the second batch")
 
         # 2. the old secret goes; the bearer token rotates the same way (receiver takes both a while)
@@ -156,7 +132,7 @@ def test_a_webhook_secret_rotated_with_an_overlap_is_never_refused(
         wait_until(lambda: reloads_of(relay, "--webhook-secret-file") == 2, TIMEOUT_S, "the second reload")
         wait_until(lambda: reloads_of(relay, "--webhook-headers-file") == 1, TIMEOUT_S, "the headers reload")
         state.switch(tokens={"token-2"})
-        third = commit(admin, prefix, range(101, 151))
+        third = commit_outbox(admin, prefix, range(101, 151))
         wait_until(lambda: third <= state.accepted_ids(), TIMEOUT_S, "the third batch")
     finally:
         code = relay.stop()
@@ -201,14 +177,14 @@ def test_a_broker_password_rotation_is_followed_by_the_same_process(
         return wanted <= set(received)
 
     try:
-        first = commit(admin, prefix, range(1, 51))
+        first = commit_outbox(admin, prefix, range(1, 51))
         wait_until(lambda: arrived(first), TIMEOUT_S, "the first batch", poll_s=0.3)
 
         rabbitmq_server.ctl("change_password", user, "new-broker-pw")
         secrets.write({"amqp-password": "new-broker-pw\n"})
         wait_until(lambda: reloads_of(relay, "--amqp-password-file") == 1, TIMEOUT_S, "the reload")
         rabbitmq_server.ctl("close_all_connections", "password rotated")
-        second = commit(admin, prefix, range(51, 251))
+        second = commit_outbox(admin, prefix, range(51, 251))
         wait_until(lambda: arrived(second), TIMEOUT_S, "the second batch", poll_s=0.3)
     finally:
         code = relay.stop()

@@ -10,9 +10,7 @@ entry with the reason "endpoint gone".
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import random
 import threading
 import uuid
 from collections.abc import Iterator
@@ -21,13 +19,12 @@ from pathlib import Path
 
 import orjson
 import pytest
-import redis
 import standardwebhooks
 import svix.webhooks
 from aiohttp import web
-from support.ports import pick_ports
+from support.http_receiver import serve_in_thread
 from support.redis_server import RedisServer
-from support.seeding import Entries
+from support.seeding import Entries, commit_outbox
 from support.sweeper_process import SweepProcess
 from support.waiting import wait_until
 
@@ -93,30 +90,21 @@ class Receiver:
 def receiver() -> Iterator[tuple[Receiver, str]]:
     """The receiver on a free loopback port, served by aiohttp on its own thread's event loop."""
     state = Receiver(secrets={OLD})
-    port = pick_ports(1, random.Random())[0]
-    loop = asyncio.new_event_loop()
-    app = web.Application()
-    app.router.add_post("/hook", state.handle)
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield state, f"http://127.0.0.1:{port}/hook"
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
+    with serve_in_thread(state.handle) as url:
+        yield state, url
 
 
-def commit(client: redis.Redis, prefix: str, seqs: range) -> set[str]:
-    pipe = client.pipeline(transaction=True)
-    entries = Entries(pipe, prefix)
-    for seq in seqs:
-        entries.outbox(seq, f"exe-{seq % 5}", f"ev-{seq}")
-    entries.counters(outbox=seqs[-1])
-    pipe.execute()
-    return {f"{prefix}:outbox:{seq}" for seq in seqs}
+def start_sweep(
+    redis_server: RedisServer, prefix: str, url: str, tmp_path: Path
+) -> tuple[SweepProcess, Path]:
+    """``relayd sweep`` to the receiver at ``url``, signing with the file it returns (``OLD`` now)."""
+    signing = tmp_path / "signing"
+    signing.write_text(OLD + "\n")
+    args = [
+        "--redis-url", redis_server.url, "--prefix", prefix, "--sink", f"webhook:{url}",
+        "--webhook-secret-file", str(signing), "--retry-base", "0.1",
+    ]  # fmt: skip
+    return SweepProcess(args, tmp_path / "relay.log"), signing
 
 
 def reloads(relay: SweepProcess) -> int:
@@ -130,26 +118,20 @@ def test_every_request_verifies_with_both_libraries_through_a_rotation(
     state, url = receiver
     prefix = f"{PREFIX}-{uuid.uuid4().hex[:8]}"
     admin = redis_server.client()
-    signing = tmp_path / "signing"
-    signing.write_text(OLD + "\n")
-    args = [
-        "--redis-url", redis_server.url, "--prefix", prefix, "--sink", f"webhook:{url}",
-        "--webhook-secret-file", str(signing), "--retry-base", "0.1",
-    ]  # fmt: skip
-    relay = SweepProcess(args, tmp_path / "relay.log")
+    relay, signing = start_sweep(redis_server, prefix, url, tmp_path)
     try:
-        first = commit(admin, prefix, range(1, 41))
+        first = commit_outbox(admin, prefix, range(1, 41))
         wait_until(lambda: first <= state.accepted_ids(), TIMEOUT_S, "the first batch")
 
         signing.write_text(f"{OLD}\n{NEW}\n")
         wait_until(lambda: reloads(relay) == 1, TIMEOUT_S, "the reload")
         state.know(NEW)
-        second = commit(admin, prefix, range(41, 81))
+        second = commit_outbox(admin, prefix, range(41, 81))
         wait_until(lambda: second <= state.accepted_ids(), TIMEOUT_S, "the second batch")
 
         signing.write_text(NEW + "\n")
         wait_until(lambda: reloads(relay) == 2, TIMEOUT_S, "the second reload")
-        third = commit(admin, prefix, range(81, 121))
+        third = commit_outbox(admin, prefix, range(81, 121))
         wait_until(lambda: third <= state.accepted_ids(), TIMEOUT_S, "the third batch")
     finally:
         code = relay.stop()
@@ -175,13 +157,7 @@ def test_a_redelivery_keeps_its_webhook_id_and_410_dead_letters_as_endpoint_gone
     retried, gone = f"{prefix}:outbox:1", f"{prefix}:outbox:2"
     state.statuses = {retried: [503], gone: [410]}
     admin = redis_server.client()
-    signing = tmp_path / "signing"
-    signing.write_text(OLD + "\n")
-    args = [
-        "--redis-url", redis_server.url, "--prefix", prefix, "--sink", f"webhook:{url}",
-        "--webhook-secret-file", str(signing), "--retry-base", "0.1",
-    ]  # fmt: skip
-    relay = SweepProcess(args, tmp_path / "relay.log")
+    relay, _ = start_sweep(redis_server, prefix, url, tmp_path)
     try:
         pipe = admin.pipeline(transaction=True)
         Entries(pipe, prefix).outbox(1, "exe-a", "ev-1").outbox(2, "exe-b", "ev-2").counters(outbox=2)

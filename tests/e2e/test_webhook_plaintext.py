@@ -6,12 +6,11 @@ request; the same receiver gets the entry once the configuration is allowed."""
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from support.http_server import Reply, ScriptedServer, serve
 
 from relayd.errors import ConfigError
 from relayd.sinks.webhook_transport import check_webhook_transport
@@ -26,37 +25,11 @@ def own_address() -> str:
         return str(sock.getsockname()[0])
 
 
-class Receiver(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("0.0.0.0", 0), _Handler)
-        self.requests: list[dict[str, str]] = []
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: Receiver
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.requests.append(dict(self.headers))
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Quiet."""
-
-
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+def receiver() -> Iterator[ScriptedServer]:
+    """A receiver on every address (this machine's own among them), answering 200."""
+    with serve(lambda body, nth: Reply(), host="0.0.0.0") as server:
+        yield server
 
 
 def _sweep_once(redis_url: str, prefix: str, sink: str, *extra: str):
@@ -64,15 +37,15 @@ def _sweep_once(redis_url: str, prefix: str, sink: str, *extra: str):
 
 
 def test_credentials_over_plain_http_are_refused_before_any_request(
-    redis_server, receiver: Receiver, prefix: str, tmp_path: Path
+    redis_server, receiver: ScriptedServer, prefix: str, tmp_path: Path
 ) -> None:
     client = redis_server.client()
     RedisStore(client, prefix=prefix).commit(
         Execution(id="exe-1", definition_id="plain.flow"), [("t-1", Event(id="e-1", kind="ping", data={}))]
     )
     host = own_address()
-    base = f"http://{host}:{receiver.server_address[1]}/hook"
-    with_user_info = f"http://user:s3cret@{host}:{receiver.server_address[1]}/hook"
+    base = f"http://{host}:{receiver.port}/hook"
+    with_user_info = f"http://user:s3cret@{host}:{receiver.port}/hook"
     headers_file = tmp_path / "headers"
     headers_file.write_text("Authorization: Bearer s3cret\n")
     headers = ("--webhook-headers-file", str(headers_file))

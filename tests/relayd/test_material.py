@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import ssl
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 from cryptography import x509
 from prometheus_client import CollectorRegistry
 from support.secret_files import MODES, Mode, SecretDir
-from support.tls import make_pki
+from support.tls import old_and_new_pki
 from typer.testing import CliRunner
 
 from relayd.cli.app import app
@@ -155,10 +154,7 @@ def test_every_secret_signs_and_a_receiver_with_either_one_verifies() -> None:
 def test_the_redis_tls_context_is_rebuilt_from_new_files_and_kept_when_they_do_not_load(
     tmp_path: Path,
 ) -> None:
-    now = dt.datetime.now(dt.UTC)
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    old, new = make_pki(tmp_path / "a", now=now), make_pki(tmp_path / "b", now=now)
+    old, new = old_and_new_pki(tmp_path)
     files = SecretDir(tmp_path / "tls", "kubelet")
     files.write(
         {

@@ -4,8 +4,9 @@ A test that exercises one read, ack or relay path writes exactly the entries it 
 event ``{"t": target, "e": "<event JSON text>"}`` at a seq, a spawn intent ``{"p", "c", "r",
 "x"}``, a timer member ``"{execution_id}\\x00{path}"`` scored by its ``fire_at``, a malformed
 value, and the seq counters an engine leaves. ``Entries`` queues the writes on any redis-py
-pipeline (sync, asyncio or cluster) and the caller executes it, so one round-trip writes them all.
-Tests of the engine's own commit write through ``store.RedisStore`` instead.
+pipeline (sync, asyncio or cluster) and the caller executes it, so one round-trip writes them all;
+``commit_outbox`` writes a run of outbox entries in one transaction, as an engine's commit leaves
+them. Tests of the engine's own commit write through ``store.RedisStore`` instead.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
+import redis
 
 from store import Keyspace, timer_member
 
@@ -91,3 +93,15 @@ class Entries:
         if spawns is not None:
             self.pipe.set(self.keys.spawns_seq, spawns)
         return self
+
+
+def commit_outbox(client: redis.Redis, prefix: str, seqs: range, targets: int = 5) -> set[str]:
+    """Outbox entries at ``seqs`` (``ev-{seq}`` to ``exe-{seq % targets}``) and the counter at the
+    last, in one transaction; their delivery ids."""
+    pipe = client.pipeline(transaction=True)
+    entries = Entries(pipe, prefix)
+    for seq in seqs:
+        entries.outbox(seq, f"exe-{seq % targets}", f"ev-{seq}")
+    entries.counters(outbox=seqs[-1])
+    pipe.execute()
+    return {f"{prefix}:outbox:{seq}" for seq in seqs}

@@ -155,6 +155,14 @@ def make_pki(directory: Path, *, now: dt.datetime) -> Pki:
     return pki
 
 
+def old_and_new_pki(directory: Path) -> tuple[Pki, Pki]:
+    """Two PKIs of unrelated CAs, in ``directory``/a and /b: before and after a CA rotation."""
+    now = dt.datetime.now(dt.UTC)
+    (directory / "a").mkdir()
+    (directory / "b").mkdir()
+    return make_pki(directory / "a", now=now), make_pki(directory / "b", now=now)
+
+
 @dataclass
 class TlsRedisServer:
     """A redis-server answering TLS on ``tls_port`` (and plaintext on ``plain_port`` if set)."""

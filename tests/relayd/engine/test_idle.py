@@ -59,6 +59,16 @@ class _Counting:
         return await self.reader.read_new(limit, now=now, reconcile=reconcile)
 
 
+def _count_reads(sweeper):
+    """Wrap the reader of every lane that has one in a ``_Counting``; those counters."""
+    counters = []
+    for lane in sweeper.lanes:
+        if lane.reader is not None:
+            lane.reader = counting = _Counting(lane.reader)
+            counters.append(counting)
+    return counters
+
+
 @pytest.mark.usefixtures("backend")
 async def test_a_quiet_prefix_is_probed_not_read_and_new_work_is_still_found(
     async_client, prefix, seeder, clock
@@ -66,11 +76,7 @@ async def test_a_quiet_prefix_is_probed_not_read_and_new_work_is_still_found(
     sink = MemorySink()
     sweeper = _sweeper(async_client, prefix, clock, sink)
     await sweeper.start()
-    counters = []
-    for lane in sweeper.lanes:
-        if lane.reader is not None:
-            lane.reader = _Counting(lane.reader)
-            counters.append(lane.reader)
+    counters = _count_reads(sweeper)
 
     await sweeper.run_pass()  # quiet: reads once
     reads_after_first = [c.calls for c in counters]
@@ -104,11 +110,7 @@ async def test_with_notices_a_quiet_lane_is_read_only_when_written_to_and_probed
     sink = MemorySink()
     sweeper = _sweeper(async_client, prefix, clock, sink, poll_interval_s=1.0)
     await sweeper.start()
-    counters = []
-    for lane in sweeper.lanes:
-        if lane.reader is not None:
-            lane.reader = _Counting(lane.reader)
-            counters.append(lane.reader)
+    counters = _count_reads(sweeper)
 
     await sweeper.run_pass(notified=frozenset())  # first pass: every lane read, all quiet after
     await sweeper.run_pass(notified=frozenset())  # a full probe: the first with quiet lanes

@@ -11,6 +11,7 @@ from support.tls import tls_redis_server
 from relayd.batch import Batch
 from relayd.envelope import Envelope
 from relayd.sinks import Outcome, Sink
+from relayd.sinks.testing import outbox_envelope
 
 SinkT = TypeVar("SinkT", bound=Sink)
 
@@ -21,21 +22,11 @@ RELAYED_AT = 1_700_000_000.0
 
 
 def outbox(prefix: str, seq: int, target: str | None, event: dict[str, Any] | None = None) -> Envelope:
-    """An outbox envelope for ``seq`` to ``target``; the event id is unique per seq."""
-    event = event if event is not None else {"id": f"ev-{seq}", "kind": "Ping", "data": {"n": seq}}
-    id_ = f"{prefix}:outbox:{seq}"
-    body: dict[str, object] = {
-        "v": "relayd/1",
-        "kind": "outbox",
-        "id": id_,
-        "prefix": prefix,
-        "attempt": 1,
-        "relayed_at": RELAYED_AT,
-        "seq": seq,
-        "target_id": target,
-        "event": event,
-    }
-    return Envelope(id=id_, kind="outbox", prefix=prefix, attempt=1, body=body, ordering_key=target)
+    """An outbox envelope for ``seq`` to ``target`` (the contract suite's); ``event`` replaces its event."""
+    envelope = outbox_envelope(prefix, seq, target)
+    if event is not None:
+        envelope.body["event"] = event
+    return envelope
 
 
 def timer(prefix: str, execution_id: str, path: str, fire_at: float) -> Envelope:

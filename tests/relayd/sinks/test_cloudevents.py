@@ -4,8 +4,6 @@ CloudEvents SDK (``cloudevents`` on PyPI), which no one here wrote."""
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from typing import Any
 
 import nats
@@ -17,6 +15,7 @@ from cloudevents.core.bindings import http as ce_http
 from cloudevents.core.bindings import kafka as ce_kafka
 from cloudevents.core.formats.json import JSONFormat
 from nats.js.api import StreamConfig
+from support.http_receiver import serve_on_this_loop
 from support.redis_server import RedisServer
 
 from relayd.batch import Batch
@@ -34,22 +33,6 @@ from .conftest import deliver_runs, outbox, spawn, timer
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 KEY = b"k" * 32
 SECRET = "whsec_" + base64.b64encode(KEY).decode()
-
-
-@asynccontextmanager
-async def local_receiver(handle: Callable[[web.Request], Awaitable[web.Response]]) -> AsyncIterator[str]:
-    """An aiohttp server on a free loopback port, on this test's event loop; yields its URL."""
-    app = web.Application()
-    app.router.add_post("/hook", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}/hook"
-    finally:
-        await runner.cleanup()
 
 
 def envelopes(prefix: str) -> list[Envelope]:
@@ -110,7 +93,7 @@ async def test_webhook_requests_parse_with_the_sdk_and_verify_with_standard_webh
         received[request.headers["webhook-id"]] = (dict(request.headers), await request.read())
         return web.Response(status=204)
 
-    async with local_receiver(receive) as url:
+    async with serve_on_this_loop(receive) as url:
         sink = WebhookSink(SinkSpec("webhook", url), options)
         await sink.start()
         outcomes = await deliver_runs(sink, batch)

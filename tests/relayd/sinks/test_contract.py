@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import pytest
 from structlog.testing import capture_logs
+from support.http_server import Reply, serve
 from support.moto import AWS_ENV, kinesis_records, receive_all, subscribe_queue
 from support.rabbitmq import declare, drain
 
@@ -30,8 +31,6 @@ from relayd.sinks.memory import MemorySink
 from relayd.sinks.redis_stream import RedisStreamSink
 from relayd.sinks.testing import RETRY_AFTER_S, Refusal, RefusingContract, SinkContract
 from relayd.sinks.webhook import WebhookSink
-
-from .http_server import Reply, serve
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -5,7 +5,6 @@ a rotated token and a rotated CA bundle."""
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import ssl
 import subprocess
 from collections.abc import AsyncIterator
@@ -18,7 +17,7 @@ from nats.js.api import StreamConfig
 from support.nats import nats_server_path
 from support.processes import end_process
 from support.redis_server import free_port
-from support.tls import make_pki
+from support.tls import old_and_new_pki
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError
@@ -199,12 +198,8 @@ async def test_a_rotated_token_file_is_used_by_the_reconnect_to_a_server_with_a_
         )
         token_file.write_text("new-nats-token\n")
         reloaded = watched.check()
-        after: list = []
-        for seq in range(2, 2000):  # until the reconnect with the new token went through
-            after = list(await sink.deliver(Batch.of([outbox(prefix, seq, "t")])))
-            if after == [DELIVERED]:
-                break
-            await asyncio.sleep(0.05)
+        # until the reconnect with the new token went through
+        after = await _deliver_until_delivered(sink, prefix)
         admin = await _connect_when_up(url, "new-nats-token")
         stored = await read_stream(admin.jetstream(), prefix)
         await admin.close()
@@ -215,6 +210,17 @@ async def test_a_rotated_token_file_is_used_by_the_reconnect_to_a_server_with_a_
     assert reloaded == "reloaded"
     assert after == [DELIVERED]
     assert len(stored) == 2
+
+
+async def _deliver_until_delivered(sink, prefix: str) -> list:
+    """Deliver one entry at a time (seq 2 on) until one is delivered; the last outcomes."""
+    after: list = []
+    for seq in range(2, 2000):
+        after = list(await sink.deliver(Batch.of([outbox(prefix, seq, "t")])))
+        if after == [DELIVERED]:
+            break
+        await asyncio.sleep(0.05)
+    return after
 
 
 async def _connect_when_up(url: str, token: str):
@@ -231,10 +237,7 @@ async def test_a_rotated_ca_file_verifies_the_reconnect_to_a_server_with_a_new_c
 ):
     """nats-server restarts with a certificate of a new CA; once the watched bundle holds the new
     CA, the sink's reconnect verifies with it (with a context made once, it fails forever)."""
-    now = dt.datetime.now(dt.UTC)
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    old, new = make_pki(tmp_path / "a", now=now), make_pki(tmp_path / "b", now=now)
+    old, new = old_and_new_pki(tmp_path)
     port = free_port()
     config = tmp_path / "nats.conf"
     store = tmp_path / "js"
@@ -265,12 +268,8 @@ async def test_a_rotated_ca_file_verifies_the_reconnect_to_a_server_with_a_new_c
         server = configure(new)
         bundle.write_bytes(new.ca_cert.read_bytes())
         reloaded = watched.check()
-        after: list = []
-        for seq in range(2, 2000):  # until the reconnect verified with the new CA
-            after = list(await sink.deliver(Batch.of([outbox(prefix, seq, "t")])))
-            if after == [DELIVERED]:
-                break
-            await asyncio.sleep(0.05)
+        # until the reconnect verified with the new CA
+        after = await _deliver_until_delivered(sink, prefix)
         admin = await _connect_tls_when_up(url, new.ca_cert)
         stored = await read_stream(admin.jetstream(), prefix)
         await admin.close()

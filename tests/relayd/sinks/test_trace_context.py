@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from support.http_receiver import serve_on_this_loop
 
 from relayd.batch import Batch
 from relayd.sinks import DELIVERED, SinkOptions, SinkSpec, parse_sink_spec
@@ -48,15 +49,8 @@ async def local_receiver(received: dict[str, dict[str, str]]) -> AsyncIterator[s
         received[request.headers["webhook-id"]] = dict(request.headers)
         return web.Response(status=204)
 
-    app = web.Application()
-    app.router.add_post("/hook", receive)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
-    finally:
-        await runner.cleanup()
+    async with serve_on_this_loop(receive) as url:
+        yield url
 
 
 def test_only_a_well_formed_traceparent_is_taken() -> None:

@@ -12,8 +12,9 @@ import time
 from email.utils import formatdate
 
 import pytest
+from support.http_server import Reply, Request, ScriptedServer, serve
 from support.redis_server import free_port
-from support.tls import make_pki
+from support.tls import make_pki, old_and_new_pki
 
 from relayd.batch import Batch
 from relayd.material import WatchedFile, pem_file, text_file
@@ -24,7 +25,6 @@ from relayd.sinks.per_key import HELD_BACK
 from relayd.sinks.webhook import WebhookSink
 
 from .conftest import outbox
-from .http_server import Reply, Request, ScriptedServer, serve
 
 SECRET = b"webhook-signing-secret"
 NOW_S = 1_750_000_000.0
@@ -317,10 +317,7 @@ def test_server_helper_is_a_real_socket_server() -> None:
 async def test_a_rotated_ca_file_verifies_new_connections_from_the_next_batch(tmp_path) -> None:
     """The server moves to a certificate from a new CA; once the watched bundle holds the new CA,
     the same sink connects again (before, it refuses the server's new certificate)."""
-    now = dt.datetime.now(dt.UTC)
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    old, new = make_pki(tmp_path / "a", now=now), make_pki(tmp_path / "b", now=now)
+    old, new = old_and_new_pki(tmp_path)
     bundle = tmp_path / "ca.crt"
     bundle.write_bytes(old.ca_cert.read_bytes())
     watched = pem_file("--webhook-ca-file", bundle)
@@ -414,10 +411,7 @@ async def test_a_refused_credential_has_the_files_read_again_at_once(tmp_path, r
 async def test_a_failed_certificate_check_has_the_files_read_again_at_once(tmp_path) -> None:
     """The server moved to a certificate of a new CA and the bundle file already holds it: the
     failed verification asks for a check at once, and the next batch verifies with the new CA."""
-    now = dt.datetime.now(dt.UTC)
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    old, new = make_pki(tmp_path / "a", now=now), make_pki(tmp_path / "b", now=now)
+    old, new = old_and_new_pki(tmp_path)
     bundle = tmp_path / "ca.crt"
     bundle.write_bytes(old.ca_cert.read_bytes())
     watched = pem_file("--webhook-ca-file", bundle)

@@ -5,14 +5,13 @@ back with the CloudEvents SDK."""
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 
 import orjson
 import pytest
 import standardwebhooks
 from aiohttp import web
 from cloudevents.core.formats.json import JSONFormat
+from support.http_receiver import serve_on_this_loop
 
 from relayd.batch import Batch
 from relayd.sinks import DELIVERED, Retry, SinkOptions, SinkSpec
@@ -24,22 +23,6 @@ from .conftest import outbox
 
 KEY = b"b" * 32
 SECRET = "whsec_" + base64.b64encode(KEY).decode()
-
-Handler = Callable[[web.Request], Awaitable[web.Response]]
-
-
-@asynccontextmanager
-async def local_receiver(handle: Handler) -> AsyncIterator[str]:
-    """An aiohttp server on a free loopback port, on this test's event loop; yields its URL."""
-    app = web.Application()
-    app.router.add_post("/hook", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
-    finally:
-        await runner.cleanup()
 
 
 @pytest.mark.parametrize(("size", "max_lanes"), [(1, 4), (3, 2), (10, 16), (100, 16)])
@@ -80,7 +63,7 @@ async def test_requests_carry_up_to_n_envelopes_in_key_order_signed_over_the_who
         received.append((dict(request.headers), await request.read()))
         return web.Response(status=204)
 
-    async with local_receiver(receive) as url:
+    async with serve_on_this_loop(receive) as url:
         sink = WebhookSink(SinkSpec("webhook", url), SinkOptions(webhook_batch=10, webhook_secret=KEY))
         await sink.start()
         outcomes = await sink.deliver(Batch.of(batch))
@@ -108,7 +91,7 @@ async def test_a_failed_request_is_one_outcome_for_its_entries_and_holds_back_th
         seqs = [e["seq"] for e in orjson.loads(await request.read())["data"]]
         return web.Response(status=503 if 3 in seqs else 204)
 
-    async with local_receiver(receive) as url:
+    async with serve_on_this_loop(receive) as url:
         sink = WebhookSink(SinkSpec("webhook", url), SinkOptions(webhook_batch=4, webhook_concurrency=2))
         await sink.start()
         outcomes = list(await sink.deliver(Batch.of(batch)))
@@ -128,7 +111,7 @@ async def test_cloudevents_batches_are_json_arrays_the_sdk_reads() -> None:
         return web.Response(status=200)
 
     options = SinkOptions(webhook_batch=5, output_format="cloudevents", webhook_secret=KEY)
-    async with local_receiver(receive) as url:
+    async with serve_on_this_loop(receive) as url:
         sink = WebhookSink(SinkSpec("webhook", url), options)
         await sink.start()
         outcomes = await sink.deliver(Batch.of(batch))

@@ -1,4 +1,8 @@
-"""A scripted HTTP server on 127.0.0.1 (stdlib ``http.server`` in a thread) for the webhook tests."""
+"""A scripted HTTP server (stdlib ``http.server`` in a thread) for tests of webhook delivery.
+
+It answers every POST as a ``Script`` says and records each request; the sink tests drive it
+in-process, the end-to-end tests point a ``relayd`` process at it.
+"""
 
 from __future__ import annotations
 
@@ -49,7 +53,7 @@ Script = Callable[[dict[str, Any], int], Reply]
 class ScriptedServer:
     """Answers every POST with ``script`` and records it."""
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, host: str = "127.0.0.1") -> None:
         self.script = script
         self.requests: list[Request] = []
         self.in_flight = self.max_in_flight = 0
@@ -90,7 +94,7 @@ class ScriptedServer:
             def log_message(self, format: str, *args: Any) -> None:
                 """Keep test output quiet."""
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer((host, 0), Handler)
         self.httpd.daemon_threads = True
         self.httpd.block_on_close = False
 
@@ -98,9 +102,14 @@ class ScriptedServer:
         """Called after each request is recorded, before it is answered (tests override it)."""
 
     @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    @property
     def url(self) -> str:
+        """The loopback URL (a server bound to every address answers there too)."""
         scheme = "https" if isinstance(self.httpd.socket, ssl.SSLSocket) else "http"
-        return f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}/hook"
+        return f"{scheme}://127.0.0.1:{self.port}/hook"
 
 
 @contextmanager
@@ -109,9 +118,10 @@ def serve(
     on_request: Callable[[Request], None] | None = None,
     *,
     tls: tuple[Path, Path] | None = None,
+    host: str = "127.0.0.1",
 ) -> Iterator[ScriptedServer]:
-    """Run a ScriptedServer in a thread for the duration of the block (HTTPS with ``tls=(cert, key)``)."""
-    server = ScriptedServer(script)
+    """Run a ScriptedServer on ``host`` in a thread for the block (HTTPS with ``tls=(cert, key)``)."""
+    server = ScriptedServer(script, host)
     if on_request is not None:
         server.on_request = on_request  # type: ignore[assignment]  # a hook for this run
     if tls is not None:
