@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 def dockerd() -> Iterator[PrivateDockerd]:
     require_binaries("dockerd", "debootstrap", "containerd", "runc")
     if not Path(DOCKER).is_file():
-        pytest.skip(f"{DOCKER} missing (.ci/run installs docker.io)")
+        pytest.skip(f"{DOCKER} missing (scripts/install-system-packages.sh installs docker.io)")
     daemon = PrivateDockerd()
     daemon.start()
     try:

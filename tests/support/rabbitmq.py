@@ -199,7 +199,7 @@ def require_rabbitmq() -> None:
     """Skip (a failure under ``CI``) when RabbitMQ or epmd is not installed."""
     require_binaries("epmd")
     if not os.access(SERVER, os.X_OK):
-        pytest.skip(f"{SERVER} not installed (.ci/run installs rabbitmq-server)")
+        pytest.skip(f"{SERVER} not installed (scripts/install-system-packages.sh installs rabbitmq-server)")
 
 
 def start_rabbitmq() -> RabbitServer:
