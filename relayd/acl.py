@@ -1,11 +1,11 @@
-"""The Redis ACL rule relayd needs for its prefixes, and nothing more (DESIGN §9).
+"""The Redis ACL rule relayd needs for its prefixes, and nothing more (docs/acl.md).
 
 Pure: prefixes in, rule text out. ``acl_rule`` gives the selectors of an ``ACL SETUSER``:
 ``resetkeys resetchannels -@all`` and then every command in ``COMMANDS`` (each with the part
 of relayd that sends it), the key pattern ``~P:*`` of each prefix (relayd reads and writes
-nothing else: DESIGN §2 keys and its own ``P:relay:``), the three keyspace channels wake-up
-subscribes to per prefix, and ``~STREAM`` and ``+xadd`` for redis-stream destinations on the
-same server.
+nothing else: the engine's keys, docs/internals.md#key-space, and its own ``P:relay:``), the
+three keyspace channels wake-up subscribes to per prefix, and ``~STREAM`` and ``+xadd`` for
+redis-stream destinations on the same server.
 
 Left out on purpose:
 

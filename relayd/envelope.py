@@ -1,4 +1,4 @@
-"""The ``relayd/1`` delivery envelope (DESIGN §3): what every sink receives for every entry.
+"""The ``relayd/1`` delivery envelope (docs/internals.md#key-space): what every sink receives for every entry.
 
 ``Envelope`` is the value type shared by the engine and the sinks. The pure builders below turn
 raw stored entries (``store.backlog.RawEntry`` / ``RawTimer``) into envelopes; they import no

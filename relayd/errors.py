@@ -1,4 +1,4 @@
-"""relayd's exceptions, each carrying the process exit code it maps to (DESIGN §5).
+"""relayd's exceptions, each carrying the process exit code it maps to (README.md#commands).
 
     RelaydError(exit_code=1)
     ├── ConfigError (2)            bad flag, env var, URL, file or sink spec

@@ -25,7 +25,7 @@ REDACTED: Final = "***"
 #: around a note of how much was cut, so a huge stored value cannot make a huge line.
 MAX_VALUE_CHARS: Final = 4096
 
-#: The field names log lines use (STYLE §4.5); listed for documentation and tests.
+#: The field names log lines use; listed for documentation and tests.
 FIELDS: Final = (
     "prefix",
     "kind",

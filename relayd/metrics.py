@@ -1,4 +1,4 @@
-"""Every Prometheus metric of DESIGN §6, built on an injected ``CollectorRegistry``.
+"""Every Prometheus metric of docs/metrics.md, built on an injected ``CollectorRegistry``.
 
 Labels stay bounded: ``prefix`` (configured), ``kind`` (outbox, spawn, timer), ``outcome``
 (delivered, retry, permanent), ``reason`` (the dead-letter reason codes, the fence reasons),

@@ -2,7 +2,7 @@
 
 Pure (no I/O). Settings (relayd's own Redis), the sink specs (destination Redis of the
 redis-stream and harel sinks), the log redaction and ``connect`` all use this module, so the
-rules cannot drift apart (DESIGN §7, §9):
+rules cannot drift apart (README.md#security, docs/internals.md#redis-topologies-and-test-servers):
 
 - a URL is shown only through ``redact_url`` (its user information becomes ``***``);
 - ``rediss://`` verifies the server; TLS options in a URL are refused (the CA comes from
@@ -102,7 +102,7 @@ def plaintext_refusal(
     service: str = "Redis",
     secure: str = "rediss://",
 ) -> str | None:
-    """Why DESIGN §7 refuses this connection, or None when it may go ahead.
+    """Why README.md#security refuses this connection, or None when it may go ahead.
 
     TLS always may; plaintext to loopback hosts may; plaintext elsewhere needs
     ``allow_plaintext`` and never carries credentials. The one rule for every connection relayd
@@ -122,7 +122,7 @@ def plaintext_refusal(
 
 
 def check_redis_url(url: str, sink: str, *, allow_plaintext: bool) -> None:
-    """Enforce DESIGN §7 on a sink's destination Redis URL (``unix://`` sockets are local).
+    """Enforce README.md#security on a sink's destination Redis URL (``unix://`` sockets are local).
 
     Raises:
         ConfigError: the URL breaks the policy (its password is never shown).
@@ -134,7 +134,7 @@ def check_redis_url(url: str, sink: str, *, allow_plaintext: bool) -> None:
     except ValueError as exc:
         raise ConfigError(f"sink {sink!r}: {exc}") from None
     if any(key.lower().startswith("ssl") for key, _ in parse_qsl(parsed.query)):
-        # verification is not negotiable (DESIGN §7); the CA comes from --redis-ca-file
+        # verification is not negotiable (README.md#security); the CA comes from --redis-ca-file
         raise ConfigError(f"sink {sink!r}: TLS options in the URL are not accepted; use --redis-ca-file")
     refusal = plaintext_refusal(
         (host for host, _ in parsed.nodes),

@@ -6,7 +6,7 @@ environment, which wins over the defaults. Nothing else in relayd reads ``os.env
 from the environment become ints, floats, booleans (``true``/``false``, ``1``/``0``, ``yes``/``no``,
 ``on``/``off``) and paths, checked against each option's range.
 
-Security rules (DESIGN §7) are checked here, before anything connects:
+Security rules (README.md#security) are checked here, before anything connects:
 
 - credentials come only from files (``--redis-username-file``, ``--redis-password-file``,
   ``--webhook-secret-file``) or from the Redis URL's ``user:pass@``;
@@ -124,7 +124,7 @@ Seconds = Annotated[float, Field(gt=0, le=3600)]
 
 
 class Settings(BaseSettings):
-    """Every relayd option (DESIGN §5, §7), validated; ``RELAYD_<NAME>`` for each.
+    """Every relayd option (README.md#configuration), validated; ``RELAYD_<NAME>`` for each.
 
     Build it with ``load_settings`` (flags over the environment over the defaults). The defaults
     come from ``relayd.defaults``; the credentials and files are read once, here, and kept out of
@@ -227,7 +227,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_and_read(self) -> Self:
-        """The DESIGN §7 rules across options, and every credential and file read once."""
+        """The security rules (README.md#security) across options, and every credential and file read once."""
         self._set("_address", self._check_redis())
         if self.webhook_secret_file is not None:
             self._watch(self._webhook_secrets_file(self.webhook_secret_file))
@@ -267,7 +267,7 @@ class Settings(BaseSettings):
         setattr(self, name, value)  # a private attribute: settable though the model is frozen
 
     def _check_redis(self) -> RedisAddress:
-        """The Redis URL, TLS files and credentials under the DESIGN §7 rules."""
+        """The Redis URL, TLS files and credentials under the security rules (README.md#security)."""
         address = parse_redis_url(self.redis_url)
         tls_files = {
             "--redis-ca-file": self.redis_ca_file,

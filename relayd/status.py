@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
 from relayd.envelope import KINDS, Kind
@@ -117,21 +118,26 @@ async def collect_status(client: Any, prefix: str, *, now: float) -> StatusRepor
 
 def render_table(reports: Sequence[StatusReport]) -> Table:
     """A rich table, one row per prefix."""
-    table = Table(title="relayd status")
+    table = Table(
+        title="relayd status", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
+    )
     for column in (
         "prefix",
         "spawns",
         "outbox",
         "timers",
-        "due timers",
-        "oldest lag",
-        "dead letters",
+        "due\ntimers",
+        "oldest\nlag",
+        "dead\nletters",
         "active",
     ):
-        table.add_column(column, justify="left" if column in ("prefix", "active") else "right")
+        # Fold, never an ellipsis: a prefix, a holder or a count is read or copied whole.
+        table.add_column(
+            column, justify="left" if column in ("prefix", "active") else "right", overflow="fold"
+        )
     for r in reports:
         lag = "-" if r.oldest_timer_lag_s is None else f"{r.oldest_timer_lag_s:.1f}s"
-        dead = " ".join(f"{kind}={n}" for kind, n in r.dead_letters.items())
+        dead = "\n".join(f"{kind}={n}" for kind, n in r.dead_letters.items())
         active = "none" if r.active is None else f"{r.active.holder} (ttl {r.active.ttl_s:.1f}s)"
         table.add_row(
             r.prefix,

@@ -1,6 +1,6 @@
 """The execution store: models, the store seam and the Redis stores (sync and asyncio).
 
-Wire-compatible with harel 0.9's Redis key space (DESIGN §2), with the relay's additions:
+Wire-compatible with harel 0.9's Redis key space (docs/internals.md#key-space), with the relay's additions:
 bounded gap-tolerant reads, many acks per round-trip and an atomic timer compare-and-delete.
 
 Every public name is imported from here (``from store import Keyspace``). Each is loaded from

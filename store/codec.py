@@ -4,7 +4,7 @@ The models (and pydantic) are imported by the functions that build them, on firs
 relay reads and acks raw entries through this package and never loads them
 (``tests/benchmarks/bench_startup.py``).
 
-Writes produce exactly the wire shapes of DESIGN §2 (compact JSON through orjson; readers
+Writes produce exactly the wire shapes of docs/internals.md#key-space (compact JSON through orjson; readers
 on both sides parse JSON, so spacing is not part of the contract). Reads of relay entries
 raise ``MalformedEntry`` with a reason from ``MALFORMED_REASONS`` so the relay can
 dead-letter them with a bounded label.

@@ -1,4 +1,4 @@
-"""Every key name of the engine's key space under one prefix (DESIGN §2).
+"""Every key name of the engine's key space under one prefix (docs/internals.md#key-space).
 
 Under a prefix P (default ``stm``), every key is ``P:<suffix>``:
 

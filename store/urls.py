@@ -1,6 +1,6 @@
 """Parse a Redis URL of any topology relayd and the store accept into a ``RedisUrl``.
 
-Pure: no I/O and no redis import. The forms (DESIGN §9):
+Pure: no I/O and no redis import. The forms (README.md#configuration):
 
     redis://[USER:PASS@]HOST[:PORT][/DB]                              one server (PORT 6379)
     rediss://...                                                      the same over verified TLS

@@ -1,5 +1,8 @@
 """Comments and docstrings say why, not what was measured: no figures, no issue numbers.
 
+Nor do they cite a document outside the repository: a contract the code relies on is written in
+docs/internals.md (or the README, docs/sinks.md, docs/metrics.md) and cited there.
+
 Figures go stale on a machine whose speed drifts, and say what was measured rather than why the
 code is as it is: they belong in docs/performance.md and commit messages. A comment names the
 benchmark that shows its reason instead.
@@ -75,3 +78,39 @@ def f() -> None:
 '''
 
     assert [line for line, _ in figures_in(source)] == [1, 3, 7]
+
+
+#: A citation of a section of a design document that is not in the repository (DESIGN or STYLE,
+#: then the section sign, raw or JSON-escaped, then a number).
+OUTSIDE_CITATION = re.compile(r"\b(DESIGN|STYLE) ?(§|\\u00a7)")
+
+
+def outside_citations(text: str) -> list[tuple[int, str]]:
+    return [
+        (number, line.strip())
+        for number, line in enumerate(text.splitlines(), 1)
+        if OUTSIDE_CITATION.search(line)
+    ]
+
+
+def test_no_tracked_file_cites_a_document_outside_the_repository() -> None:
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+    found = []
+    for path in listed.stdout.decode().split("\0"):
+        if not path or not (ROOT / path).is_file():
+            continue
+        try:
+            text = (ROOT / path).read_text()
+        except UnicodeDecodeError:
+            continue  # a binary file: an image, a wheel
+        found += [f"{path}:{line}: {cited}" for line, cited in outside_citations(text)]
+
+    assert found == []
+
+
+def test_the_citation_check_finds_design_sections_in_any_file() -> None:
+    cited = "DESIGN" + " \N{SECTION SIGN}6"  # spelled apart so this file does not cite it itself
+    escaped = "DESIGN" + " \\u00a76"
+    text = f'# Alerting rules ({cited} metrics).\nsee docs/internals.md#key-space\n"({escaped})"\n'
+
+    assert [line for line, _ in outside_citations(text)] == [1, 3]

@@ -1,4 +1,4 @@
-"""The dependency rules of STYLE §3, checked on the import statements of every module."""
+"""The dependency rules between packages, checked on the import statements of every module."""
 
 from __future__ import annotations
 

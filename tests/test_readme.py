@@ -113,3 +113,18 @@ def test_ci_declares_itself_so_no_test_may_skip() -> None:
     exported = lines.index("export CI=true")
     tests = next(i for i, line in enumerate(lines) if line.startswith("python -m pytest"))
     assert exported < tests
+
+
+def test_a_fresh_machine_installs_the_system_packages_with_the_script_ci_runs() -> None:
+    """The README's test section names the one script that installs the Debian packages, and
+    ``.ci/run`` runs that same script before the tests."""
+    script = "scripts/install-system-packages.sh"
+    ci_lines = (ROOT / ".ci/run").read_text().splitlines()
+
+    assert f"`{script}`" in _section("Two commands")
+    assert (ROOT / script).stat().st_mode & 0o111
+    assert "apt-get install" in (ROOT / script).read_text()
+    assert "apt-get" not in (ROOT / ".ci/run").read_text()
+    assert ci_lines.index(script) < next(
+        i for i, line in enumerate(ci_lines) if line.startswith("python -m pytest")
+    )

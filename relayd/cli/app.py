@@ -1,4 +1,4 @@
-"""The ``relayd`` command: the Typer app, its commands, and errors → exit codes (DESIGN §5).
+"""The ``relayd`` command: the Typer app, its commands, and errors → exit codes (README.md#commands).
 
 Exit codes: 0 all due work delivered; 1 entries left for retry or dead-lettered; 2 usage or
 configuration error (one line on stderr, no traceback); 3 Redis unreachable or authentication

@@ -1,4 +1,4 @@
-"""``relayd console``: the operator web console on its own listener (DESIGN §10)."""
+"""``relayd console``: the operator web console on its own listener (docs/console.md#security)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import typer
 
 from relayd.cli import options as o
 from relayd.errors import ConfigError
+from relayd.extras import install_command
 
 
 @o.with_connection_options
@@ -19,7 +20,7 @@ def console(ctx: typer.Context, **_: object) -> None:
         from relayd.console.server import ConsoleOptions, serve_console
     except ImportError as exc:
         missing = exc.name
-        raise ConfigError(f"the console needs its extra: pip install 'relayd[console]' ({missing})") from None
+        raise ConfigError(f"the console needs its extra: {install_command('console')} ({missing})") from None
     import asyncio
 
     from relayd.connect import BRIEF, build_client, connect

@@ -71,13 +71,14 @@ def demo(
 
 def _run_with_console(settings: Settings, duration: float) -> int:
     from relayd.errors import ConfigError
+    from relayd.extras import install_command
 
     try:
         from relayd.console.server import ConsoleOptions
         from relayd.demo.console import run_demo_console
     except ImportError as exc:
         missing = exc.name
-        raise ConfigError(f"--console needs the extra: pip install 'relayd[console]' ({missing})") from None
+        raise ConfigError(f"--console needs the extra: {install_command('console')} ({missing})") from None
     return run_demo_console(ConsoleOptions.from_settings(settings), duration_s=duration, announce=typer.echo)
 
 

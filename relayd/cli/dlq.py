@@ -83,11 +83,19 @@ def _when(epoch_s: object) -> str:
 
 
 def dead_letter_table(rows: Sequence[dict[str, Any]]) -> Table:
+    """The dead letters as a table, each id whole on one line while the terminal is wide enough.
+
+    Ids are copied into ``dlq replay``: the table is drawn without side borders, the other columns
+    wrap first, and every cell folds onto the next line rather than ending in an ellipsis.
+    """
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="dead letters")
+    table = Table(
+        title="dead letters", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
+    )
     for column in ("prefix", "kind", "id", "reason", "attempts", "first attempt", "last attempt"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold", no_wrap=column == "id")
     for row in rows:
         reason = f"{row['reason_code']}: {row['reason']}" if row.get("reason") else str(row["reason_code"])
         table.add_row(
@@ -138,8 +146,12 @@ def replay(
     kind: KindOption = None,
     **_: object,
 ) -> None:
-    """Put dead letters back where they came from (original seq or score), attempts reset."""
-    from relayd.state.deadletters import replay_dead_letters
+    """Put dead letters back where they came from (original seq or score), attempts reset.
+
+    An id that is a dead letter of no prefix is named on stderr and the exit code is 1; the
+    others are replayed all the same.
+    """
+    from relayd.state.deadletters import replay_dead_letters, replay_named_dead_letters
 
     only = _check_kind(kind)
     if only is not None and not ids:
@@ -150,13 +162,28 @@ def replay(
         raise ConfigError("pass either dead-letter ids or --all, not both")
     settings = o.settings_from(ctx)
     o.configure_logs(settings)
-    wanted = None if replay_all else list(ids or ())
+    if replay_all:
 
-    async def action(client: AsyncRedis, keyspace: Keyspace) -> int:
-        return int(await replay_dead_letters(client, keyspace, ids=wanted, kind=only))
+        async def every(client: AsyncRedis, keyspace: Keyspace) -> int:
+            return int(await replay_dead_letters(client, keyspace, kind=only))
 
-    count = sum(_per_prefix(settings, action))
-    typer.echo(f"replayed {count} dead letter(s)")
+        typer.echo(f"replayed {sum(_per_prefix(settings, every))} dead letter(s)")
+        return
+    named = list(dict.fromkeys(ids or ()))
+
+    async def some(client: AsyncRedis, keyspace: Keyspace) -> tuple[int, set[str]]:
+        return await replay_named_dead_letters(client, keyspace, named, kind=only)
+
+    outcomes = _per_prefix(settings, some)
+    typer.echo(f"replayed {sum(count for count, _ in outcomes)} dead letter(s)")
+    found = set().union(*(parked for _, parked in outcomes))
+    unknown = [i for i in named if i not in found]
+    if unknown:
+        where = f"{only} " if only else ""
+        typer.echo(
+            f"relayd: not a {where}dead letter of {', '.join(settings.prefix)}: {' '.join(unknown)}", err=True
+        )
+        raise typer.Exit(1)
 
 
 @dlq_app.command("purge")

@@ -1,4 +1,4 @@
-"""``relayd console``: the operator web console (DESIGN §10), served in its own process.
+"""``relayd console``: the operator web console (docs/console.md#security), served in its own process.
 
 Pure parts: ``signatures`` (error text → signature), ``filters`` (which dead letters a view
 or an action means), ``paging`` (HSCAN cursors as page tokens), ``groups`` and ``rates``.

@@ -1,4 +1,4 @@
-"""The console's access rules (DESIGN §10): token, sessions, same-origin state changes, headers.
+"""The console's access rules (docs/console.md#security): token, sessions, same-origin state changes, headers.
 
 - A console has a token when ``--console-token-file`` names one, or when ``--allow-actions`` is
   given without one (then a random token is made for this run and printed once on the terminal).

@@ -29,7 +29,7 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class ConsoleOptions:
-    """The console's own options, checked (DESIGN §10) before anything listens."""
+    """The console's own options, checked (docs/console.md#security) before anything listens."""
 
     host: str
     port: int

@@ -24,7 +24,7 @@ from store import Keyspace, RawTimer
 
 #: Seconds between refreshes while passes deliver (a scrape every few seconds sees fresh values).
 BUSY_REFRESH_S: Final = 1.0
-#: Seconds between refreshes while nothing happens (the idle budget: DESIGN §4). An
+#: Seconds between refreshes while nothing happens (the idle budget: docs/internals.md#delivery-semantics). An
 #: idle prefix's only moving gauges are the dead-letter counts, which change only through
 #: ``relayd dlq`` then; 15 s is one common Prometheus scrape interval.
 IDLE_REFRESH_S: Final = 15.0

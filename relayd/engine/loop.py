@@ -48,7 +48,7 @@ _BEAT_JITTER: Final = (0.75, 1.0)
 
 @dataclass(frozen=True, slots=True)
 class RunSummary:
-    """What a run did, summed over prefixes; ``exit_code`` as DESIGN §5 has it for ``--once``."""
+    """What a run did, summed over prefixes; ``exit_code`` as README.md#commands has it for ``--once``."""
 
     delivered: Mapping[Kind, int] = field(default_factory=dict)
     retried: Mapping[Kind, int] = field(default_factory=dict)

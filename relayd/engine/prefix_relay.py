@@ -153,7 +153,7 @@ class PrefixRelay:
                 except REDIS_ERRORS as exc:
                     self._redis_failed(exc)
                 self._note_lease()
-            # Jitter for standbys so replicas never poll in lockstep (DESIGN §4).
+            # Jitter for standbys so replicas never poll in lockstep (docs/internals.md#delivery-semantics).
             wait_s = renew_every_s * self.rng.uniform(0.5, 1.5)
             if self.active:  # until the renewal is due, unless a beat renews it first
                 renew_in_s = self._renew_in(renew_every_s)

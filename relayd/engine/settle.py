@@ -182,7 +182,8 @@ class Settlement:
     async def _ack(self, lane: Lane, refs: list[str], held: list[Held], fast: FreshBatch) -> None:
         """Ack ``refs`` (the refs of ``held`` then ``fast``): one HDEL, or one timer script call."""
         if lane.kind == "timer":
-            # Score-guarded: a timer the engine re-armed since we read it stays (DESIGN §4).
+            # Score-guarded: a timer the engine re-armed since we read it stays
+            # (docs/internals.md#delivery-semantics).
             raws = [h.raw for h in held]
             raws += fast.raws
             pairs = [(r.member, r.fire_at) for r in raws if isinstance(r, RawTimer)]

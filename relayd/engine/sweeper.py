@@ -218,7 +218,8 @@ class Sweeper:
             else:
                 self._quiet.discard(lane.kind)
             if lane.kind == "spawn":
-                # Events to a child whose spawn is still pending wait for it (DESIGN §4).
+                # Events to a child whose spawn is still pending wait for it
+                # (docs/internals.md#delivery-semantics).
                 blocked_children = {k for h in lane.held.values() if (k := h.envelope.ordering_key)}
         if not result.full or (stop is not None and stop.is_set()):
             await self.settle_pending(result)  # the loop waits, stops or hands back after this pass

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError
+from relayd.extras import install_command
 from relayd.material import Fixed, Material
 from relayd.sinks import cloud_event
 from relayd.sinks.amqp_target import AmqpTarget, parse_amqp_target
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     import aiormq
     import aiormq.abc
 
-INSTALL_HINT: Final = "sink 'amqp' needs aiormq: pip install 'relayd[amqp]'"
+INSTALL_HINT: Final = f"sink 'amqp' needs aiormq: {install_command('amqp')}"
 #: Longest wait for the broker to accept a connection and open a channel, in seconds.
 CONNECT_TIMEOUT_S: Final = 10.0
 #: Longest wait for every confirm of one batch, in seconds; then the batch is Retry.

@@ -1,7 +1,7 @@
 """Parse and check an ``amqp:`` sink spec's target: broker URL, exchange, routing-key template.
 
 Pure: no I/O and no AMQP client import, so a spec is checked before anything connects (and
-without the optional extra installed). The grammar (DESIGN §8)::
+without the optional extra installed). The grammar (docs/sinks.md)::
 
     amqp:amqp[s]://[USER@]HOST[:PORT][/VHOST]?routing_key=KEY[&exchange=NAME][&heartbeat=S]
 

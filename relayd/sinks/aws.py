@@ -34,6 +34,7 @@ from typing import Any, ClassVar, Final
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
+from relayd.extras import install_command
 from relayd.sinks import cloud_event
 from relayd.sinks.aws_entries import (
     KINESIS_MAX_BYTES,
@@ -60,7 +61,7 @@ from relayd.sinks.base import Delivered, Outcome, Retry, SinkOptions
 from relayd.sinks.per_key import HELD_BACK
 from relayd.sinks.spec import SinkSpec
 
-INSTALL_HINT: Final = "sink {name!r} needs aiobotocore: pip install 'relayd[aws]'"
+INSTALL_HINT: Final = f"needs aiobotocore: {install_command('aws')}"
 #: Requests in flight at once per batch (each lane sends its requests one after another).
 LANES: Final = 8
 CONNECT_TIMEOUT_S: Final = 5.0
@@ -75,7 +76,7 @@ def _import_aiobotocore(name: str) -> Any:
         import aiobotocore.session
         import botocore.exceptions
     except ImportError:
-        raise ConfigError(INSTALL_HINT.format(name=name)) from None
+        raise ConfigError(f"sink {name!r} {INSTALL_HINT}") from None
     return aiobotocore.session, botocore.exceptions
 
 

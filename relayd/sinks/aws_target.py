@@ -1,7 +1,7 @@
 """Parse and check the AWS sink specs: ``sqs:QUEUE_URL``, ``sns:TOPIC_ARN``, ``kinesis:STREAM_NAME``.
 
 Pure: no I/O and no AWS SDK import, so a spec is checked before anything connects (and without
-the optional extra installed). Each takes ``?region=`` and ``?endpoint_url=`` (DESIGN §8)::
+the optional extra installed). Each takes ``?region=`` and ``?endpoint_url=`` (docs/sinks.md)::
 
     sqs:https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo
     sns:arn:aws:sns:eu-west-1:123456789012:events

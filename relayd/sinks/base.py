@@ -100,7 +100,7 @@ class SinkOptions:
     webhook_batch: int = 1
     #: CA bundle for ``rediss://`` destinations (None: the system trust store).
     redis_ca_file: str | None = None
-    #: Permit plaintext Redis to non-loopback hosts (DESIGN §7).
+    #: Permit plaintext Redis to non-loopback hosts (README.md#security).
     allow_plaintext: bool = False
     #: The sentinels' own credentials for ``redis+sentinel://`` destinations (``--sentinel-*-file``).
     sentinel_username: str | None = None

@@ -1,6 +1,6 @@
 """Parse the ``kafka:`` and ``nats:`` sink targets and check their topic / subject templates.
 
-Pure: no I/O, no client library. The grammar (DESIGN §8)::
+Pure: no I/O, no client library. The grammar (docs/sinks.md)::
 
     kafka:HOST:PORT[,HOST:PORT...]?topic=NAME[&tls=true][&timeout_s=S]
     nats:nats://HOST:PORT[,nats://HOST:PORT...]?subject=NAME[&timeout_s=S]
@@ -12,7 +12,7 @@ CA file is configured. ``timeout_s`` bounds how long a batch waits for its confi
 (default ``DEFAULT_TIMEOUT_S``).
 
 Plaintext to a host that is not loopback needs ``--allow-plaintext``, and is refused outright
-when credentials are configured (DESIGN §7), as for Redis.
+when credentials are configured (README.md#security), as for Redis.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def check_plaintext(
     allow_plaintext: bool,
     secure: str = "TLS",
 ) -> None:
-    """Enforce DESIGN §7 (``relayd.redis_url.plaintext_refusal``) on a sink's connection.
+    """Enforce README.md#security (``relayd.redis_url.plaintext_refusal``) on a sink's connection.
 
     Raises:
         ConfigError: plaintext with credentials, or to a non-loopback host without permission.

@@ -55,6 +55,7 @@ import structlog
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
+from relayd.extras import install_command
 from relayd.material import Fixed, Material
 from relayd.sinks import cloud_event, trace_context
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
@@ -66,7 +67,7 @@ from relayd.sinks.broker_targets import (
 from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import SinkSpec
 
-INSTALL_HINT: Final = "sink 'kafka' needs the kafka extra: pip install 'relayd[kafka]'"
+INSTALL_HINT: Final = f"sink 'kafka' needs the kafka extra: {install_command('kafka')}"
 #: How long the report thread blocks in one ``poll`` (seconds): the latency of a shutdown.
 POLL_S: Final = 0.2
 #: Seconds between two looks for delivery reports while a batch waits for them.

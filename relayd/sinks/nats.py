@@ -35,6 +35,7 @@ from typing import Any, Final
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
+from relayd.extras import install_command
 from relayd.material import Material
 from relayd.sinks import cloud_event
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
@@ -46,7 +47,7 @@ from relayd.sinks.broker_targets import (
 from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import SinkSpec
 
-INSTALL_HINT: Final = "sink 'nats' needs the nats extra: pip install 'relayd[nats]'"
+INSTALL_HINT: Final = f"sink 'nats' needs the nats extra: {install_command('nats')}"
 #: Seconds one connection attempt may take.
 CONNECT_TIMEOUT_S: Final = 2
 #: Seconds a first connection may take, all servers tried, before the batch is Retry.

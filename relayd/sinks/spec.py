@@ -1,6 +1,6 @@
 """Parse a sink spec string (``jsonl:PATH``, ``webhook:URL``, …) into a ``SinkSpec``.
 
-Pure: no I/O, no imports of redis, aiohttp or structlog. The grammar (DESIGN §5):
+Pure: no I/O, no imports of redis, aiohttp or structlog. The grammar (docs/sinks.md):
 
     log                                             structlog line per envelope
     null                                            delivers and discards (benchmarks)

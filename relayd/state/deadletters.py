@@ -241,9 +241,25 @@ async def replay_dead_letters(
     are read with HMGET, so replaying a few costs the same however many are parked. Returns how
     many went back.
     """
+    replayed, _ = await _replay(client, keyspace, ids, kind)
+    return replayed
+
+
+async def replay_named_dead_letters(
+    client: RedisClient, keyspace: Keyspace, ids: Iterable[str], kind: Kind | None = None
+) -> tuple[int, set[str]]:
+    """``replay_dead_letters`` of ``ids``; also returns which of them were dead letters here."""
+    replayed, parked = await _replay(client, keyspace, list(ids), kind)
+    return replayed, {i.decode("utf-8", "backslashreplace") for i in parked}
+
+
+async def _replay(
+    client: RedisClient, keyspace: Keyspace, ids: Iterable[str] | None, kind: Kind | None
+) -> tuple[int, set[bytes]]:
     keys = RelayKeys(keyspace)
     wanted = None if ids is None else {i.encode() for i in ids}
     replayed = 0
+    seen: set[bytes] = set()
     for k in _kinds(kind):
         if wanted is None:
             parked = await _read_all(client, keys.dead(k))
@@ -251,6 +267,7 @@ async def replay_dead_letters(
             parked = await _read_some(client, keys.dead(k), wanted)
         else:
             parked = {}
+        seen.update(parked)
         groups: list[list[bytes | str]] = []
         for dead_id, raw in parked.items():
             doc = orjson.loads(raw)
@@ -267,7 +284,7 @@ async def replay_dead_letters(
                 args += group
             keys_ = (keys.dead(k), keys.live(k), keys.attempts(k))
             replayed += int(await client.eval(scripts.REPLAY, 3, *keys_, *args))
-    return replayed
+    return replayed, seen
 
 
 async def purge_dead_letters(client: RedisClient, keyspace: Keyspace, kind: Kind | None = None) -> int:

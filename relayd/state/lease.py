@@ -1,4 +1,4 @@
-"""The per-prefix lease that makes one replica the active one (DESIGN §4).
+"""The per-prefix lease that makes one replica the active one (docs/internals.md#delivery-semantics).
 
 The holder ``SET``s ``P:relay:lease`` to its token with ``NX PX ttl``, extends it every third of
 the TTL with a compare-and-pexpire script and deletes it with compare-and-delete on a clean

@@ -38,9 +38,9 @@ _KEY_TTL_EVERY: Final = 4
 # ARGV[3]  the registry key's own TTL in member TTLs, or 0 to leave the key's TTL alone
 # ARGV[4]  '1': also renew the lease (member TTL = lease TTL) if our token holds it
 # Returns {lease token or false, 1 if it extended the lease else 0, live member tokens...}.
-# Idle cost (DESIGN §4): few commands in the common case. Expired members are filtered from
-# the one ZRANGE and removed only when there are some; the key's TTL is refreshed only when
-# the caller asks (every few beats: it lasts many member TTLs).
+# Idle cost (docs/internals.md#delivery-semantics): few commands in the common case. Expired
+# members are filtered from the one ZRANGE and removed only when there are some; the key's
+# TTL is refreshed only when the caller asks (every few beats: it lasts many member TTLs).
 _BEAT: Final = """
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

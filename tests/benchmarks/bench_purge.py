@@ -1,13 +1,13 @@
 """Benchmark: ``purge`` of one execution in a 1M-entry outbox, ours against harel 0.9's own.
 
-Starts its own redis-server on a free loopback port and seeds, in the wire shape of DESIGN §2,
-an outbox of 1,000,000 rows (10,000 executions, 100 rows each), 100,000 spawns and 100,000
-timers. Then it purges one execution with harel's ``RedisStore`` (the baseline: HGETALL and
-ZRANGE walk the whole structures in one command each) and another, shaped the same, with
-ours (HSCAN / ZSCAN pages), printing for each: the total time, the longest single command in
-the server's SLOWLOG (threshold 0, reset before each purge), how many commands the server
-ran, and the slowest PING another client saw meanwhile. Also times the client-side row
-filter with and without its verbatim-id byte check. Figures are printed, not asserted.
+Starts its own redis-server on a free loopback port and seeds, in the wire shape of
+docs/internals.md#key-space, an outbox of 1,000,000 rows (10,000 executions, 100 rows each),
+100,000 spawns and 100,000 timers. Then it purges one execution with harel's ``RedisStore``
+(the baseline: HGETALL and ZRANGE walk the whole structures in one command each) and another,
+shaped the same, with ours (HSCAN / ZSCAN pages), printing for each: the total time, the
+longest single command in the server's SLOWLOG (threshold 0, reset before each purge), how
+many commands the server ran, and the slowest PING another client saw meanwhile. Also times
+the client-side row filter with and without its verbatim-id byte check. Figures are printed, not asserted.
 
 Run: ``flock /tmp/relayd-bench.lock python tests/benchmarks/bench_purge.py``.
 """

@@ -39,7 +39,7 @@ def _exe(name: str) -> Execution:
 
 
 def _seed(client: ClusterClient, prefix: str, outbox: int = 0, spawns: int = 0) -> None:
-    """Write entries in the exact wire shape (DESIGN §2) without the store's commit.
+    """Write entries in the exact wire shape (docs/internals.md#key-space) without the store's commit.
 
     The read, ack and timer tests seed this way so that each tests one store operation.
     """

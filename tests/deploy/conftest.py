@@ -26,7 +26,8 @@ from support.seeding import Entries
 def _seed(client: Any, prefix: str, now_s: float) -> None:
     """Leave one entry of each kind plus a malformed outbox entry, the way an engine's commit would.
 
-    Written in DESIGN §2's shapes (``support.seeding``), not through the store's commit.
+    Written in the shapes of docs/internals.md#key-space (``support.seeding``), not through the
+    store's commit.
     """
     entries = Entries(client.pipeline(transaction=False), prefix)
     entries.outbox(1, "exe-1", "ev-1").raw_outbox("2", "not json").counters(outbox=2)

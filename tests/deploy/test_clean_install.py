@@ -128,7 +128,7 @@ def seed_backlog(store: RedisStore[Any, Any], *, now_s: float) -> set[tuple[str,
     """Commit a small backlog of every kind through ``store``; return its ``(kind, id)`` pairs.
 
     Three executions, each committing two outbox events (one targeted, one untargeted), one
-    spawn intent and one timer already due. The ids follow DESIGN §3: ``P:outbox:{seq}``,
+    spawn intent and one timer already due. The ids follow docs/internals.md#key-space: ``P:outbox:{seq}``,
     ``P:spawn:{seq}``, and the timer event id ``timeout:{execution_id}:{path}:{fire_at}``.
     """
     for n in range(3):

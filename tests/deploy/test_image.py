@@ -1,5 +1,5 @@
 """The Dockerfile, built and run for real: on a private dockerd from Debian's docker.io, over a
-stand-in base image made with debootstrap (no registry can be reached; DESIGN §11).
+stand-in base image made with debootstrap (no registry can be reached; docs/image.md).
 
 Every container runs as the image's own user (UID 10001) with ``--read-only --cap-drop ALL
 --security-opt no-new-privileges`` and the host network (the daemon has no bridge), against a
@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 def dockerd() -> Iterator[PrivateDockerd]:
     require_binaries("dockerd", "debootstrap", "containerd", "runc")
     if not Path(DOCKER).is_file():
-        pytest.skip(f"{DOCKER} missing (.ci/run installs docker.io)")
+        pytest.skip(f"{DOCKER} missing (scripts/install-system-packages.sh installs docker.io)")
     daemon = PrivateDockerd()
     daemon.start()
     try:
@@ -151,7 +151,7 @@ def _run(
 
 
 def _seed(client: redis.Redis, prefix: str, *, outbox: int, first_seq: int = 1) -> None:
-    """Outbox rows, a spawn and a due timer in DESIGN §2's wire shape, as an engine commits them."""
+    """Outbox rows, a spawn and a due timer as an engine commits them (docs/internals.md#key-space)."""
     last = first_seq + outbox - 1
     pipe = client.pipeline(transaction=True)
     for seq in range(first_seq, last + 1):

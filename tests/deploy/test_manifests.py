@@ -323,7 +323,7 @@ def test_credential_files_point_into_secret_volumes_with_the_example_keys(kind: 
         assert mount["readOnly"] is True, option
         assert key in secrets[secret_name]["stringData"], option
     assert not any(re.search(r"PASSWORD|SECRET|TOKEN", e["name"]) and "value" in e for e in container["env"])
-    # TLS to Redis: credentials never cross the network in plaintext (DESIGN §7).
+    # TLS to Redis: credentials never cross the network in plaintext (README.md#security).
     assert config["RELAYD_REDIS_URL"].startswith("rediss://")
 
 

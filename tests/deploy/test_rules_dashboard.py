@@ -2,7 +2,7 @@
 
 Every PromQL expression is parsed with a real PromQL parser (``promql-parser``); each vector
 selector's metric name and label matchers, and each ``by (...)`` grouping, are checked against
-DESIGN §6 and then against a scrape of a real ``relayd sweep`` subprocess. ``promtool`` checks
+docs/metrics.md and then against a scrape of a real ``relayd sweep`` subprocess. ``promtool`` checks
 and unit-tests the rules where it is installed.
 """
 
@@ -29,9 +29,9 @@ RULE_TESTS = ROOT / "deploy" / "prometheus" / "relayd-rules.test.yml"
 DASHBOARD = ROOT / "deploy" / "grafana" / "relayd-dashboard.json"
 RUNBOOK = ROOT / "docs" / "runbook.md"
 
-#: DESIGN §6: every metric relayd exports and its labels. ``relayd_build_info`` also carries
-#: ``python`` (bounded: one value per process), which DESIGN leaves open.
-DESIGN_METRICS: dict[str, tuple[str, frozenset[str]]] = {
+#: docs/metrics.md: every metric relayd exports and its labels. ``relayd_build_info`` also carries
+#: ``python`` (bounded: one value per process), which docs/metrics.md leaves open.
+DOCUMENTED_METRICS: dict[str, tuple[str, frozenset[str]]] = {
     "relayd_delivered_total": ("counter", frozenset({"prefix", "kind"})),
     "relayd_delivery_attempts_total": ("counter", frozenset({"prefix", "kind", "outcome"})),
     "relayd_dead_lettered_total": ("counter", frozenset({"prefix", "kind", "reason"})),
@@ -57,9 +57,9 @@ _LABEL_VALUES = re.compile(r"label_values\(\s*(\w+)\s*,\s*(\w+)\s*\)")
 
 
 def series_labels() -> dict[str, frozenset[str]]:
-    """Every series name the DESIGN metrics produce in Prometheus, with its labels."""
+    """Every series name the documented metrics produce in Prometheus, with its labels."""
     series: dict[str, frozenset[str]] = dict(PROMETHEUS_SERIES)
-    for name, (kind, labels) in DESIGN_METRICS.items():
+    for name, (kind, labels) in DOCUMENTED_METRICS.items():
         if kind == "histogram":
             series[f"{name}_bucket"] = labels | {"le"}
             series[f"{name}_sum"] = labels
@@ -184,7 +184,7 @@ def naming_problems(queries: list[Query], known: dict[str, frozenset[str]]) -> l
     return problems
 
 
-# --- static checks against DESIGN §6 ------------------------------------------------------------
+# --- static checks against docs/metrics.md ---------------------------------------------------------
 
 
 def test_every_rule_and_panel_names_only_design_series_and_their_labels() -> None:
@@ -351,7 +351,7 @@ def exported_series(families: list[Metric]) -> dict[str, frozenset[str]]:
 
 
 def test_a_running_relayd_exports_every_design_metric_with_its_labels(relayd_families: list[Metric]) -> None:
-    """The DESIGN table above is what relayd really exports, labels included, so the static
+    """The table above is what relayd really exports, labels included, so the static
     checks are checks against reality."""
     exported = exported_series(relayd_families)
     design = series_labels()
@@ -370,7 +370,7 @@ def test_a_running_relayd_exports_every_design_metric_with_its_labels(relayd_fam
 def test_rules_and_dashboard_name_only_series_a_running_relayd_exports(relayd_families: list[Metric]) -> None:
     """Scrape-checked: every name and label the rules and the dashboard use is really exported."""
     exported = exported_series(relayd_families)
-    # Series relayd exports without samples yet fall back to their DESIGN labels.
+    # Series relayd exports without samples yet fall back to their documented labels.
     known = {
         name: labels or series_labels().get(name, frozenset()) for name, labels in exported.items()
     } | PROMETHEUS_SERIES

@@ -83,7 +83,7 @@ def start_relayd(
 
 @dataclass
 class Backlog:
-    """What a workload committed, as the relay must deliver it (DESIGN §3)."""
+    """What a workload committed, as the relay must deliver it (docs/internals.md#key-space)."""
 
     prefix: str
     outbox: dict[int, tuple[str | None, dict[str, Any]]] = field(default_factory=dict)

@@ -43,7 +43,7 @@ LEASE_TTL_S = 1.5
 POLL_INTERVAL_S = 0.2
 BATCH = 50
 SAMPLE_INTERVAL_S = 0.05
-#: The lease is renewed (and its loss noticed) every third of the TTL (DESIGN §5).
+#: The lease is renewed (and its loss noticed) every third of the TTL (docs/internals.md#delivery-semantics).
 RENEW_PERIOD_S = LEASE_TTL_S / 3
 #: A standby tries to acquire every renewal period with jitter up to 1.5 times it.
 STANDBY_RETRY_MAX_S = RENEW_PERIOD_S * 1.5

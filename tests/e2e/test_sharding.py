@@ -82,7 +82,7 @@ def _shares(pids: tuple[int | None, ...]) -> Counter[int]:
 
 
 def _seed(client, shard: str, count: int) -> set[str]:
-    """Commit ``count`` outbox entries the way the engine does (DESIGN §2); return their ids."""
+    """Commit ``count`` outbox entries as the engine does (docs/internals.md#key-space); their ids."""
     entries = Entries(client.pipeline(transaction=False), shard)
     for seq in range(1, count + 1):
         entries.outbox(seq, f"x{seq % 5}", f"{shard}-e{seq}")

@@ -5,7 +5,7 @@ a /metrics scraper and a wait helper.
 output in a log file, and can be SIGKILLed, stopped and started again with the same arguments.
 The redis-server is ``support.redis_server.RedisServer`` (it can be stopped or killed and come
 back where it was, with AOF when asked). ``seed_backlog`` writes a mixed
-backlog straight in the engine's wire shape (DESIGN §2, ``support.seeding``) with burned
+backlog straight in the engine's wire shape (docs/internals.md#key-space, ``support.seeding``) with burned
 seqs, in pipelined chunks, where committing it transaction by transaction would take most of a
 case's time budget.
 """
@@ -53,7 +53,10 @@ def grew(path: Path, beyond: int) -> Callable[[], bool]:
 
 @dataclass
 class Backlog:
-    """Ids (DESIGN §3) of what ``seed_backlog`` wrote, in write order, and the seqs it burned."""
+    """Delivery ids of what ``seed_backlog`` wrote, in write order, and the seqs it burned.
+
+    The id shapes are in docs/internals.md#key-space.
+    """
 
     prefix: str
     committed: list[str] = field(default_factory=list)

@@ -1,4 +1,4 @@
-"""The relayd/1 envelope builders: every field per DESIGN §3, and malformed shapes refused."""
+"""The relayd/1 envelope builders: every field per docs/sinks.md, and malformed shapes refused."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_timer_envelope_carries_harels_own_timeout_event(execution_id, path, fir
 
 
 def test_timer_envelope_json_is_the_design_body_key_for_key():
-    """The bytes a sink writes: DESIGN §3's key order, fire_at as the float, the id by str(float)."""
+    """The bytes a sink writes: docs/sinks.md's key order, fire_at as the float, the id by str(float)."""
     env = timer_envelope(RawTimer(b"exe-7\x00a.b", 1_700_000_000.1), prefix="stm", attempt=1, relayed_at=3.5)
     env.body["relayed_at"] = 4.25  # stamped at hand-over, before the first serialisation
 

@@ -1,4 +1,4 @@
-"""Every DESIGN §6 metric name exists on an injected registry, with bounded labels."""
+"""Every metric name of docs/metrics.md exists on an injected registry, with bounded labels."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from relayd import __version__
 from relayd.metrics import RelayMetrics, observe_many
 
-DESIGN_NAMES = [
+METRIC_NAMES = [
     "relayd_delivered_total",
     "relayd_delivery_attempts_total",
     "relayd_dead_lettered_total",
@@ -33,7 +33,7 @@ def test_every_design_metric_is_exposed_once_a_prefix_is_added():
     metrics.add_prefix("stm")
     text = generate_latest(registry).decode()
 
-    missing = [name for name in DESIGN_NAMES if f"\n{name}" not in text and f"\n{name}_bucket" not in text]
+    missing = [name for name in METRIC_NAMES if f"\n{name}" not in text and f"\n{name}_bucket" not in text]
     assert missing == []
     assert registry.get_sample_value("relayd_build_info", {"version": __version__, "python": _python()}) == 1
     assert registry.get_sample_value("relayd_active", {"prefix": "stm"}) == 0

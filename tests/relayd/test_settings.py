@@ -1,4 +1,4 @@
-"""Settings: defaults, precedence, prefix ranges, URL parsing and the DESIGN §7 security rules."""
+"""Settings: defaults, precedence, prefix ranges, URL parsing and the security rules of README.md#security."""
 
 from __future__ import annotations
 
@@ -243,7 +243,7 @@ def test_credentials_come_from_files_and_win_over_the_url(tmp_path: Path):
     ],
 )
 def test_security_rules(tmp_path: Path, kwargs, message):
-    """Every DESIGN §7 refusal is a ConfigError naming the option, never a file's content."""
+    """Every README.md#security refusal is a ConfigError naming the option, never a file's content."""
     (tmp_path / "PASSWORD").write_text("hunter2\n")
     (tmp_path / "EMPTY").write_text("\n")
     resolved = {

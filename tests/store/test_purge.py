@@ -34,7 +34,7 @@ FILLER_TIMERS = 300  # past the small-zset encoding, and more than one ZSCAN pag
 
 
 def _seed(client: redis.Redis, prefix: str) -> None:
-    """The data set in the wire shape of DESIGN §2, written directly."""
+    """The data set in the wire shape of docs/internals.md#key-space, written directly."""
     pipe = client.pipeline(transaction=False)
     for eid in STORED:
         pipe.set(f"{prefix}:exe:{eid}", json.dumps({"id": eid, "definition_id": "d", "version": VERSION}))

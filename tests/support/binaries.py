@@ -16,5 +16,5 @@ def require_binaries(*names: str) -> dict[str, str]:
     found = {name: shutil.which(name) for name in names}
     missing = [name for name, path in found.items() if path is None]
     if missing:
-        pytest.skip(f"{', '.join(missing)} not on PATH (.ci/run installs it)")
+        pytest.skip(f"{', '.join(missing)} not on PATH (scripts/install-system-packages.sh installs it)")
     return {name: path for name, path in found.items() if path is not None}

@@ -1,4 +1,4 @@
-"""A private Docker daemon and a stand-in base image made with debootstrap (DESIGN §11).
+"""A private Docker daemon and a stand-in base image made with debootstrap (docs/image.md).
 
 No image registry can be reached here, so the image test makes its own base: a minimal
 Debian bookworm with Python from the Debian mirror apt already uses, with the host's extra CA

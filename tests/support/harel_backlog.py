@@ -3,7 +3,7 @@
 ``commit_harel_backlog`` commits through harel 0.9's own ``RedisStore`` (the engine in the
 wild): every execution emits outbox events to a few shared targets (and some untargeted),
 spawns a child, and arms timers that are already due plus one in the future. It returns the
-delivery ids (DESIGN §3) a relay must deliver now; ``assert_relayed`` and
+delivery ids (docs/internals.md#key-space) a relay must deliver now; ``assert_relayed`` and
 ``assert_backlog_empty`` are the checks every consumer side and the drained Redis must pass.
 ``order_violations`` reads envelopes in the
 order a consumer received them and names every id that came before an earlier entry of its own

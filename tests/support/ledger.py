@@ -1,6 +1,6 @@
 """The ledger every fault case ends with: what was committed against what a sink received.
 
-Committed ids are the delivery ids of DESIGN §3 (``P:outbox:{seq}``, ``P:spawn:{seq}``,
+Committed ids are the delivery ids of docs/internals.md#key-space (``P:outbox:{seq}``, ``P:spawn:{seq}``,
 ``timeout:{execution_id}:{path}:{fire_at}``); delivered ids come from a ``jsonl`` sink file,
 one ``relayd/1`` envelope per line. ``compute_ledger`` (pure) counts committed, delivered
 (distinct committed ids seen), duplicates (deliveries beyond the first of an id), lost
@@ -43,7 +43,7 @@ class JsonlRead:
 
 
 def kind_of(entry_id: str) -> str:
-    """``outbox``, ``spawn`` or ``timer`` from a delivery id's shape (DESIGN §3)."""
+    """``outbox``, ``spawn`` or ``timer`` from a delivery id's shape (docs/internals.md#key-space)."""
     if entry_id.startswith("timeout:"):
         return "timer"
     _, kind, _ = entry_id.rsplit(":", 2)

@@ -1,10 +1,10 @@
 """A real RabbitMQ node (Debian's ``rabbitmq-server``) on free loopback ports, for the AMQP tests.
 
-DESIGN §11's recipe: as root and without systemd the ``/usr/sbin`` wrapper switches user, so
+The recipe (docs/development.md): as root and without systemd the ``/usr/sbin`` wrapper switches user, so
 the node is started from ``/usr/lib/rabbitmq/bin/rabbitmq-server`` directly, with everything
 private to one directory (``HOME`` for the Erlang cookie, Mnesia, logs, config, an empty
 plugin list) and its own ``epmd`` on a private loopback port, so nothing touches the machine's
-own RabbitMQ or another test worker's. A node takes seconds to boot (DESIGN §11), so tests
+own RabbitMQ or another test worker's. A node takes seconds to boot, so tests
 share one per session and isolate by exchange and queue names.
 
 ``stop()`` and ``start()`` keep the data directory, so durable exchanges, queues, bindings and
@@ -199,7 +199,7 @@ def require_rabbitmq() -> None:
     """Skip (a failure under ``CI``) when RabbitMQ or epmd is not installed."""
     require_binaries("epmd")
     if not os.access(SERVER, os.X_OK):
-        pytest.skip(f"{SERVER} not installed (.ci/run installs rabbitmq-server)")
+        pytest.skip(f"{SERVER} not installed (scripts/install-system-packages.sh installs rabbitmq-server)")
 
 
 def start_rabbitmq() -> RabbitServer:

@@ -1,4 +1,6 @@
-"""One way for tests to write entries in the stored format (DESIGN §2), bypassing the store's commit.
+"""One way for tests to write entries in the stored format, bypassing the store's commit.
+
+The format is docs/internals.md#key-space.
 
 A test that exercises one read, ack or relay path writes exactly the entries it needs: an outbox
 event ``{"t": target, "e": "<event JSON text>"}`` at a seq, a spawn intent ``{"p", "c", "r",

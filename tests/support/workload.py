@@ -27,7 +27,7 @@ from store import Event, Execution, Keyspace, RedisStore, Status, StoreConflict,
 
 
 def timer_event_id(execution_id: str, path: str, fire_at: float) -> str:
-    """The delivery id of a timer (DESIGN §3): fire_at rendered by ``str(float)``."""
+    """The delivery id of a timer (docs/internals.md#key-space): fire_at rendered by ``str(float)``."""
     return f"timeout:{execution_id}:{path}:{float(fire_at)}"
 
 

@@ -1,4 +1,4 @@
--- Move live entries to the dead letters in one atomic step (DESIGN §4).
+-- Move live entries to the dead letters in one atomic step (docs/internals.md#delivery-semantics).
 --
 -- KEYS[1]  the live structure: hash P:outbox / P:spawns, or zset P:timers
 -- KEYS[2]  the dead-letter hash P:relay:dead:{kind}

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 import typing
+import uuid
 from pathlib import Path
 
 import orjson
@@ -295,7 +296,7 @@ def test_status_table_and_env_prefix_when_no_flag(redis_url: str, prefix: str):
     assert [r["prefix"] for r in orjson.loads(flag_wins.stdout)["prefixes"]] == [prefix]
     assert table.exit_code == 0
     assert prefix in table.stdout
-    assert "due timers" in table.stdout
+    assert {"due", "timers", "oldest", "lag"} <= set(table.stdout.split())
 
 
 def test_status_with_a_password_never_shows_it(tmp_path: Path, password_redis, prefix: str):
@@ -415,3 +416,69 @@ def test_a_sweep_loads_no_help_renderer(redis_url: str, prefix: str):
     assert "relayd.engine.loop" in loaded  # the relay really ran
     assert "typer" in loaded  # the command line really is Typer's
     assert {"rich", "typer.rich_utils"} & loaded == set()
+
+
+def _dead_letter_outbox(redis_url: str, prefix: str, seqs: list[str]) -> subprocess.CompletedProcess[str]:
+    """Malformed outbox entries, dead-lettered by a real ``relayd sweep --once`` process."""
+    redis.Redis.from_url(redis_url).hset(f"{prefix}:outbox", mapping=dict.fromkeys(seqs, b"not json"))
+    return subprocess.run(
+        [
+            *(sys.executable, "-m", "relayd", "sweep", "--once", "--sink", "null", "--log-format", "json"),
+            *("--redis-url", redis_url, "--prefix", prefix),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_dlq_replay_names_unknown_ids_exits_1_and_still_replays_the_known(redis_server, prefix: str):
+    client = redis.Redis.from_url(redis_server.url)
+    _dead_letter_outbox(redis_server.url, prefix, ["1", "2"])
+    common = ["--redis-url", redis_server.url, "--prefix", prefix]
+    known = f"{prefix}:outbox:1"
+
+    result = invoke(["dlq", "replay", known, "no-such-id", f"{prefix}:outbox:99", *common])
+
+    assert result.exit_code == 1, result.output
+    assert "replayed 1 dead letter(s)" in result.stdout
+    (line,) = result.stderr.splitlines()
+    assert line.endswith(f": no-such-id {prefix}:outbox:99")
+    assert known not in line
+    assert client.hget(f"{prefix}:outbox", "1") == b"not json"
+    assert client.hkeys(f"{prefix}:relay:dead:outbox") == [f"{prefix}:outbox:2".encode()]
+
+
+def test_dlq_replay_of_known_ids_only_exits_0(redis_server, prefix: str):
+    _dead_letter_outbox(redis_server.url, prefix, ["1"])
+
+    result = invoke(
+        ["dlq", "replay", f"{prefix}:outbox:1", "--redis-url", redis_server.url, "--prefix", prefix]
+    )
+
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+
+
+def test_tables_at_80_columns_never_cut_an_id_and_logs_name_it_as_dlq_list_does(redis_server):
+    """A long prefix makes long ids: each is whole in ``dlq list`` at 80 columns, and so are the
+    prefix and every count in ``status``; the sweep's log line names the dead letter by that id."""
+    prefix = "tenant-eu-" + uuid.uuid4().hex[:10]
+    swept = _dead_letter_outbox(redis_server.url, prefix, ["998"])
+    narrow = {"COLUMNS": "80", "TERMINAL_WIDTH": "80"}
+    common = ["--redis-url", redis_server.url, "--prefix", prefix]
+
+    listed = invoke(["dlq", "list", *common], env=narrow)
+    status = invoke(["status", *common], env=narrow)
+    dead_id = f"{prefix}:outbox:998"
+
+    assert listed.exit_code == 0, listed.output
+    assert max(len(line) for line in listed.stdout.splitlines()) <= 80
+    assert dead_id in listed.stdout.split()
+    assert "…" not in listed.stdout + status.stdout
+    assert prefix in status.stdout.split(), status.stdout
+    assert {"spawn=0", "outbox=1", "timer=0"} <= set(status.stdout.split()), status.stdout
+    logged = [orjson.loads(line) for line in swept.stderr.splitlines() if dead_id.encode() in line.encode()]
+    assert logged, swept.stderr
+    assert all(record.get("id", dead_id) == dead_id for record in logged)

@@ -1,4 +1,4 @@
-"""The console's security defaults (DESIGN §10), checked with a plain HTTP client on a real console."""
+"""The console's security defaults (docs/console.md#security), checked with plain HTTP on a real console."""
 
 from __future__ import annotations
 

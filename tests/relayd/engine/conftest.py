@@ -29,7 +29,9 @@ class FakeClock:
 
 
 class Seeder:
-    """Writes outbox entries, spawn intents and timers as the engine's commit does (DESIGN §2).
+    """Writes outbox entries, spawn intents and timers as the engine's commit does.
+
+    The shapes are in docs/internals.md#key-space.
 
     Each entry takes its seq from the counter, as an engine's commit does; the values are
     ``support.seeding``'s.

@@ -141,7 +141,7 @@ class Relay:
 
 
 async def commit(client, prefix: str, event_id: str) -> None:
-    """Write one outbox entry the way the engine's commit does (DESIGN §2)."""
+    """Write one outbox entry the way the engine's commit does (docs/internals.md#key-space)."""
     seq = int(await client.incr(f"{prefix}:outbox:seq"))
     await client.hset(f"{prefix}:outbox", str(seq), outbox_value("A", event_id))
 

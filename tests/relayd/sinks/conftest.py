@@ -1,4 +1,4 @@
-"""Envelope builders for the sink tests, written from DESIGN §3 (independent of the engine's)."""
+"""Envelope builders for the sink tests, written from docs/sinks.md (independent of the engine's)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def outbox(prefix: str, seq: int, target: str | None, event: dict[str, Any] | No
 
 
 def timer(prefix: str, execution_id: str, path: str, fire_at: float) -> Envelope:
-    """A timer envelope whose event is the engine's Timeout (DESIGN §3)."""
+    """A timer envelope whose event is the engine's Timeout (docs/sinks.md)."""
     event_id = f"timeout:{execution_id}:{path}:{fire_at}"
     body: dict[str, object] = {
         "v": "relayd/1",

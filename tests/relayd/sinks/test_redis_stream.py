@@ -247,7 +247,7 @@ async def test_wrong_type_key_is_retry_per_entry(
     ids=["plaintext-remote", "credentials-plaintext", "cluster"],
 )
 def test_refused_destinations_are_config_errors(spec: str, options: SinkOptions, message: str) -> None:
-    """DESIGN §7 and the cluster limitation stop start-up with one line."""
+    """The security rules (README.md#security) and the cluster limitation stop start-up with one line."""
     with pytest.raises(ConfigError, match=message) as info:
         RedisStreamSink(parse_sink_spec(spec), options)
 

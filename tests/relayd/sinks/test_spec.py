@@ -118,7 +118,7 @@ POLICY = [
 def test_destination_redis_urls_follow_the_plaintext_policy(
     url: str, allow: bool, message: str | None
 ) -> None:
-    """DESIGN §7: loopback and TLS pass; plaintext elsewhere needs the flag; never credentials."""
+    """README.md#security: loopback and TLS pass; plaintext elsewhere needs the flag; never credentials."""
     if message is None:
         check_redis_url(url, "redis-stream", allow_plaintext=allow)
         return

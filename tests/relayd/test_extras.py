@@ -1,0 +1,25 @@
+"""Every missing-extra hint names the install from an index and from a source checkout."""
+
+from __future__ import annotations
+
+import pytest
+
+from relayd.extras import install_command
+from relayd.sinks import amqp, aws, kafka, nats
+
+
+def test_install_command_names_the_index_and_the_checkout() -> None:
+    assert install_command("kafka") == "pip install 'relayd[kafka]' (from a checkout: pip install '.[kafka]')"
+
+
+@pytest.mark.parametrize(
+    ("hint", "extra"),
+    [
+        (kafka.INSTALL_HINT, "kafka"),
+        (nats.INSTALL_HINT, "nats"),
+        (amqp.INSTALL_HINT, "amqp"),
+        (aws.INSTALL_HINT, "aws"),
+    ],
+)
+def test_each_sink_hint_uses_the_one_wording(hint: str, extra: str) -> None:
+    assert hint.endswith(install_command(extra))
