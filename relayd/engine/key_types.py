@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from redis.exceptions import ResponseError
-
 from relayd.envelope import KINDS, Kind
 from relayd.state import RedisClient
 from store import Keyspace
@@ -55,8 +53,3 @@ async def read_key_types(client: RedisClient, keyspace: Keyspace) -> dict[Kind, 
         kind: reply.decode() if isinstance(reply, bytes) else str(reply)
         for kind, reply in zip(KINDS, replies, strict=True)
     }
-
-
-def is_wrong_type(exc: BaseException) -> bool:
-    """Whether a Redis error is a command run on a key of another type."""
-    return isinstance(exc, ResponseError) and str(exc).startswith("WRONGTYPE")

@@ -76,17 +76,6 @@ def watched_channels(prefixes: Iterable[str], db: int) -> dict[bytes, tuple[str,
     return mapping
 
 
-def channels_by_prefix(prefixes: Iterable[str], db: int) -> dict[bytes, str]:
-    """Map every channel to subscribe to (as the bytes Redis sends) onto its prefix."""
-    return {name: prefix for name, (prefix, _) in watched_channels(prefixes, db).items()}
-
-
-def wakes(event: bytes | str) -> bool:
-    """Whether an event on a watched key may mean new work (anything that is not a removal)."""
-    name = event.encode() if isinstance(event, str) else event
-    return name not in _REMOVALS
-
-
 def new_work(replies: Iterable[Any], channels: Mapping[bytes, tuple[str, Kind]]) -> set[tuple[str, Kind]]:
     """The (prefix, kind) pairs that pub/sub ``replies`` (``[b"message", channel, event]``, ...)
     announce new work for, all of a read's replies folded into one set."""

@@ -20,11 +20,9 @@ from relayd.engine.clock import SYSTEM_CLOCK
 from relayd.engine.loop import RunSummary
 from relayd.engine.notify import (
     channel,
-    channels_by_prefix,
     new_work,
     notifications_ready,
     suggested_flags,
-    wakes,
     watched_channels,
 )
 from relayd.engine.options import SweepOptions
@@ -58,7 +56,7 @@ def test_which_server_flags_publish_what_relayd_needs(flags, ready, suggested):
 
 
 def test_each_prefix_watches_its_outbox_spawns_and_timers_channels():
-    mapping = channels_by_prefix(["a", "{b}"], db=3)
+    mapping = {name: prefix for name, (prefix, _) in watched_channels(["a", "{b}"], db=3).items()}
 
     assert mapping == {
         b"__keyspace@3__:a:outbox": "a",
@@ -76,7 +74,10 @@ def test_each_prefix_watches_its_outbox_spawns_and_timers_channels():
     [(b"hset", True), ("zadd", True), (b"hsetnx", True), (b"hdel", False), (b"zrem", False), (b"del", False)],
 )
 def test_only_events_that_may_add_work_wake(event, expected):
-    assert wakes(event) is expected
+    name = event.encode() if isinstance(event, str) else event
+    reply = [b"message", b"__keyspace@0__:p:outbox", name]
+
+    assert bool(new_work([reply], watched_channels(["p"], db=0))) is expected
 
 
 # --- the relay, woken -------------------------------------------------------------------------
