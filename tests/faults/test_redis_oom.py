@@ -40,7 +40,8 @@ def test_out_of_memory_redis_keeps_delivering_and_acking(tmp_path: Path, redis_p
     relay.start()
     try:
         wait_until(lambda: client.exists(keyspace.relay("lease")), 30, "the relay to take the lease")
-        pipe = client.pipeline(transaction=False)
+        # One MULTI/EXEC: the relay cannot read (and bury) the bad entry before memory runs out.
+        pipe = client.pipeline(transaction=True)
         for seq in range(1, ENTRIES + 1):
             pipe.hset(keyspace.outbox, str(seq), outbox_value(f"t{seq % 7}", f"ev-{seq}"))
         pipe.set(keyspace.outbox_seq, ENTRIES)
