@@ -40,6 +40,7 @@ PURE_MODULES = [
     "relayd/console/groups.py",
     "relayd/console/rates.py",
     "relayd/console/commands.py",
+    "relayd/console/display.py",
 ]
 IMPURE_IMPORTS = ("redis", "structlog", "time", "asyncio", "httpx", "aiohttp")
 

@@ -15,9 +15,10 @@ from typing import Any
 import structlog
 
 from relayd.console.actions import ActionRunner
-from relayd.console.app import ConsoleState, build_app
+from relayd.console.app import build_app
 from relayd.console.poller import OverviewPoller
 from relayd.console.security import Access, check_listen_address, load_token, watch_token
+from relayd.console.state import ConsoleState
 from relayd.errors import ListenerUnavailable
 from relayd.material_watch import MaterialWatch
 from relayd.redis_url import is_loopback

@@ -209,6 +209,6 @@ def test_equivalent_commands_name_the_prefix_never_the_url() -> None:
     ids=["event-parsed", "not-json", "member", "b64", "nothing"],
 )
 def test_the_stored_value_is_shown_as_it_lived_in_redis(document: dict[str, object], shown: str) -> None:
-    from relayd.console.app import _stored_value
+    from relayd.console.display import stored_value
 
-    assert _stored_value(document) == shown
+    assert stored_value(document) == shown

@@ -203,6 +203,32 @@ def test_every_answer_carries_the_security_headers(console: ConsoleProcess, pref
         assert 'href="javascript:' not in answer.text
 
 
+def test_a_query_the_console_cannot_use_is_the_error_page_saying_why(
+    console: ConsoleProcess, prefix: str
+) -> None:
+    with _signed_in(console) as client:
+        answers = {
+            "page token": client.get(f"/dead-letters?prefix={prefix}&page=no-such-kind:7"),
+            "kind": client.get(f"/groups?prefix={prefix}&kind=parcel"),
+            "gone": client.get(f"/dead-letter?prefix={prefix}&kind=outbox&id={prefix}:outbox:404"),
+            "no page": client.get(f"/no-such-page?prefix={prefix}"),
+        }
+
+    assert {name: a.status_code for name, a in answers.items()} == {
+        "page token": 400,
+        "kind": 400,
+        "gone": 404,
+        "no page": 404,
+    }
+    assert "invalid page token" in answers["page token"].text
+    assert "kind must be one of" in answers["kind"].text
+    assert "no such dead letter" in answers["gone"].text
+    for answer in answers.values():
+        assert 'id="error"' in answer.text  # the console's own page, in its frame
+        assert f"<code>{prefix}</code>" in answer.text
+        assert "default-src 'none'" in answer.headers["content-security-policy"]
+
+
 def test_a_bearer_token_replays_and_the_action_is_audited(
     console: ConsoleProcess, seeded: redis.Redis, prefix: str
 ) -> None:
