@@ -213,6 +213,10 @@ def test_a_query_the_console_cannot_use_is_the_error_page_saying_why(
             "gone": client.get(f"/dead-letter?prefix={prefix}&kind=outbox&id={prefix}:outbox:404"),
             "no page": client.get(f"/no-such-page?prefix={prefix}"),
         }
+    # A bearer client (not a browser) may send any method; the overview takes only GET and HEAD.
+    wrong_method = httpx.put(
+        f"{console.url}/?prefix={prefix}", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30
+    )
 
     assert {name: a.status_code for name, a in answers.items()} == {
         "page token": 400,
@@ -223,7 +227,9 @@ def test_a_query_the_console_cannot_use_is_the_error_page_saying_why(
     assert "invalid page token" in answers["page token"].text
     assert "kind must be one of" in answers["kind"].text
     assert "no such dead letter" in answers["gone"].text
-    for answer in answers.values():
+    assert wrong_method.status_code == 405
+    assert set(wrong_method.headers["allow"].split(", ")) == {"GET", "HEAD"}
+    for answer in [*answers.values(), wrong_method]:
         assert 'id="error"' in answer.text  # the console's own page, in its frame
         assert f"<code>{prefix}</code>" in answer.text
         assert "default-src 'none'" in answer.headers["content-security-policy"]
