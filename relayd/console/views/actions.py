@@ -7,9 +7,9 @@ The work itself is ``actions.ActionRunner``'s, which records it in the audit tra
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
-from starlette.datastructures import FormData
+from starlette.datastructures import FormData, ImmutableMultiDict
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -26,8 +26,9 @@ from store import Keyspace
 MAX_SELECTED: Final = 1000
 
 
-def _selected_ids(values: Any) -> list[str]:
-    ids = [i for i in values.getlist("ids") if i][:MAX_SELECTED]
+def _selected_ids(values: ImmutableMultiDict[str, object]) -> list[str]:
+    """The ``ids`` a query or form selects, each once, in order, at most ``MAX_SELECTED``."""
+    ids = [str(i) for i in values.getlist("ids") if i][:MAX_SELECTED]
     return list(dict.fromkeys(ids))
 
 
