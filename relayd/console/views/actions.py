@@ -1,8 +1,9 @@
 """Replay and purge (``/replay``, ``/purge``): a GET previews (a dry-run count), a POST acts.
 
 Both exist only on a console started with ``--allow-actions`` (``guard`` refuses them
-otherwise, previews included); a POST reaches here only from the console's own page, signed in.
-The work itself is ``actions.ActionRunner``'s, which records it in the audit trail.
+otherwise, previews included); a POST reaches here only from the console's own page, signed in,
+or from a client holding the bearer token. The work itself is ``actions.ActionRunner``'s, which
+records it in the audit trail.
 """
 
 from __future__ import annotations
