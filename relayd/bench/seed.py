@@ -22,7 +22,8 @@ import redis.asyncio as aioredis
 
 from relayd.batch import Batch
 from relayd.bench.stats import COMMITTED_AT
-from relayd.envelope import Kind, outbox_envelope, outbox_envelopes, spawn_envelope, timer_envelope
+from relayd.decode import outbox_envelope, outbox_envelopes, spawn_envelope, timer_envelope
+from relayd.envelope import Kind
 from relayd.sinks.base import Delivered, Sink
 from store import Event, Execution, Keyspace, RawEntry, RawTimer, RedisStore, TimerOp, parse_seq
 

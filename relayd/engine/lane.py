@@ -12,10 +12,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
+from relayd.decode import outbox_envelopes, spawn_envelope, timer_envelope
 from relayd.engine.overlap import Overlap
 from relayd.engine.plan import Dead, Held, Verdicts, judge
 from relayd.engine.sink_guard import SinkGuard
-from relayd.envelope import Envelope, Kind, OutboxWindow, outbox_envelopes, spawn_envelope, timer_envelope
+from relayd.envelope import Envelope, Kind
+from relayd.outbox_window import OutboxWindow
 from relayd.sinks.base import Delivered, Outcome, Retry, Sink, all_delivered
 from relayd.stored import display_text
 from store import AsyncBacklogReader, MalformedEntry, RawEntry, RawTimer

@@ -35,7 +35,8 @@ from urllib.parse import quote
 import orjson
 
 from relayd.batch import Batch
-from relayd.envelope import Envelope, OutboxWindow
+from relayd.envelope import Envelope
+from relayd.outbox_window import OutboxWindow
 from relayd.sinks import trace_context
 
 SPEC_VERSION: Final = "1.0"

@@ -8,7 +8,8 @@ import orjson
 import pytest
 
 from relayd.batch import Batch, EnvelopeList
-from relayd.envelope import OutboxWindow, outbox_envelope, outbox_envelopes, spawn_envelope
+from relayd.decode import outbox_envelope, outbox_envelopes, spawn_envelope
+from relayd.outbox_window import OutboxWindow
 from store.backlog import RawEntry
 
 

@@ -16,7 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from support.redis_server import RedisServer
 
 from relayd.batch import Batch
-from relayd.envelope import outbox_envelope
+from relayd.decode import outbox_envelope
 from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec
 from relayd.sinks.redis_stream import RedisStreamSink

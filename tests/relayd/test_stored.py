@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from relayd.envelope import outbox_envelopes, spawn_envelope, timer_envelope
+from relayd.decode import outbox_envelopes, spawn_envelope, timer_envelope
 from relayd.stored import MAX_ENTRY_BYTES, display_text, event_fault, field_bytes, json_object
 from store import MalformedEntry, RawEntry, RawTimer
 

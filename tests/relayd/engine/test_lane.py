@@ -6,7 +6,7 @@ import orjson
 
 from relayd.engine.lane import Fresh, FreshBatch, judge_delivery
 from relayd.engine.plan import MAX_ATTEMPTS, Held
-from relayd.envelope import outbox_envelope
+from relayd.decode import outbox_envelope
 from relayd.sinks.base import DELIVERED, Permanent, Retry
 from store.backlog import RawEntry
 

@@ -19,7 +19,8 @@ from support.http_receiver import serve_on_this_loop
 from support.redis_server import RedisServer
 
 from relayd.batch import Batch
-from relayd.envelope import Envelope, OutboxWindow
+from relayd.envelope import Envelope
+from relayd.outbox_window import OutboxWindow
 from relayd.sinks import DELIVERED, SinkOptions, SinkSpec, parse_sink_spec
 from relayd.sinks import cloud_event as ce
 from relayd.sinks.jsonl import JsonlSink

@@ -1,0 +1,97 @@
+"""``OutboxWindow``: the outbox envelopes of one read window as columns, the drain's sink batch."""
+
+from __future__ import annotations
+
+from typing import overload
+
+from relayd.batch import Batch
+from relayd.envelope import Kind
+from relayd.outbox_envelope import OutboxEnvelope
+from relayd.outbox_json import OutboxFrame
+
+
+class OutboxWindow(Batch):
+    """The outbox envelopes of one read window, kept as columns: the fast path's sink batch.
+
+    A drain hands a sink a thousand outbox envelopes per call; as objects they cost more to
+    build, stamp, render and free than the columns, and drains are faster without them
+    (``relayd bench --kinds outbox``). A window keeps the columns ``outbox_envelopes`` parsed
+    (fields, seqs, targets, events as stored) and one stamp, and is a ``Batch`` like any other:
+    indexing it makes that entry's ``OutboxEnvelope`` (equal, not identical, on each access), a
+    slice is a window, and ``render``, ``ids`` and ``keys`` read the columns without making
+    envelopes, so every sink's bytes come from the same ``OutboxFrame.render``.
+    """
+
+    __slots__ = ("attempt", "events", "fields", "prefix", "relayed_at", "seqs", "targets")
+
+    def __init__(  # noqa: PLR0917 - the columns, in the order of an OutboxEnvelope's parts
+        self,
+        prefix: str,
+        attempt: int,
+        relayed_at: float,
+        fields: list[str],
+        seqs: list[int],
+        targets: list[str | None],
+        events: list[bytes],
+    ) -> None:
+        self.prefix = prefix
+        self.attempt = attempt
+        self.relayed_at = relayed_at
+        self.fields = fields
+        self.seqs = seqs
+        self.targets = targets
+        self.events = events
+
+    @property
+    def kind(self) -> Kind:
+        return "outbox"
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+    @overload
+    def __getitem__(self, index: int) -> OutboxEnvelope: ...
+    @overload
+    def __getitem__(self, index: slice) -> OutboxWindow: ...
+    def __getitem__(self, index: int | slice) -> OutboxEnvelope | OutboxWindow:
+        if isinstance(index, slice):
+            return OutboxWindow(
+                self.prefix,
+                self.attempt,
+                self.relayed_at,
+                self.fields[index],
+                self.seqs[index],
+                self.targets[index],
+                self.events[index],
+            )
+        return OutboxEnvelope(
+            self.prefix,
+            self.fields[index],
+            self.seqs[index],
+            self.attempt,
+            self.relayed_at,
+            self.targets[index],
+            self.events[index],
+        )
+
+    def stamp(self, relayed_at: float) -> None:
+        """Set ``relayed_at`` of every envelope of the window (not yet handed to a sink)."""
+        self.relayed_at = relayed_at
+
+    def extend(self, other: OutboxWindow) -> None:
+        """Append ``other``'s entries (a window read in slices; the same prefix and attempt)."""
+        self.fields += other.fields
+        self.seqs += other.seqs
+        self.targets += other.targets
+        self.events += other.events
+
+    def render(self) -> list[bytes]:
+        """Every envelope's JSON, in order (what they share rendered once)."""
+        frame = OutboxFrame.of(self.prefix, self.attempt, self.relayed_at)
+        return frame.render(self.fields, self.targets, self.events)
+
+    def ids(self) -> list[str]:
+        return [f"{self.prefix}:outbox:{field}" for field in self.fields]
+
+    def keys(self) -> list[str | None]:
+        return self.targets[:]  # a copy: the window's own column stays the window's
