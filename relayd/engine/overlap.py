@@ -20,10 +20,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from relayd.engine.lane import Fetched
+from relayd.engine.fresh import Fetched
 
 
 @dataclass(slots=True)

@@ -18,10 +18,12 @@ from typing import Final
 import structlog
 from redis.exceptions import OutOfMemoryError
 
+from relayd.engine.build import dead_letter_id
 from relayd.engine.clock import Clock
 from relayd.engine.failure_log import FailureLog
 from relayd.engine.fencing import Fenced
-from relayd.engine.lane import FreshBatch, Lane, dead_letter_id
+from relayd.engine.fresh import FreshBatch
+from relayd.engine.lane import Lane
 from relayd.engine.plan import MAX_ATTEMPTS, PERMANENT, Dead, Held, Verdicts
 from relayd.envelope import Kind
 from relayd.metrics import RelayMetrics, observe_many

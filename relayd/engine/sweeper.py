@@ -40,11 +40,14 @@ import structlog
 
 from relayd.batch import Batch
 from relayd.engine.backoff import retry_delay
+from relayd.engine.build import build_fresh
 from relayd.engine.clock import Clock
 from relayd.engine.fencing import Fenced, report_fenced
+from relayd.engine.fresh import Fetched, FreshBatch
 from relayd.engine.gauges import PrefixGauges
+from relayd.engine.judge import hold_all, judge_delivery
 from relayd.engine.key_types import RECHECK_EVERY_S, describe, read_key_types, wrong_types
-from relayd.engine.lane import Fetched, FreshBatch, Lane, build_fresh, hold_all, judge_delivery
+from relayd.engine.lane import Lane
 from relayd.engine.options import SweepOptions
 from relayd.engine.ordering import split_fresh
 from relayd.engine.passes import PassResult, Tally

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from relayd.engine.lane import FreshBatch
+from relayd.engine.fresh import FreshBatch
 from relayd.engine.overlap import Overlap
 
 

@@ -1,12 +1,13 @@
-"""``lane.judge_delivery``: how one delivery of held and fresh entries is judged (pure)."""
+"""``judge.judge_delivery``: how one delivery of held and fresh entries is judged (pure)."""
 
 from __future__ import annotations
 
 import orjson
 
-from relayd.engine.lane import Fresh, FreshBatch, judge_delivery
-from relayd.engine.plan import MAX_ATTEMPTS, Held
 from relayd.decode import outbox_envelope
+from relayd.engine.fresh import Fresh, FreshBatch
+from relayd.engine.judge import judge_delivery
+from relayd.engine.plan import MAX_ATTEMPTS, Held
 from relayd.sinks.base import DELIVERED, Permanent, Retry
 from store.backlog import RawEntry
 
