@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from relayd.engine.fresh import FreshBatch
 from relayd.engine.overlap import Overlap
 from relayd.engine.plan import Held
 from relayd.engine.sink_guard import SinkGuard
@@ -31,3 +32,8 @@ class Lane:
     attempts_maybe: bool = True
     # The next window read ahead and the last window's ack, in flight between two windows.
     overlap: Overlap = field(default_factory=Overlap)
+
+    def hold(self, fresh: FreshBatch, now: float) -> None:
+        """Put fresh entries in the waiting line (not delivered now: the lease, a smaller batch)."""
+        for ref, raw, envelope in fresh:
+            self.held[ref] = Held(ref, raw, envelope, now)

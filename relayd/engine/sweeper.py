@@ -1,19 +1,13 @@
-"""One prefix's delivery passes: read, envelope, deliver, ack / retry / dead-letter, report.
+"""One prefix's delivery passes: read, build, deliver, judge, settle, report.
 
-A pass goes spawns → outbox → due timers (a child must exist before events reach it). Each
-kind reads at most ``batch`` new entries. Entries waiting in memory (``Held``: a retry backoff,
-behind a failing head of their target, or with attempts from before a restart) go first,
-picked by ``plan.choose``. Fresh entries of a target with nothing held and no attempt record
-take the fast path (``ordering.split_fresh``): raw entry → envelope → the same sink call →
-one batched ack, with no ``Held``, sorting or restamping; only an entry the sink did not
-confirm becomes a ``Held`` and is judged by ``plan.judge`` (``lane.judge_delivery``).
-``settle.Settlement`` acts on the verdicts in batched round-trips; the ack of a hash lane's
-window that went through whole on the fast path is left in flight while the next window is
-delivered, and a pass that is not full waits for it; a full window's delivery runs while the
-next window is read ahead (both kept per lane by ``engine.overlap.Overlap``). While more than
-``max_held`` entries of a kind wait in memory, no new ones are read. Any Redis error
-propagates: the loop counts it and starts a fresh ``Sweeper`` (everything unacked is read
-again; attempt counts live in Redis).
+A pass goes spawns → outbox → due timers (a child must exist before events reach it). Per kind,
+a window: entries waiting in memory (``Held``: a retry backoff, behind a failing head of their
+target, or with attempts from before a restart) go first, picked by ``plan.choose``; then up to
+``batch`` new entries are read and built (``engine.intake``); both go to the sink in one call,
+are judged and settled (``engine.delivery``). While more than ``max_held`` entries of a kind
+wait in memory, no new ones are read. A full window's delivery starts as a task while the next
+window is read ahead (``engine.overlap``). Any Redis error propagates: the loop counts it and
+starts a fresh ``Sweeper`` (everything unacked is read again; attempt counts live in Redis).
 
 Idle cost: a lane whose last run read and held nothing is probed before it is read
 (``engine.probe``: at most two commands per pass), and the gauges are refreshed on a time
@@ -31,40 +25,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import structlog
 
-from relayd.batch import Batch
-from relayd.engine.backoff import retry_delay
-from relayd.engine.build import build_fresh
 from relayd.engine.clock import Clock
-from relayd.engine.fencing import Fenced, report_fenced
-from relayd.engine.fresh import Fetched, FreshBatch
+from relayd.engine.delivery import Delivery
+from relayd.engine.fresh import FreshBatch
 from relayd.engine.gauges import PrefixGauges
-from relayd.engine.judge import hold_all, judge_delivery
+from relayd.engine.intake import Intake, more_to_read
 from relayd.engine.key_types import RECHECK_EVERY_S, describe, read_key_types, wrong_types
 from relayd.engine.lane import Lane
 from relayd.engine.options import SweepOptions
-from relayd.engine.ordering import split_fresh
 from relayd.engine.passes import PassResult, Tally
-from relayd.engine.plan import Dead, Held, Verdicts, choose, pick_probe
+from relayd.engine.plan import Dead, Held, choose, pick_probe
 from relayd.engine.probe import probe_quiet
 from relayd.engine.settle import Settlement
 from relayd.engine.sink_guard import SinkGuard, guards_for
-from relayd.engine.timer_reads import read_due_timers
-from relayd.envelope import Envelope, Kind
+from relayd.envelope import Kind
 from relayd.metrics import RelayMetrics
 from relayd.runtime.packing import use_hiredis_packing
-from relayd.sinks.base import Outcome, Retry, Sink
-from relayd.sinks.sending import sending_while
+from relayd.sinks.base import Sink
 from relayd.state import RedisClient
-from relayd.state.attempts import AttemptRecord, load_attempts
-from relayd.state.keys import RelayKeys
-from store import AsyncRedisStore, Fence, RawEntry, RawTimer
+from store import AsyncRedisStore, Fence
 
 log = structlog.get_logger(__name__)
 
@@ -73,8 +58,6 @@ log = structlog.get_logger(__name__)
 TIMER_GATHER_S: Final = 0.005
 #: While passes run back to back, reader cursors are persisted at most this often (seconds).
 CHECKPOINT_EVERY_S: Final = 1.0
-#: Envelopes built between yields to the event loop while a sink call is in flight.
-BUILD_SLICE: Final = 250
 
 
 class Sweeper:
@@ -97,7 +80,6 @@ class Sweeper:
         # Same bytes on the wire, a fraction of redis-py's asyncio packing CPU (relayd.runtime.packing).
         use_hiredis_packing(store.client)
         self.prefix = store.keyspace.prefix
-        self.keys = RelayKeys(store.keyspace)
         self.options = options
         self.metrics = metrics
         self.clock = clock
@@ -111,11 +93,20 @@ class Sweeper:
         # ``may_deliver`` is the lease's local deadline, ``fence`` its token checked by Redis:
         # nothing is sent or acked once either says the lease may be gone (``engine.fencing``).
         self.settle = Settlement(store, metrics=metrics, clock=clock, fence=fence, may_ack=may_deliver)
+        self.intake = Intake(store, clock=clock)
+        self.delivery = Delivery(
+            prefix=self.prefix,
+            settle=self.settle,
+            options=options,
+            metrics=metrics,
+            clock=clock,
+            rng=self.rng,
+            may_deliver=may_deliver,
+        )
         self.gauges = PrefixGauges(store.client, store.keyspace, metrics)
         # Lanes whose last run read, attempted and held nothing: the next pass probes them first.
         self._quiet: set[Kind] = set()
         self._probed_all_s = float("-inf")  # when every quiet lane was last probed (monotonic s)
-        self.next_timer_at: float | None = None  # the earliest timer not yet due (epoch s)
         # Lanes whose live key has the wrong type (``engine.key_types``): kind -> what was found.
         self.parked: dict[Kind, str] = {}
         self._types_checked_s = float("-inf")
@@ -259,9 +250,9 @@ class Sweeper:
         waits = [w for lane in self.lanes for h in lane.held.values() if (w := h.not_before - now) > 0]
         # A sink whose breaker is open: sleep until its probe may go.
         waits += [wait_s for lane in self.lanes if (wait_s := lane.guard.wait_s()) is not None]
-        if self.next_timer_at is not None:  # it may have come due during this pass
+        if self.intake.next_timer_at is not None:  # it may have come due during this pass
             # Sleep only until the next timer is due, gathering those due within a few ms.
-            waits.append(max(self.next_timer_at - now, TIMER_GATHER_S))
+            waits.append(max(self.intake.next_timer_at - now, TIMER_GATHER_S))
         # A hash the probe found absent has nothing left to read: as good as an exhausted reader.
         # So is a lane whose sink's breaker is open: a one-shot run leaves its backlog and ends.
         exhausted = all(
@@ -287,7 +278,7 @@ class Sweeper:
         if notified is None or now_s - self._probed_all_s >= self.options.poll_interval_s:
             self._probed_all_s = now_s
             return set(), quiet - (notified or frozenset())
-        timer_due = self.next_timer_at is not None and self.next_timer_at <= self.clock.now()
+        timer_due = self.intake.next_timer_at is not None and self.intake.next_timer_at <= self.clock.now()
         return quiet - notified - ({"timer"} if timer_due else set()), set()
 
     async def _probe(self, quiet: set[Kind]) -> set[Kind]:
@@ -295,7 +286,7 @@ class Sweeper:
         now = self.clock.now()
         idle, first_timer_at = await probe_quiet(self.client, self.store.keyspace, quiet, now=now)
         if "timer" in quiet:
-            self.next_timer_at = first_timer_at
+            self.intake.next_timer_at = first_timer_at
         if len(idle) == len(self.lanes):
             self.gauges.note_empty()
         return idle
@@ -330,22 +321,22 @@ class Sweeper:
         if room > 0:
             waiting = {k for h in lane.held.values() if (k := h.envelope.ordering_key) is not None}
             before = len(lane.held)
-            fast, malformed, read_n = await self._read(lane, room, waiting | blocked)
+            fast, malformed, read_n = await self.intake.read(lane, room, waiting | blocked)
             tally.read += read_n
             if len(lane.held) > before:  # some joined the line (a history): they may go now too
                 picked = self._pick(lane, now, batch - len(fast), blocked, probing=probing)
-            tally.full |= _more_to_read(lane, read_n, room, noticed=tally.noticed)
+            tally.full |= more_to_read(lane, read_n, room, noticed=tally.noticed)
         if (picked or fast) and not self.may_deliver():
             # The lease was lost while reading: another replica delivers now.
-            self._hold(lane, fast, now)
+            lane.hold(fast, now)
             picked, fast = [], FreshBatch()
         if len(picked) + len(fast) > batch:  # a window read ahead before the batch shrank (a probe)
             fresh = list(fast)
             keep = max(batch - len(picked), 0)
-            self._hold(lane, FreshBatch.of(fresh[keep:]), now)
+            lane.hold(FreshBatch.of(fresh[keep:]), now)
             fast = FreshBatch.of(fresh[:keep])
         if probing or not (fast and read_n >= room and len(lane.held) < self.options.max_held):
-            await self._deliver_and_settle(
+            await self.delivery.deliver_and_settle(
                 lane, tally, picked, fast, malformed=malformed, now=now, batch=batch
             )
             return
@@ -354,27 +345,26 @@ class Sweeper:
         # The delivery starts as a task, so the read goes out first and the relay packs
         # and sends the sink's calls while Redis answers it, instead of reading first and
         # delivering after (``relayd bench --kinds outbox``, old and new alternating).
-        delivery = asyncio.create_task(
-            self._deliver_and_settle(
+        delivering = asyncio.create_task(
+            self.delivery.deliver_and_settle(
                 lane, tally, picked, fast, malformed=malformed, now=now, batch=batch, defer_ack=True
             )
         )
         try:
-            raws, read_at = await self._read_raw(lane, batch, in_flight=fast)
-            lane.overlap.read_ahead = await self._build_yielding(lane, raws, read_at)
+            await self.intake.read_ahead(lane, batch, in_flight=fast)
         except Exception:
             # The read failed: the delivery in flight still finishes and acks what it can (fewer
             # redeliveries from the next sweeper); then the read's error goes to the loop.
             with contextlib.suppress(Exception):
-                await delivery
-                await self._settled(lane, tally)  # the ack it left in flight, too
+                await delivering
+                await self.delivery.settled(lane, tally)  # the ack it left in flight, too
             raise
         except BaseException:  # cancelled (the shutdown grace ran out): so is the delivery
-            delivery.cancel()
+            delivering.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await delivery
+                await delivering
             raise
-        await delivery
+        await delivering
 
     def _pick(self, lane: Lane, now: float, limit: int, blocked: set[str], *, probing: bool) -> list[Held]:
         """Held entries that may go now (``plan.choose``); for a probe, one head per key, rotating
@@ -385,211 +375,11 @@ class Sweeper:
         heads, _ = choose(lane.held.values(), now=now, limit=len(lane.held), blocked=blocked)
         return pick_probe(heads, limit - 1 if len(heads) >= limit > 1 else limit)
 
-    async def _deliver_and_settle(
-        self,
-        lane: Lane,
-        tally: Tally,
-        picked: list[Held],
-        fast: FreshBatch,
-        *,
-        malformed: list[Dead],
-        now: float,
-        batch: int,
-        defer_ack: bool = False,
-    ) -> None:
-        tally.full |= len(picked) + len(fast) >= batch
-        verdicts, acked_fast, stamp = Verdicts(), FreshBatch(), now
-        if picked or fast:
-            tally.attempted += len(picked) + len(fast)
-            stamp = self.clock.now()
-            # Built at read, never serialised yet: the stamp says when they were handed over.
-            envelopes = fast.stamped(stamp)
-            if picked:
-                retried = [h.envelope.restamped(attempt=h.attempts + 1, relayed_at=stamp) for h in picked]
-                envelopes = [*retried, *envelopes]
-            outcomes, charged = await self._deliver(lane, envelopes)
-            if charged:
-                verdicts, acked_fast, failed = judge_delivery(
-                    picked,
-                    fast,
-                    outcomes,
-                    now=stamp,
-                    max_attempts=self.options.max_attempts,
-                    delay_s=self._delay,
-                )
-            else:  # the breaker counts it as an outage: the entries wait, no attempt charged
-                verdicts, acked_fast, failed = hold_all(picked, fast, stamp)
-            for held in failed:  # fast entries the sink did not confirm join the waiting line
-                lane.held[held.ref] = held
-            if defer_ack and not (picked or failed or malformed) and lane.reader is not None:
-                await self._defer_ack(lane, tally, acked_fast, stamp)
-                return
-        verdicts.dead.extend(malformed)
-        await self._settled(lane, tally)  # one settlement of a lane at a time
-        await self.settle.apply(lane, verdicts, acked_fast, stamp)
-        self._count(lane.kind, verdicts, len(acked_fast), tally)
-
-    async def _defer_ack(self, lane: Lane, tally: Tally, acked: FreshBatch, stamp: float) -> None:
-        """Start the ack of a window delivered whole; it runs while the next one is delivered.
-
-        Only a hash lane's window of fresh entries all confirmed (``engine.overlap`` says why).
-        """
-        await self._settled(lane, tally)
-        lane.overlap.defer_ack(
-            asyncio.create_task(self.settle.apply(lane, Verdicts(), acked, stamp)), len(acked)
-        )
-
-    async def _settled(self, lane: Lane, tally: Tally | None) -> None:
-        """Wait for the lane's ack in flight, if any, and count what it acked."""
-        count = await lane.overlap.settled()
-        if count is not None:
-            self._count(lane.kind, Verdicts(), count, tally)
-
-    def _count(self, kind: Kind, verdicts: Verdicts, acked_fast: int, tally: Tally | None) -> None:
-        """Count a settlement in the metrics and, unless it outlived its pass, in the pass's tally."""
-        if tally is not None:
-            tally.count(kind, verdicts, acked_fast)
-        self.settle.count(kind, verdicts, acked_fast)
-
     async def settle_pending(self, tally: Tally | None = None) -> None:
         """Wait for every ack still in flight (a pass that is not full; stop; hand-back)."""
-        for lane in self.lanes:
-            await self._settled(lane, tally)
+        await self.delivery.settle_pending(self.lanes, tally)
 
     def abandon(self) -> None:
         """Let the acks in flight of a sweeper given up (a Redis error, a lost lease) finish on
-        their own: each deletes only entries the sink confirmed, so a new lease holder delivers
-        them again only if it read them first. One that fails is dropped: the next sweeper reads
-        its entries again, as anything else unacked."""
-        for lane in self.lanes:
-            lane.overlap.abandon(functools.partial(self._count_abandoned, lane.kind), self._abandoned_failed)
-
-    def _count_abandoned(self, kind: Kind, count: int) -> None:
-        self._count(kind, Verdicts(), count, None)
-
-    def _abandoned_failed(self, exc: BaseException) -> None:
-        if isinstance(exc, Fenced):  # refused by Redis: the lease was lost while it was in flight
-            report_fenced(self.metrics, self.prefix, exc)
-
-    def _hold(self, lane: Lane, fresh: FreshBatch, now: float) -> None:
-        for ref, raw, envelope in fresh:
-            lane.held[ref] = Held(ref, raw, envelope, now)
-
-    def _delay(self, attempt: int) -> float:
-        return retry_delay(
-            attempt, base_s=self.options.backoff_base_s, cap_s=self.options.backoff_cap_s, rng=self.rng
-        )
-
-    async def _read(self, lane: Lane, limit: int, blocked: set[str]) -> tuple[FreshBatch, list[Dead], int]:
-        """Read up to ``limit`` new entries; return the fast ones, the malformed ones, the count.
-
-        The window read ahead during the last delivery, if any, is this read. Entries with an
-        attempt history or a blocked key join ``lane.held`` (the waiting line).
-        """
-        fresh, malformed, count, now = lane.overlap.take_read_ahead() or await self._fetch(lane, limit)
-        records: dict[str, AttemptRecord] = {}
-        if lane.attempts_maybe and fresh:
-            records = await load_attempts(self.client, self.keys.attempts(lane.kind), fresh.refs)
-        if not records and not blocked:
-            return fresh, malformed, count  # the common case: everything goes straight on
-        fast, slow = split_fresh(
-            fresh, key=lambda f: f[2].ordering_key, has_history=lambda f: f[0] in records, blocked=blocked
-        )
-        for ref, raw, envelope in slow:
-            held = Held(ref, raw, envelope, now)
-            record = records.get(ref)
-            if record is not None:  # attempts made before a restart still count
-                held.attempts = record.attempts
-                held.first_attempt_at = record.first_attempt_at
-                held.last_attempt_at = record.last_attempt_at
-            lane.held[ref] = held
-        return FreshBatch.of(fast), malformed, count
-
-    async def _fetch(self, lane: Lane, limit: int) -> Fetched:
-        """Read up to ``limit`` new entries and build their envelopes (no history, no split)."""
-        raws, now = await self._read_raw(lane, limit)
-        fresh, malformed = build_fresh(lane.kind, self.prefix, raws, now)
-        return fresh, malformed, len(raws), now
-
-    async def _read_raw(
-        self, lane: Lane, limit: int, *, in_flight: FreshBatch | None = None
-    ) -> tuple[Sequence[RawEntry | RawTimer], float]:
-        """Up to ``limit`` new entries as stored, and when they were read (epoch s).
-
-        A read-ahead (``in_flight``: the entries about to go to the sink) is sent before they go
-        and runs while they are delivered, before they are acked: it reads the window only (no
-        reconcile scan, see ``AsyncBacklogReader.read_new``), and a timer read skips the timers
-        in flight.
-        """
-        now = self.clock.now()
-        if lane.reader is not None:
-            return await lane.reader.read_new(limit, now=self.clock.monotonic(), reconcile=not in_flight), now
-        flying = [raw for raw in in_flight.raws if isinstance(raw, RawTimer)] if in_flight else []
-        return await self._read_timers(lane, now, limit, flying), now
-
-    async def _build_yielding(self, lane: Lane, raws: Sequence[RawEntry | RawTimer], now: float) -> Fetched:
-        """``build_fresh`` in slices, yielding between them while a sink call is in flight.
-
-        Yielding lets the event loop keep flushing the sink's request and reading its reply.
-        """
-        fresh = FreshBatch()
-        malformed: list[Dead] = []
-        for start in range(0, len(raws), BUILD_SLICE):
-            await asyncio.sleep(0)
-            part, bad = build_fresh(lane.kind, self.prefix, raws[start : start + BUILD_SLICE], now)
-            fresh.extend(part)
-            malformed += bad
-        return fresh, malformed, len(raws), now
-
-    async def _read_timers(
-        self, lane: Lane, now: float, limit: int, in_flight: Sequence[RawTimer]
-    ) -> list[RawTimer]:
-        """Due timers neither held nor in flight, in fire_at order (``engine.timer_reads``).
-
-        The same round-trip brings the next timer's score, so the loop sleeps only until that
-        timer is due (``next_retry_in_s``).
-        """
-        held = [h.raw for h in lane.held.values() if isinstance(h.raw, RawTimer)]
-        raws, self.next_timer_at = await read_due_timers(
-            self.client, self.store.keyspace.timers, now=now, limit=limit, held=held, in_flight=in_flight
-        )
-        return raws
-
-    async def _deliver(self, lane: Lane, envelopes: Sequence[Envelope]) -> tuple[Sequence[Outcome], bool]:
-        """The sink's outcomes, and whether its failures count as attempts (``SinkGuard.record``)."""
-        batch = Batch.of(envelopes, lane.kind)  # an outbox window as it is; a list wrapped, not copied
-        started_s = self.clock.monotonic()
-        try:
-            async with lane.guard.lock:
-                # Checked once the sink is ours (the lock may have waited on another prefix), and
-                # by the sink before each request of its own (``relayd.sinks.sending``).
-                await lane.guard.throttle(len(batch))
-                if not self.may_deliver():
-                    raise Fenced(lane.kind, len(batch), "send_expired")
-                with sending_while(self.may_deliver):
-                    outcomes = await lane.sink.deliver(batch)
-        except (asyncio.CancelledError, Fenced):
-            raise
-        except Exception as exc:  # the Sink contract: an exception retries the whole batch
-            log.warning("sink_failed", prefix=self.prefix, kind=lane.kind, count=len(batch), error=repr(exc))
-            outcomes = [Retry(error=f"sink raised {type(exc).__name__}")] * len(batch)
-        self.metrics.sink_latency.labels(self.prefix, lane.kind).observe(self.clock.monotonic() - started_s)
-        return outcomes, lane.guard.record(batch, outcomes)
-
-
-def _more_to_read(lane: Lane, read_n: int, room: int, *, noticed: bool) -> bool:
-    """Whether a lane's read leaves more to read at once.
-
-    A read that filled its room may have left more. A hash reader that has not examined every
-    seq the counter allocated has more, and so has one whose reconcile step found entries (the
-    rest of the scan may hold more; no write will announce them). A timer read short of its room
-    took every due timer (the loop sleeps until the next). Without notices, anything read means
-    more may wait (an entry committed just after the read is found by the next pass, not after
-    an idle wait); with them, such a commit is noticed and starts the next pass itself.
-    """
-    if read_n >= room:
-        return True
-    if lane.reader is None:
-        return False
-    window = lane.reader.window
-    return not window.caught_up or window.scan_found > 0 or (read_n > 0 and not noticed)
+        their own (``Delivery.abandon``)."""
+        self.delivery.abandon(self.lanes)

@@ -1,0 +1,175 @@
+"""The deliver, judge and settle steps of a pass: one sink call, its verdicts, their settlement.
+
+The fresh entries (stamped as handed over) and the held ones picked to go again (restamped for
+their next attempt) go to the sink in one call, under the sink's guard (its lock, rate limit
+and breaker: ``engine.sink_guard``); the lease is checked once the sink is ours and by the sink
+before each request of its own (``relayd.sinks.sending``). An exception from the sink retries
+the whole batch. Only an entry the sink did not confirm becomes a ``Held`` and is judged
+(``engine.judge``); ``settle.Settlement`` acts on the verdicts in batched round-trips.
+
+The ack of a hash lane's window that went through whole on the fast path is left in flight
+while the next window is delivered (``engine.overlap``); one ack per lane is in flight at most,
+awaited and counted before the next settlement of the lane, and by ``settle_pending``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import random
+from collections.abc import Callable, Iterable, Sequence
+
+import structlog
+
+from relayd.batch import Batch
+from relayd.engine.backoff import retry_delay
+from relayd.engine.clock import Clock
+from relayd.engine.fencing import Fenced, report_fenced
+from relayd.engine.fresh import FreshBatch
+from relayd.engine.judge import hold_all, judge_delivery
+from relayd.engine.lane import Lane
+from relayd.engine.options import SweepOptions
+from relayd.engine.passes import Tally
+from relayd.engine.plan import Dead, Held, Verdicts
+from relayd.engine.settle import Settlement
+from relayd.envelope import Envelope, Kind
+from relayd.metrics import RelayMetrics
+from relayd.sinks.base import Outcome, Retry
+from relayd.sinks.sending import sending_while
+
+log = structlog.get_logger(__name__)
+
+
+class Delivery:
+    """One sweeper's sink calls and settlements for one prefix."""
+
+    def __init__(
+        self,
+        *,
+        prefix: str,
+        settle: Settlement,
+        options: SweepOptions,
+        metrics: RelayMetrics,
+        clock: Clock,
+        rng: random.Random,
+        may_deliver: Callable[[], bool],
+    ) -> None:
+        self.prefix = prefix
+        self.settle = settle
+        self.options = options
+        self.metrics = metrics
+        self.clock = clock
+        self.rng = rng
+        self.may_deliver = may_deliver
+
+    async def deliver_and_settle(
+        self,
+        lane: Lane,
+        tally: Tally,
+        picked: list[Held],
+        fast: FreshBatch,
+        *,
+        malformed: list[Dead],
+        now: float,
+        batch: int,
+        defer_ack: bool = False,
+    ) -> None:
+        tally.full |= len(picked) + len(fast) >= batch
+        verdicts, acked_fast, stamp = Verdicts(), FreshBatch(), now
+        if picked or fast:
+            tally.attempted += len(picked) + len(fast)
+            stamp = self.clock.now()
+            # Built at read, never serialised yet: the stamp says when they were handed over.
+            envelopes = fast.stamped(stamp)
+            if picked:
+                retried = [h.envelope.restamped(attempt=h.attempts + 1, relayed_at=stamp) for h in picked]
+                envelopes = [*retried, *envelopes]
+            outcomes, charged = await self._deliver(lane, envelopes)
+            if charged:
+                verdicts, acked_fast, failed = judge_delivery(
+                    picked,
+                    fast,
+                    outcomes,
+                    now=stamp,
+                    max_attempts=self.options.max_attempts,
+                    delay_s=self._delay,
+                )
+            else:  # the breaker counts it as an outage: the entries wait, no attempt charged
+                verdicts, acked_fast, failed = hold_all(picked, fast, stamp)
+            for held in failed:  # fast entries the sink did not confirm join the waiting line
+                lane.held[held.ref] = held
+            if defer_ack and not (picked or failed or malformed) and lane.reader is not None:
+                await self._defer_ack(lane, tally, acked_fast, stamp)
+                return
+        verdicts.dead.extend(malformed)
+        await self.settled(lane, tally)  # one settlement of a lane at a time
+        await self.settle.apply(lane, verdicts, acked_fast, stamp)
+        self._count(lane.kind, verdicts, len(acked_fast), tally)
+
+    async def _defer_ack(self, lane: Lane, tally: Tally, acked: FreshBatch, stamp: float) -> None:
+        """Start the ack of a window delivered whole; it runs while the next one is delivered.
+
+        Only a hash lane's window of fresh entries all confirmed (``engine.overlap`` says why).
+        """
+        await self.settled(lane, tally)
+        lane.overlap.defer_ack(
+            asyncio.create_task(self.settle.apply(lane, Verdicts(), acked, stamp)), len(acked)
+        )
+
+    async def settled(self, lane: Lane, tally: Tally | None) -> None:
+        """Wait for the lane's ack in flight, if any, and count what it acked."""
+        count = await lane.overlap.settled()
+        if count is not None:
+            self._count(lane.kind, Verdicts(), count, tally)
+
+    def _count(self, kind: Kind, verdicts: Verdicts, acked_fast: int, tally: Tally | None) -> None:
+        """Count a settlement in the metrics and, unless it outlived its pass, in the pass's tally."""
+        if tally is not None:
+            tally.count(kind, verdicts, acked_fast)
+        self.settle.count(kind, verdicts, acked_fast)
+
+    async def settle_pending(self, lanes: Iterable[Lane], tally: Tally | None = None) -> None:
+        """Wait for every ack still in flight (a pass that is not full; stop; hand-back)."""
+        for lane in lanes:
+            await self.settled(lane, tally)
+
+    def abandon(self, lanes: Iterable[Lane]) -> None:
+        """Let the acks in flight of a sweeper given up (a Redis error, a lost lease) finish on
+        their own: each deletes only entries the sink confirmed, so a new lease holder delivers
+        them again only if it read them first. One that fails is dropped: the next sweeper reads
+        its entries again, as anything else unacked."""
+        for lane in lanes:
+            lane.overlap.abandon(functools.partial(self._count_abandoned, lane.kind), self._abandoned_failed)
+
+    def _count_abandoned(self, kind: Kind, count: int) -> None:
+        self._count(kind, Verdicts(), count, None)
+
+    def _abandoned_failed(self, exc: BaseException) -> None:
+        if isinstance(exc, Fenced):  # refused by Redis: the lease was lost while it was in flight
+            report_fenced(self.metrics, self.prefix, exc)
+
+    def _delay(self, attempt: int) -> float:
+        return retry_delay(
+            attempt, base_s=self.options.backoff_base_s, cap_s=self.options.backoff_cap_s, rng=self.rng
+        )
+
+    async def _deliver(self, lane: Lane, envelopes: Sequence[Envelope]) -> tuple[Sequence[Outcome], bool]:
+        """The sink's outcomes, and whether its failures count as attempts (``SinkGuard.record``)."""
+        batch = Batch.of(envelopes, lane.kind)  # an outbox window as it is; a list wrapped, not copied
+        started_s = self.clock.monotonic()
+        try:
+            async with lane.guard.lock:
+                # Checked once the sink is ours (the lock may have waited on another prefix), and
+                # by the sink before each request of its own (``relayd.sinks.sending``).
+                await lane.guard.throttle(len(batch))
+                if not self.may_deliver():
+                    raise Fenced(lane.kind, len(batch), "send_expired")
+                with sending_while(self.may_deliver):
+                    outcomes = await lane.sink.deliver(batch)
+        except (asyncio.CancelledError, Fenced):
+            raise
+        except Exception as exc:  # the Sink contract: an exception retries the whole batch
+            log.warning("sink_failed", prefix=self.prefix, kind=lane.kind, count=len(batch), error=repr(exc))
+            outcomes = [Retry(error=f"sink raised {type(exc).__name__}")] * len(batch)
+        self.metrics.sink_latency.labels(self.prefix, lane.kind).observe(self.clock.monotonic() - started_s)
+        return outcomes, lane.guard.record(batch, outcomes)
