@@ -13,22 +13,20 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 
 from relayd.bench.stats import COMMITTED_AT, latency_figures
+from relayd.bench.wake_bench import WakeBench
 from relayd.engine.notify import NEEDED_FLAGS, configured_flags, notifications_ready
 from store import Event, Execution, RedisStore
-
-if TYPE_CHECKING:
-    from relayd.bench.runner import Bench
 
 #: Seconds between two commits: drawn uniformly from this band (never in step with the poll).
 _GAP_S = (0.4, 1.6)
 
 
-async def wake_suite(bench: Bench, *, owned: bool) -> dict[str, Any]:
+async def wake_suite(bench: WakeBench, *, owned: bool) -> dict[str, Any]:
     """Measure with wake-up on and off; ``owned``: the bench started this Redis and may configure it."""
     config = bench.config
     before = configured_flags(await bench.client.config_get("notify-keyspace-events"))
@@ -54,7 +52,7 @@ async def wake_suite(bench: Bench, *, owned: bool) -> dict[str, Any]:
             await bench.client.config_set("notify-keyspace-events", before)
 
 
-async def _run(bench: Bench, *, wake: bool) -> list[float]:
+async def _run(bench: WakeBench, *, wake: bool) -> list[float]:
     config, rng = bench.config, random.Random()
     async with bench.prefix() as prefix:
         sink = bench.sink_for(prefix, sample_every=1)  # a latency per commit: few, and each counts
