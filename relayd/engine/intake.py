@@ -1,4 +1,10 @@
-"""The read step of a pass: new entries from Redis, their attempt records, the read-ahead.
+"""The read step of a pass: which lanes to read, new entries, their attempt records, the read-ahead.
+
+Idle cost: a lane whose last run read and held nothing is quiet, and probed before it is read
+(``engine.probe``: at most two commands per pass). With a live wake-up subscription the loop says
+which kinds were written since the last pass (``notified``): those quiet lanes are read without a
+probe, and the other quiet lanes are left alone (nothing was written to them) except for a timer
+coming due, and for one full probe per ``poll_interval_s``, the same safety net as polling.
 
 Each kind reads at most ``batch`` new entries per window. A hash lane reads through its
 ``AsyncBacklogReader``; a timer lane reads the due timers from the zset (``engine.timer_reads``),
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import Final
 
 from relayd.engine.build import build_fresh
@@ -24,7 +31,9 @@ from relayd.engine.fresh import Fetched, FreshBatch
 from relayd.engine.lane import Lane
 from relayd.engine.ordering import split_fresh
 from relayd.engine.plan import Dead, Held
+from relayd.engine.probe import probe_quiet
 from relayd.engine.timer_reads import read_due_timers
+from relayd.envelope import Kind
 from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, load_attempts
 from relayd.state.keys import RelayKeys
@@ -35,15 +44,45 @@ BUILD_SLICE: Final = 250
 
 
 class Intake:
-    """One sweeper's reads of one prefix; ``next_timer_at`` is the earliest timer not yet due."""
+    """One sweeper's reads of one prefix: its quiet lanes, and ``next_timer_at``, the earliest
+    timer not yet due."""
 
-    def __init__(self, store: AsyncRedisStore, *, clock: Clock) -> None:
+    def __init__(self, store: AsyncRedisStore, *, clock: Clock, poll_interval_s: float) -> None:
         self.client: RedisClient = store.client
+        self.keyspace = store.keyspace
         self.prefix = store.keyspace.prefix
         self.timers_key = store.keyspace.timers
         self.keys = RelayKeys(store.keyspace)
         self.clock = clock
-        self.next_timer_at: float | None = None  # epoch s; also set by a probe (``Sweeper``)
+        self.poll_interval_s = poll_interval_s
+        self.next_timer_at: float | None = None  # epoch s: from the last timer read or probe
+        # Lanes whose last run read, attempted and held nothing: the next pass probes them first.
+        self.quiet: set[Kind] = set()
+        self._probed_all_s = float("-inf")  # when every quiet lane was last probed (monotonic s)
+
+    def quiet_lanes(
+        self, notified: frozenset[Kind] | None, now_s: float, parked: AbstractSet[Kind]
+    ) -> tuple[set[Kind], set[Kind]]:
+        """The quiet lanes (not parked) to leave alone this pass, and those to probe.
+
+        Without ``notified`` every quiet lane is probed. With it, a quiet lane nobody wrote to
+        has nothing new (its hash or zset only changes by a write, and every write is noticed),
+        unless its next timer is due; once per ``poll_interval_s`` they are probed all the same.
+        """
+        quiet = self.quiet - parked  # a parked lane is neither probed nor read
+        if notified is None or now_s - self._probed_all_s >= self.poll_interval_s:
+            self._probed_all_s = now_s
+            return set(), quiet - (notified or frozenset())
+        timer_due = self.next_timer_at is not None and self.next_timer_at <= self.clock.now()
+        return quiet - notified - ({"timer"} if timer_due else set()), set()
+
+    async def probe(self, quiet: set[Kind]) -> set[Kind]:
+        """Which of the ``quiet`` lanes have nothing to read (``engine.probe``)."""
+        now = self.clock.now()
+        idle, first_timer_at = await probe_quiet(self.client, self.keyspace, quiet, now=now)
+        if "timer" in quiet:
+            self.next_timer_at = first_timer_at
+        return idle
 
     async def read(self, lane: Lane, limit: int, blocked: set[str]) -> tuple[FreshBatch, list[Dead], int]:
         """Read up to ``limit`` new entries; return the fast ones, the malformed ones, the count.

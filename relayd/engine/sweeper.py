@@ -9,16 +9,12 @@ wait in memory, no new ones are read. A full window's delivery starts as a task 
 window is read ahead (``engine.overlap``). Any Redis error propagates: the loop counts it and
 starts a fresh ``Sweeper`` (everything unacked is read again; attempt counts live in Redis).
 
-Idle cost: a lane whose last run read and held nothing is probed before it is read
-(``engine.probe``: at most two commands per pass), and the gauges are refreshed on a time
-budget (``engine.gauges``). With a live wake-up subscription the loop says which kinds were
-written since the last pass (``notified``): those quiet lanes are read without a probe, and the
-other quiet lanes are left alone (nothing was written to them) except for a timer coming due,
-and for one full probe per ``poll_interval_s``, the same safety net as polling. Timers: the
-score of the next timer not yet due comes back with each timer read or probe, and
-``PassResult.next_retry_in_s`` lets the loop sleep only until it is due (at least
-``TIMER_GATHER_S``). Reader cursors are checkpointed at most once a second while passes find
-work, and by a pass that found none.
+Idle cost: a quiet lane (its last run read and held nothing) is probed before it is read, or
+left alone when the wake-up subscription saw no write to it (``Intake.quiet_lanes``), and the
+gauges are refreshed on a time budget (``engine.gauges``). Timers: the score of the next timer
+not yet due comes back with each timer read or probe, and ``PassResult.next_retry_in_s`` lets
+the loop sleep only until it is due (at least ``TIMER_GATHER_S``). Reader cursors are
+checkpointed at most once a second while passes find work, and by a pass that found none.
 """
 
 from __future__ import annotations
@@ -41,7 +37,6 @@ from relayd.engine.lane import Lane
 from relayd.engine.options import SweepOptions
 from relayd.engine.passes import PassResult, Tally
 from relayd.engine.plan import Dead, Held, choose, pick_probe
-from relayd.engine.probe import probe_quiet
 from relayd.engine.settle import Settlement
 from relayd.engine.sink_guard import SinkGuard, guards_for
 from relayd.envelope import Kind
@@ -93,7 +88,7 @@ class Sweeper:
         # ``may_deliver`` is the lease's local deadline, ``fence`` its token checked by Redis:
         # nothing is sent or acked once either says the lease may be gone (``engine.fencing``).
         self.settle = Settlement(store, metrics=metrics, clock=clock, fence=fence, may_ack=may_deliver)
-        self.intake = Intake(store, clock=clock)
+        self.intake = Intake(store, clock=clock, poll_interval_s=options.poll_interval_s)
         self.delivery = Delivery(
             prefix=self.prefix,
             settle=self.settle,
@@ -104,9 +99,6 @@ class Sweeper:
             may_deliver=may_deliver,
         )
         self.gauges = PrefixGauges(store.client, store.keyspace, metrics)
-        # Lanes whose last run read, attempted and held nothing: the next pass probes them first.
-        self._quiet: set[Kind] = set()
-        self._probed_all_s = float("-inf")  # when every quiet lane was last probed (monotonic s)
         # Lanes whose live key has the wrong type (``engine.key_types``): kind -> what was found.
         self.parked: dict[Kind, str] = {}
         self._types_checked_s = float("-inf")
@@ -197,7 +189,7 @@ class Sweeper:
         blocked_children: set[str] = set()
         if self.parked and self.clock.monotonic() - self._types_checked_s >= RECHECK_EVERY_S:
             await self._check_key_types()
-        skipped, to_probe = self._quiet_lanes(notified, started_s)
+        skipped, to_probe = self.intake.quiet_lanes(notified, started_s, self.parked.keys())
         idle_kinds = skipped | (await self._probe(to_probe) if to_probe else set())
         for lane in self.lanes:
             if (stop is not None and stop.is_set()) or not self.may_deliver():
@@ -208,9 +200,9 @@ class Sweeper:
             before = (result.read, result.attempted)
             await self._run_lane(lane, result, blocked_children)
             if before == (result.read, result.attempted) and not lane.held:
-                self._quiet.add(lane.kind)
+                self.intake.quiet.add(lane.kind)
             else:
-                self._quiet.discard(lane.kind)
+                self.intake.quiet.discard(lane.kind)
             if lane.kind == "spawn":
                 # Events to a child whose spawn is still pending wait for it
                 # (docs/internals.md#delivery-semantics).
@@ -267,26 +259,9 @@ class Sweeper:
             waits=waits, exhausted=exhausted, eligible=self.has_eligible, held=self.held_count()
         )
 
-    def _quiet_lanes(self, notified: frozenset[Kind] | None, now_s: float) -> tuple[set[Kind], set[Kind]]:
-        """The quiet lanes (not parked) to leave alone this pass, and those to probe.
-
-        Without ``notified`` every quiet lane is probed. With it, a quiet lane nobody wrote to
-        has nothing new (its hash or zset only changes by a write, and every write is noticed),
-        unless its next timer is due; once per ``poll_interval_s`` they are probed all the same.
-        """
-        quiet = self._quiet - self.parked.keys()  # a parked lane is neither probed nor read
-        if notified is None or now_s - self._probed_all_s >= self.options.poll_interval_s:
-            self._probed_all_s = now_s
-            return set(), quiet - (notified or frozenset())
-        timer_due = self.intake.next_timer_at is not None and self.intake.next_timer_at <= self.clock.now()
-        return quiet - notified - ({"timer"} if timer_due else set()), set()
-
     async def _probe(self, quiet: set[Kind]) -> set[Kind]:
-        """Which of the ``quiet`` lanes have nothing to read (``engine.probe``)."""
-        now = self.clock.now()
-        idle, first_timer_at = await probe_quiet(self.client, self.store.keyspace, quiet, now=now)
-        if "timer" in quiet:
-            self.intake.next_timer_at = first_timer_at
+        """Which of the ``quiet`` lanes have nothing to read (``Intake.probe``)."""
+        idle = await self.intake.probe(quiet)
         if len(idle) == len(self.lanes):
             self.gauges.note_empty()
         return idle
