@@ -79,12 +79,7 @@ class Delivery:
         if picked or fast:
             tally.attempted += len(picked) + len(fast)
             stamp = self.clock.now()
-            # Built at read, never serialised yet: the stamp says when they were handed over.
-            envelopes = fast.stamped(stamp)
-            if picked:
-                retried = [h.envelope.restamped(attempt=h.attempts + 1, relayed_at=stamp) for h in picked]
-                envelopes = [*retried, *envelopes]
-            outcomes, charged = await self._deliver(lane, envelopes)
+            outcomes, charged = await self._deliver(lane, handed_over(picked, fast, stamp))
             if charged:
                 verdicts, acked_fast, failed = judge_delivery(
                     picked,
@@ -173,3 +168,16 @@ class Delivery:
             outcomes = [Retry(error=f"sink raised {type(exc).__name__}")] * len(batch)
         self.metrics.sink_latency.labels(self.prefix, lane.kind).observe(self.clock.monotonic() - started_s)
         return outcomes, lane.guard.record(batch, outcomes)
+
+
+def handed_over(picked: list[Held], fast: FreshBatch, stamp: float) -> Sequence[Envelope]:
+    """The sink's batch: the held entries restamped for their next attempt, then the fresh ones.
+
+    The fresh envelopes were built at read and never serialised yet: the stamp says when they
+    were handed over.
+    """
+    envelopes = fast.stamped(stamp)
+    if picked:
+        retried = [h.envelope.restamped(attempt=h.attempts + 1, relayed_at=stamp) for h in picked]
+        envelopes = [*retried, *envelopes]
+    return envelopes

@@ -76,6 +76,13 @@ class Intake:
         timer_due = self.next_timer_at is not None and self.next_timer_at <= self.clock.now()
         return quiet - notified - ({"timer"} if timer_due else set()), set()
 
+    def note_run(self, kind: Kind, *, quiet: bool) -> None:
+        """Whether a lane's run read, attempted and held nothing: the next pass probes it first."""
+        if quiet:
+            self.quiet.add(kind)
+        else:
+            self.quiet.discard(kind)
+
     async def probe(self, quiet: set[Kind]) -> set[Kind]:
         """Which of the ``quiet`` lanes have nothing to read (``engine.probe``)."""
         now = self.clock.now()

@@ -186,32 +186,41 @@ class Sweeper:
         """
         started_s = self.clock.monotonic()
         result = Tally(noticed=notified is not None)
-        blocked_children: set[str] = set()
         if self.parked and self.clock.monotonic() - self._types_checked_s >= RECHECK_EVERY_S:
             await self._check_key_types()
         skipped, to_probe = self.intake.quiet_lanes(notified, started_s, self.parked.keys())
         idle_kinds = skipped | (await self._probe(to_probe) if to_probe else set())
+        await self._run_lanes(result, idle_kinds, stop)
+        if not result.full or (stop is not None and stop.is_set()):
+            await self.settle_pending(result)  # the loop waits, stops or hands back after this pass
+        # At most once a second while passes find work; a pass that found none (the loop may go
+        # idle after it) writes the mark if it moved.
+        await self.checkpoint(busy=result.full or result.read > 0)
+        return await self._report(result, idle_kinds, started_s)
+
+    async def _run_lanes(self, result: Tally, idle_kinds: set[Kind], stop: asyncio.Event | None) -> None:
+        """Each lane not idle nor parked, in order, until ``stop`` is set or the lease may be gone."""
+        blocked_children: set[str] = set()
         for lane in self.lanes:
-            if (stop is not None and stop.is_set()) or not self.may_deliver():
+            if self._stopping(stop):
                 result.interrupted = True
                 break
             if lane.kind in idle_kinds or lane.kind in self.parked:
                 continue
             before = (result.read, result.attempted)
             await self._run_lane(lane, result, blocked_children)
-            if before == (result.read, result.attempted) and not lane.held:
-                self.intake.quiet.add(lane.kind)
-            else:
-                self.intake.quiet.discard(lane.kind)
+            self.intake.note_run(lane.kind, quiet=before == (result.read, result.attempted) and not lane.held)
             if lane.kind == "spawn":
                 # Events to a child whose spawn is still pending wait for it
                 # (docs/internals.md#delivery-semantics).
                 blocked_children = {k for h in lane.held.values() if (k := h.envelope.ordering_key)}
-        if not result.full or (stop is not None and stop.is_set()):
-            await self.settle_pending(result)  # the loop waits, stops or hands back after this pass
-        # At most once a second while passes find work; a pass that found none (the loop may go
-        # idle after it) writes the mark if it moved.
-        await self.checkpoint(busy=result.full or result.read > 0)
+
+    def _stopping(self, stop: asyncio.Event | None) -> bool:
+        """Whether to start no more work: ``stop`` is set, or the lease may be gone."""
+        return (stop is not None and stop.is_set()) or not self.may_deliver()
+
+    async def _report(self, result: Tally, idle_kinds: set[Kind], started_s: float) -> PassResult:
+        """The pass's gauges, metrics and debug line, and its result."""
         empty = len(idle_kinds) == len(self.lanes)
         worked = bool(result.read or result.attempted)
         await self.gauges.maybe_refresh(
@@ -238,13 +247,7 @@ class Sweeper:
         return done
 
     def _freeze(self, tally: Tally, probed_empty: set[Kind]) -> PassResult:
-        now = self.clock.now()
-        waits = [w for lane in self.lanes for h in lane.held.values() if (w := h.not_before - now) > 0]
-        # A sink whose breaker is open: sleep until its probe may go.
-        waits += [wait_s for lane in self.lanes if (wait_s := lane.guard.wait_s()) is not None]
-        if self.intake.next_timer_at is not None:  # it may have come due during this pass
-            # Sleep only until the next timer is due, gathering those due within a few ms.
-            waits.append(max(self.intake.next_timer_at - now, TIMER_GATHER_S))
+        waits = self._waits(self.clock.now())
         # A hash the probe found absent has nothing left to read: as good as an exhausted reader.
         # So is a lane whose sink's breaker is open: a one-shot run leaves its backlog and ends.
         exhausted = all(
@@ -258,6 +261,16 @@ class Sweeper:
         return tally.freeze(
             waits=waits, exhausted=exhausted, eligible=self.has_eligible, held=self.held_count()
         )
+
+    def _waits(self, now: float) -> list[float]:
+        """How long until each thing the loop may sleep for comes due (seconds)."""
+        waits = [w for lane in self.lanes for h in lane.held.values() if (w := h.not_before - now) > 0]
+        # A sink whose breaker is open: sleep until its probe may go.
+        waits += [wait_s for lane in self.lanes if (wait_s := lane.guard.wait_s()) is not None]
+        if self.intake.next_timer_at is not None:  # it may have come due during this pass
+            # Sleep only until the next timer is due, gathering those due within a few ms.
+            waits.append(max(self.intake.next_timer_at - now, TIMER_GATHER_S))
+        return waits
 
     async def _probe(self, quiet: set[Kind]) -> set[Kind]:
         """Which of the ``quiet`` lanes have nothing to read (``Intake.probe``)."""
@@ -301,20 +314,28 @@ class Sweeper:
             if len(lane.held) > before:  # some joined the line (a history): they may go now too
                 picked = self._pick(lane, now, batch - len(fast), blocked, probing=probing)
             tally.full |= more_to_read(lane, read_n, room, noticed=tally.noticed)
-        if (picked or fast) and not self.may_deliver():
-            # The lease was lost while reading: another replica delivers now.
-            lane.hold(fast, now)
-            picked, fast = [], FreshBatch()
-        if len(picked) + len(fast) > batch:  # a window read ahead before the batch shrank (a probe)
-            fresh = list(fast)
-            keep = max(batch - len(picked), 0)
-            lane.hold(FreshBatch.of(fresh[keep:]), now)
-            fast = FreshBatch.of(fresh[:keep])
+        picked, fast = self._fit(lane, picked, fast, batch, now)
         if probing or not (fast and read_n >= room and len(lane.held) < self.options.max_held):
             await self.delivery.deliver_and_settle(
                 lane, tally, picked, fast, malformed=malformed, now=now, batch=batch
             )
             return
+        await self._deliver_reading_ahead(
+            lane, tally, picked, fast, malformed=malformed, now=now, batch=batch
+        )
+
+    async def _deliver_reading_ahead(
+        self,
+        lane: Lane,
+        tally: Tally,
+        picked: list[Held],
+        fast: FreshBatch,
+        *,
+        malformed: list[Dead],
+        now: float,
+        batch: int,
+    ) -> None:
+        """Deliver a full window while the next one is read ahead."""
         # A full window: the next one is read ahead and its envelopes built while the sink works
         # on this one, and this one's ack may run while the next one is delivered (``Overlap``).
         # The delivery starts as a task, so the read goes out first and the relay packs
@@ -340,6 +361,22 @@ class Sweeper:
                 await delivering
             raise
         await delivering
+
+    def _fit(
+        self, lane: Lane, picked: list[Held], fast: FreshBatch, batch: int, now: float
+    ) -> tuple[list[Held], FreshBatch]:
+        """What of a window goes now: nothing once the lease may be gone, at most ``batch``; the
+        fresh entries left out join the waiting line."""
+        if (picked or fast) and not self.may_deliver():
+            # The lease was lost while reading: another replica delivers now.
+            lane.hold(fast, now)
+            return [], FreshBatch()
+        if len(picked) + len(fast) > batch:  # a window read ahead before the batch shrank (a probe)
+            fresh = list(fast)
+            keep = max(batch - len(picked), 0)
+            lane.hold(FreshBatch.of(fresh[keep:]), now)
+            fast = FreshBatch.of(fresh[:keep])
+        return picked, fast
 
     def _pick(self, lane: Lane, now: float, limit: int, blocked: set[str], *, probing: bool) -> list[Held]:
         """Held entries that may go now (``plan.choose``); for a probe, one head per key, rotating
