@@ -44,9 +44,9 @@ from relayd.errors import ConfigError
 from relayd.material import WatchedFile, pem_file, secret_file, secret_lines_file, text_file
 from relayd.redis_url import RedisAddress, parse_redis_url, plaintext_refusal
 from relayd.secret import Secret
-from relayd.sinks import standard_webhooks
 from relayd.sinks.base import SinkOptions
-from relayd.sinks.http_policy import parse_header_lines
+from relayd.sinks.webhook import standard_webhooks
+from relayd.sinks.webhook.http_policy import parse_header_lines
 from store import Keyspace
 
 #: Most prefixes one range form may expand to (a typo like ``0..99999`` is an error, not a hang).

@@ -39,7 +39,7 @@ from relayd.bench.seed import seed
 from relayd.bench.server import delete_prefix, server_cpu_s, throwaway_redis_server
 from relayd.logs import configure_logging
 from relayd.runtime.packing import use_hiredis_packing
-from relayd.sinks.redis_stream import CALL_SIZE, XADD_BATCH
+from relayd.sinks.redis_stream.sink import CALL_SIZE, XADD_BATCH
 from store import Keyspace
 
 WINDOW = 1000

@@ -16,7 +16,7 @@ from support.harel_backlog import assert_backlog_empty, commit_harel_backlog, or
 from support.moto import AWS_ENV, MotoServer, kinesis_records, receive_all, subscribe_queue
 from support.redis_server import RedisServer
 
-from relayd.sinks.aws_entries import fifo_token
+from relayd.sinks.aws.entries import fifo_token
 from tests.e2e.conftest import run_relayd
 
 pytestmark = pytest.mark.slow

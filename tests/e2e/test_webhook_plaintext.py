@@ -13,7 +13,7 @@ import pytest
 from support.http_server import Reply, ScriptedServer, serve
 
 from relayd.errors import ConfigError
-from relayd.sinks.webhook_transport import check_webhook_transport
+from relayd.sinks.webhook.transport import check_webhook_transport
 from store import Event, Execution, Keyspace, RedisStore
 from tests.e2e.conftest import run_relayd
 

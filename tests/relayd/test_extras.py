@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from relayd.extras import install_command
-from relayd.sinks import amqp, aws, kafka, nats
+from relayd.sinks.amqp import sink as amqp
+from relayd.sinks.aws import sink as aws
+from relayd.sinks.kafka import sink as kafka
+from relayd.sinks.nats import sink as nats
 
 
 def test_install_command_names_the_index_and_the_checkout() -> None:

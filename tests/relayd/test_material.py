@@ -21,7 +21,7 @@ from relayd.material_watch import MaterialWatch
 from relayd.redis_tls import RedisTls
 from relayd.secret import secret_lines, strip_secret
 from relayd.settings import load_settings
-from relayd.sinks.http_policy import sign, sign_all, verify
+from relayd.sinks.webhook.http_policy import sign, sign_all, verify
 
 
 @pytest.mark.parametrize(

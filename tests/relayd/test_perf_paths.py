@@ -19,7 +19,7 @@ from relayd.batch import Batch
 from relayd.decode import outbox_envelope
 from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec
-from relayd.sinks.redis_stream import RedisStreamSink
+from relayd.sinks.redis_stream.sink import RedisStreamSink
 from store.backlog import RawEntry
 
 ARGS = [

@@ -17,7 +17,7 @@ import aiormq
 import orjson
 from aiormq import spec as amqp_spec
 
-from relayd.sinks.amqp_target import parse_amqp_target
+from relayd.sinks.amqp.target import parse_amqp_target
 from relayd.sinks.base import SinkOptions
 from relayd.sinks.routing import fill
 

@@ -15,9 +15,9 @@ import orjson
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 
-from relayd.sinks.aws import LANES
-from relayd.sinks.aws_entries import QUEUE_MAX_ENTRIES, fifo_token
-from relayd.sinks.aws_target import parse_aws_target
+from relayd.sinks.aws.entries import QUEUE_MAX_ENTRIES, fifo_token
+from relayd.sinks.aws.sink import LANES
+from relayd.sinks.aws.target import parse_aws_target
 
 #: Requests in flight at once: the sink's lanes.
 IN_FLIGHT: Final = LANES

@@ -16,7 +16,7 @@ import aiohttp
 import orjson
 
 from relayd.sinks.base import SinkOptions
-from relayd.sinks.http_policy import sign
+from relayd.sinks.webhook.http_policy import sign
 
 
 async def publish(

@@ -17,8 +17,8 @@ from relayd.batch import Batch
 from relayd.cli.app import app
 from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec, resolve_sink
-from relayd.sinks.amqp import INSTALL_HINT, AmqpSink
-from relayd.sinks.amqp_target import parse_amqp_target
+from relayd.sinks.amqp.sink import INSTALL_HINT, AmqpSink
+from relayd.sinks.amqp.target import parse_amqp_target
 
 from .conftest import outbox, spawn, timer
 

@@ -18,15 +18,15 @@ from relayd.batch import Batch
 from relayd.cli.app import app
 from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec, resolve_sink
-from relayd.sinks.aws import KinesisSink, SnsSink, SqsSink
-from relayd.sinks.aws_entries import (
+from relayd.sinks.aws.entries import (
     batch_reply_outcomes,
     chunks,
     fifo_token,
     kinesis_reply_outcomes,
     lanes_of,
 )
-from relayd.sinks.aws_target import parse_aws_target
+from relayd.sinks.aws.sink import KinesisSink, SnsSink, SqsSink
+from relayd.sinks.aws.target import parse_aws_target
 from relayd.sinks.per_key import HELD_BACK
 
 from .conftest import outbox, timer

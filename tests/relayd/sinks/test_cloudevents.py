@@ -24,10 +24,10 @@ from relayd.outbox_window import OutboxWindow
 from relayd.sinks import DELIVERED, SinkOptions, SinkSpec, parse_sink_spec
 from relayd.sinks import cloud_event as ce
 from relayd.sinks.jsonl import JsonlSink
-from relayd.sinks.kafka import KafkaSink
-from relayd.sinks.nats import NatsSink
-from relayd.sinks.redis_stream import RedisStreamSink
-from relayd.sinks.webhook import WebhookSink
+from relayd.sinks.kafka.sink import KafkaSink
+from relayd.sinks.nats.sink import NatsSink
+from relayd.sinks.redis_stream.sink import RedisStreamSink
+from relayd.sinks.webhook.sink import WebhookSink
 
 from .conftest import deliver_runs, outbox, spawn, timer
 

@@ -28,9 +28,9 @@ from relayd.sinks import DELIVERED, Outcome, Permanent, Retry, Sink, SinkOptions
 from relayd.sinks.jsonl import JsonlSink
 from relayd.sinks.log import LogSink
 from relayd.sinks.memory import MemorySink
-from relayd.sinks.redis_stream import RedisStreamSink
+from relayd.sinks.redis_stream.sink import RedisStreamSink
 from relayd.sinks.testing import RETRY_AFTER_S, Refusal, RefusingContract, SinkContract
-from relayd.sinks.webhook import WebhookSink
+from relayd.sinks.webhook.sink import WebhookSink
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -146,7 +146,7 @@ class TestKafkaSink(SinkContract):
         kafka_broker.create_topic(self.topic, partitions=3)
 
     async def open_sink(self) -> Sink:
-        from relayd.sinks.kafka import KafkaSink
+        from relayd.sinks.kafka.sink import KafkaSink
 
         spec = parse_sink_spec(f"kafka:{self.broker.bootstrap}?topic={self.topic}")
         return await _started(KafkaSink(spec, SinkOptions()))
@@ -170,7 +170,7 @@ class TestNatsSink(SinkContract):
         await connection.close()
 
     async def open_sink(self) -> Sink:
-        from relayd.sinks.nats import NatsSink
+        from relayd.sinks.nats.sink import NatsSink
 
         spec = parse_sink_spec(f"nats:{self.server.url}?subject={self.stream}.{{target}}")
         return await _started(NatsSink(spec, SinkOptions()))
@@ -189,7 +189,7 @@ class TestAmqpSink(SinkContract):
         await declare(rabbitmq_server.url, self.exchange, {self.queue: "ev.#"})
 
     async def open_sink(self) -> Sink:
-        from relayd.sinks.amqp import AmqpSink
+        from relayd.sinks.amqp.sink import AmqpSink
 
         spec = f"amqp:{self.server.url}?exchange={self.exchange}&routing_key=ev.{{target}}"
         return await _started(AmqpSink(parse_sink_spec(spec), SinkOptions()))
@@ -208,7 +208,7 @@ class _AwsContract(SinkContract):
 
 class TestSqsFifoSink(_AwsContract):
     async def open_sink(self) -> Sink:
-        from relayd.sinks.aws import SqsSink
+        from relayd.sinks.aws.sink import SqsSink
 
         self.url = getattr(self, "url", None) or self.moto.create("sqs", self.name, fifo=True)
         return await _started(SqsSink(parse_sink_spec(self.moto.spec("sqs", self.url)), SinkOptions()))
@@ -219,7 +219,7 @@ class TestSqsFifoSink(_AwsContract):
 
 class TestSnsFifoSink(_AwsContract):
     async def open_sink(self) -> Sink:
-        from relayd.sinks.aws import SnsSink
+        from relayd.sinks.aws.sink import SnsSink
 
         if not hasattr(self, "topic"):
             self.topic = self.moto.create("sns", self.name, fifo=True)
@@ -232,7 +232,7 @@ class TestSnsFifoSink(_AwsContract):
 
 class TestKinesisSink(_AwsContract):
     async def open_sink(self) -> Sink:
-        from relayd.sinks.aws import KinesisSink
+        from relayd.sinks.aws.sink import KinesisSink
 
         self.stream = getattr(self, "stream", None) or self.moto.create("kinesis", self.name)
         return await _started(
@@ -280,7 +280,7 @@ class TestHarelSink(SinkContract):
         self.server, self.prefix = redis_server, prefix
 
     async def open_sink(self) -> Sink:
-        from relayd.sinks.harel import HarelSink
+        from relayd.sinks.harel.sink import HarelSink
 
         return await _started(HarelSink(parse_sink_spec(f"harel:{self.server.url}"), SinkOptions()))
 

@@ -20,7 +20,7 @@ from support.proxy import TcpProxy
 from support.redis_server import RedisServer, free_port
 
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
-from relayd.sinks.harel import HarelSink
+from relayd.sinks.harel.sink import HarelSink
 from relayd.sinks.per_key import HELD_BACK
 
 from .conftest import outbox, spawn, timer

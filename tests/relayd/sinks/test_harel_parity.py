@@ -28,7 +28,7 @@ from relayd.envelope import KINDS
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
 from relayd.sinks import SinkOptions, parse_sink_spec
-from relayd.sinks.harel import HarelSink
+from relayd.sinks.harel.sink import HarelSink
 
 #: Due timers: whole seconds plus fractions that print differently as str(float) and as JSON.
 FIRE_ATS = (1_700_000_000.25, 1_700_000_123.1, 1_699_999_999.0)

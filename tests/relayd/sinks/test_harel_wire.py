@@ -9,7 +9,7 @@ from harel.engine.core import timeout_event
 from harel.spec.states import Event as HarelEvent
 
 from relayd.sinks.base import DELIVERED, Retry
-from relayd.sinks.harel_wire import PublishPlan, apply_replies, event_json, timeout_event_json
+from relayd.sinks.harel.wire import PublishPlan, apply_replies, event_json, timeout_event_json
 from relayd.sinks.per_key import HELD_BACK
 
 EVENTS: list[dict[str, Any]] = [

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from relayd.sinks.base import Permanent, Retry
-from relayd.sinks.http_excerpt import MAX_CHARS, body_excerpt
-from relayd.sinks.http_policy import classify_status
+from relayd.sinks.webhook.http_excerpt import MAX_CHARS, body_excerpt
+from relayd.sinks.webhook.http_policy import classify_status
 
 
 @pytest.mark.parametrize(

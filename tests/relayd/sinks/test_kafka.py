@@ -16,7 +16,7 @@ from relayd.batch import Batch
 from relayd.errors import ConfigError
 from relayd.material import pem_file, secret_file
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
-from relayd.sinks.kafka import KafkaMaterial, KafkaSink, producer_config
+from relayd.sinks.kafka.sink import KafkaMaterial, KafkaSink, producer_config
 
 from .conftest import outbox, spawn, timer
 
@@ -205,7 +205,7 @@ async def test_rotated_credential_and_ca_files_make_a_new_producer_between_batch
     import confluent_kafka
     import structlog
 
-    from relayd.sinks import kafka as kafka_module
+    from relayd.sinks.kafka import sink as kafka_module
 
     library = PlaintextBrokerLibrary(confluent_kafka)
     monkeypatch.setattr(kafka_module, "_import_confluent", lambda: library)

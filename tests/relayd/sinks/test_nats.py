@@ -23,7 +23,7 @@ from relayd.batch import Batch
 from relayd.errors import ConfigError
 from relayd.material import pem_file, secret_file
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
-from relayd.sinks.nats import NatsSink
+from relayd.sinks.nats.sink import NatsSink
 
 from .conftest import outbox
 

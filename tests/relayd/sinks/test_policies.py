@@ -10,9 +10,9 @@ import pytest
 
 from relayd.envelope import Envelope
 from relayd.sinks import DELIVERED, Outcome, Permanent, Retry
-from relayd.sinks.http_policy import classify_status, parse_retry_after, sign, verify
 from relayd.sinks.per_key import HELD_BACK, deliver_per_key, group_by_key
 from relayd.sinks.routing import fill, fill_all
+from relayd.sinks.webhook.http_policy import classify_status, parse_retry_after, sign, verify
 
 from .conftest import outbox
 

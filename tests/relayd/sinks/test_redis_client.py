@@ -8,7 +8,7 @@ from redis.asyncio.sentinel import SentinelConnectionPool
 
 from relayd.errors import ConfigError
 from relayd.sinks import SinkOptions, parse_sink_spec
-from relayd.sinks.redis_client import open_destination
+from relayd.sinks.redis_stream.client import open_destination
 
 SENTINEL_URL = "redis+sentinel://:m-pw@127.0.0.1:26379,127.0.0.1:26380/cache/3"
 
@@ -35,8 +35,8 @@ async def test_a_sentinel_destination_gets_a_bounded_blocking_sentinel_pool() ->
 async def test_the_stream_and_harel_sinks_open_sentinel_destinations_with_it() -> None:
     """Both Redis sinks build their client here, so a Sentinel URL works for each."""
     pytest.importorskip("harel")
-    from relayd.sinks.harel import HarelSink
-    from relayd.sinks.redis_stream import RedisStreamSink
+    from relayd.sinks.harel.sink import HarelSink
+    from relayd.sinks.redis_stream.sink import RedisStreamSink
 
     stream = RedisStreamSink(parse_sink_spec(f"redis-stream:{SENTINEL_URL}?stream=s"), SinkOptions())
     harel = HarelSink(parse_sink_spec(f"harel:{SENTINEL_URL}"), SinkOptions())

@@ -14,8 +14,9 @@ from support.tls import TlsRedisServer
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError
-from relayd.sinks import DELIVERED, Outcome, Retry, SinkOptions, parse_sink_spec, redis_stream
-from relayd.sinks.redis_stream import CALL_SIZE, RedisStreamSink
+from relayd.sinks import DELIVERED, Outcome, Retry, SinkOptions, parse_sink_spec
+from relayd.sinks.redis_stream import sink as redis_stream
+from relayd.sinks.redis_stream.sink import CALL_SIZE, RedisStreamSink
 
 from .conftest import deliver_runs, outbox, spawn, timer
 

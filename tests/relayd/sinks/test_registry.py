@@ -17,8 +17,8 @@ from relayd.sinks import DELIVERED, Outcome, Sink, SinkOptions, SinkSpec, known_
 from relayd.sinks.jsonl import JsonlSink
 from relayd.sinks.log import LogSink
 from relayd.sinks.null import NullSink
-from relayd.sinks.redis_stream import RedisStreamSink
-from relayd.sinks.webhook import WebhookSink
+from relayd.sinks.redis_stream.sink import RedisStreamSink
+from relayd.sinks.webhook.sink import WebhookSink
 
 from .conftest import outbox
 

@@ -11,8 +11,8 @@ import standardwebhooks
 import svix.webhooks
 
 from relayd.settings import Settings
-from relayd.sinks import standard_webhooks as sw
-from relayd.sinks.http_policy import signature_headers
+from relayd.sinks.webhook import standard_webhooks as sw
+from relayd.sinks.webhook.http_policy import signature_headers
 
 #: The example of the Standard Webhooks specification (and of svix's documentation).
 SPEC_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -15,8 +15,8 @@ from support.http_receiver import serve_on_this_loop
 from relayd.batch import Batch
 from relayd.sinks import DELIVERED, SinkOptions, SinkSpec, parse_sink_spec
 from relayd.sinks import trace_context as tc
-from relayd.sinks.kafka import KafkaSink
-from relayd.sinks.webhook import WebhookSink
+from relayd.sinks.kafka.sink import KafkaSink
+from relayd.sinks.webhook.sink import WebhookSink
 
 from .conftest import deliver_runs, outbox
 

@@ -20,9 +20,9 @@ from relayd.batch import Batch
 from relayd.material import WatchedFile, pem_file, text_file
 from relayd.material_watch import MaterialWatch
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, SinkSpec
-from relayd.sinks.http_policy import parse_header_lines
 from relayd.sinks.per_key import HELD_BACK
-from relayd.sinks.webhook import WebhookSink
+from relayd.sinks.webhook.http_policy import parse_header_lines
+from relayd.sinks.webhook.sink import WebhookSink
 
 from .conftest import outbox
 
@@ -35,7 +35,7 @@ def make_sink(url: str, **options: object) -> WebhookSink:
 
 
 def verify_like_a_receiver(secret: bytes, headers: dict[str, str], body: bytes) -> bool:
-    """The verification snippet of relayd.sinks.webhook's docstring, written out independently."""
+    """The verification snippet of relayd.sinks.webhook.sink's docstring, written out independently."""
     timestamp = headers["X-Relayd-Timestamp"]
     expected = "v1=" + hmac.new(secret, f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
     return hmac.compare_digest(expected, headers["X-Relayd-Signature"])

@@ -16,8 +16,8 @@ from support.http_receiver import serve_on_this_loop
 from relayd.batch import Batch
 from relayd.sinks import DELIVERED, Retry, SinkOptions, SinkSpec
 from relayd.sinks.per_key import HELD_BACK
-from relayd.sinks.webhook import WebhookSink
-from relayd.sinks.webhook_batches import batch_id, lanes
+from relayd.sinks.webhook.batches import batch_id, lanes
+from relayd.sinks.webhook.sink import WebhookSink
 
 from .conftest import outbox
 

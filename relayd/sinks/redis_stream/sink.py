@@ -25,7 +25,7 @@ relay's own Redis or any other.
   the stream: delivery is at-least-once; consumers dedupe on ``id``). ``ready()`` follows the
   last batch.
 - ``redis+sentinel://`` destinations follow their master through a failover
-  (``relayd.sinks.redis_client``); a batch in flight then is Retry.
+  (``relayd.sinks.redis_stream.client``); a batch in flight then is Retry.
 - Redis Cluster destinations (``redis+cluster://``) are not supported for streams yet.
 """
 
@@ -45,7 +45,7 @@ from relayd.errors import ConfigError, SinkError
 from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks import cloud_event
 from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
-from relayd.sinks.redis_client import open_destination
+from relayd.sinks.redis_stream.client import open_destination
 from relayd.sinks.routing import NO_TARGET
 from relayd.sinks.spec import SinkSpec, check_redis_url
 

@@ -2,7 +2,7 @@
 
 ``amqp:amqp[s]://[USER@]HOST[:PORT][/VHOST]?routing_key=KEY[&exchange=NAME]`` (optional extra:
 ``pip install 'relayd[amqp]'``; the spec grammar and its checks are in
-``relayd.sinks.amqp_target``). Built on aiormq, the asyncio AMQP client that aio-pika wraps:
+``relayd.sinks.amqp.target``). Built on aiormq, the asyncio AMQP client that aio-pika wraps:
 the sink needs exactly ``basic.publish`` on a confirm channel and its confirmation per message,
 and aiormq gives that without aio-pika's per-message ``Message`` objects and without a robust
 connection that would reconnect and buffer behind the relay's back (the relay's own retry,
@@ -43,7 +43,7 @@ from relayd.errors import ConfigError
 from relayd.extras import install_command
 from relayd.material import Fixed, Material
 from relayd.sinks import cloud_event
-from relayd.sinks.amqp_target import AmqpTarget, parse_amqp_target
+from relayd.sinks.amqp.target import AmqpTarget, parse_amqp_target
 from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
 from relayd.sinks.routing import fill_all
 from relayd.sinks.spec import SinkSpec

@@ -1,7 +1,7 @@
 """Pure webhook rules: the signature scheme, HTTP status → outcome, ``Retry-After`` parsing and
 the operator's extra headers file.
 
-No I/O and no clock: callers pass ``now_s`` (epoch seconds). See ``relayd.sinks.webhook`` for
+No I/O and no clock: callers pass ``now_s`` (epoch seconds). See ``relayd.sinks.webhook.sink`` for
 the receiver-facing description of the signature.
 """
 
@@ -13,9 +13,9 @@ import re
 from email.utils import parsedate_to_datetime
 from typing import Final, Literal
 
-from relayd.sinks import standard_webhooks
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry
-from relayd.sinks.http_excerpt import body_excerpt
+from relayd.sinks.webhook import standard_webhooks
+from relayd.sinks.webhook.http_excerpt import body_excerpt
 
 #: Statuses that mean "not now": the receiver may accept the same request later (and every 5xx).
 RETRYABLE_STATUSES: Final = frozenset({408, 425, 429})
@@ -66,7 +66,7 @@ def signature_headers(
     """The signing headers of one request under ``scheme``.
 
     ``standard``: ``webhook-id``, ``webhook-timestamp`` and, with keys, ``webhook-signature``
-    (``relayd.sinks.standard_webhooks``). ``relayd``: with keys, ``X-Relayd-Timestamp`` and
+    (``relayd.sinks.webhook.standard_webhooks``). ``relayd``: with keys, ``X-Relayd-Timestamp`` and
     ``X-Relayd-Signature``; nothing without.
     """
     if scheme == "standard":

@@ -5,7 +5,7 @@
 REDIS_URL, as harel's own worker does. The transport and store prefix is the envelope's
 ``prefix`` (harel uses one prefix for both, so relayd runs with ``--prefix harel`` or the
 deployment's own). harel itself is not needed at run time: the transport's keys and values are a
-wire contract (``relayd.sinks.harel_wire`` and ``scripts/harel_publish.lua``), and the store's
+wire contract (``relayd.sinks.harel.wire`` and ``scripts/harel_publish.lua``), and the store's
 are relayd's own ``store`` package's.
 
 What each kind becomes (what harel 0.9's relay and worker do, ``TransportDriverLogic._flush_flow``
@@ -54,7 +54,7 @@ from relayd.batch import Batch
 from relayd.envelope import Envelope
 from relayd.errors import ConfigError, SinkError
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
-from relayd.sinks.harel_wire import (
+from relayd.sinks.harel.wire import (
     HIGHEST_PRIORITY,
     LOWEST_PRIORITY,
     PublishPlan,
@@ -63,7 +63,7 @@ from relayd.sinks.harel_wire import (
     timeout_event_json,
 )
 from relayd.sinks.per_key import HELD_BACK, deliver_per_key
-from relayd.sinks.redis_client import open_destination
+from relayd.sinks.redis_stream.client import open_destination
 from relayd.sinks.spec import SinkSpec, check_redis_url
 from store import AsyncRedisStore, Event, Execution, StoreConflict, StoreUnavailable
 

@@ -11,7 +11,7 @@ Every request is ``POST <URL>`` with the envelope's ``relayd/1`` JSON as the bod
     <Name>: <value>                         each line of --webhook-headers-file (Authorization, ...)
 
 ``--webhook-signature standard`` (the default) signs as Standard Webhooks does
-(``relayd.sinks.standard_webhooks``): ``webhook-id`` (the envelope id, the same on every
+(``relayd.sinks.webhook.standard_webhooks``): ``webhook-id`` (the envelope id, the same on every
 redelivery), ``webhook-timestamp`` (unix seconds of this attempt) and, with a secret file of
 ``whsec_<base64>`` lines, ``webhook-signature: v1,<base64> [v1,<base64>]``, each
 ``base64(HMAC-SHA256(key, f"{id}.{timestamp}." + body))``; a receiver verifies with the
@@ -82,13 +82,14 @@ from relayd import __version__
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.material import Fixed, Material
-from relayd.sinks import cloud_event, trace_context, webhook_batches
+from relayd.sinks import cloud_event, trace_context
 from relayd.sinks.base import Delivered, Outcome, Retry, SinkOptions
-from relayd.sinks.http_policy import classify_status, signature_headers
 from relayd.sinks.per_key import HELD_BACK, deliver_in_key_order
 from relayd.sinks.sending import NOT_SENT, may_send
 from relayd.sinks.spec import SinkSpec
-from relayd.sinks.webhook_transport import check_webhook_transport, webhook_transport_refusal
+from relayd.sinks.webhook import batches as webhook_batches
+from relayd.sinks.webhook.http_policy import classify_status, signature_headers
+from relayd.sinks.webhook.transport import check_webhook_transport, webhook_transport_refusal
 
 #: Sends one request: its body, its id and the headers of its format; returns its outcome.
 _Post = Callable[[bytes, str, dict[str, str]], Awaitable[Outcome]]

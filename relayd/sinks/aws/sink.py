@@ -1,8 +1,8 @@
 """The AWS sinks: ``sqs:QUEUE_URL``, ``sns:TOPIC_ARN`` and ``kinesis:STREAM_NAME`` on aiobotocore.
 
 Optional extra: ``pip install 'relayd[aws]'``. The spec grammar and its checks are in
-``relayd.sinks.aws_target``; lanes, chunks, request entries and per-entry outcomes in
-``relayd.sinks.aws_entries`` (pure). What each sends:
+``relayd.sinks.aws.target``; lanes, chunks, request entries and per-entry outcomes in
+``relayd.sinks.aws.entries`` (pure). What each sends:
 
 - ``sqs``: SendMessageBatch of up to 10; the body is the ``relayd/1`` JSON, message attributes
   ``relayd-id`` and ``relayd-kind``; on a FIFO queue ``MessageGroupId`` = the ordering key and
@@ -36,7 +36,7 @@ from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.extras import install_command
 from relayd.sinks import cloud_event
-from relayd.sinks.aws_entries import (
+from relayd.sinks.aws.entries import (
     KINESIS_MAX_BYTES,
     KINESIS_MAX_ENTRIES,
     KINESIS_MAX_RECORD_BYTES,
@@ -56,7 +56,7 @@ from relayd.sinks.aws_entries import (
     sqs_entries,
     too_large,
 )
-from relayd.sinks.aws_target import AwsTarget, Service, parse_aws_target
+from relayd.sinks.aws.target import AwsTarget, Service, parse_aws_target
 from relayd.sinks.base import Delivered, Outcome, Retry, SinkOptions
 from relayd.sinks.per_key import HELD_BACK
 from relayd.sinks.spec import SinkSpec
