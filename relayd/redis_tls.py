@@ -21,6 +21,7 @@ from redis.asyncio.connection import SSLConnection
 from redis.asyncio.sentinel import SentinelManagedSSLConnection
 
 from relayd.material import WatchedFile
+from relayd.tls import verified_context
 
 
 class RedisTls:
@@ -67,15 +68,8 @@ class RedisTls:
         return tuple(-1 if f is None else f.generation for f in (self._ca, self._cert, self._key))
 
     def _build(self) -> ssl.SSLContext:
-        ca_text = self._ca.value.decode("ascii", "replace") if self._ca is not None else None
-        if self._trust_only_ca and ca_text is not None:
-            context = ssl.create_default_context(cadata=ca_text)
-        else:
-            context = ssl.create_default_context()
-            if ca_text is not None:
-                context.load_verify_locations(cadata=ca_text)
-        context.check_hostname = True
-        context.verify_mode = ssl.CERT_REQUIRED
+        ca_pem = self._ca.value if self._ca is not None else None
+        context = verified_context(ca_pem=ca_pem, trust_only_ca=self._trust_only_ca)
         if self._cert is not None and self._key is not None:
             # the ssl module loads a chain from paths only: the files as they are now
             context.load_cert_chain(str(self._cert.path), str(self._key.path))

@@ -54,6 +54,7 @@ class Sink(Protocol):
 
     Optionally a sink also defines ``not_ready_reason() -> str | None``: one line (no secret)
     saying why ``ready()`` is False, which ``/readyz`` shows (``relayd.sinks.base.not_ready_reason``).
+    Every built-in sink keeps its readiness as that one reason (``ReadyByReason``).
     """
 
     name: str
@@ -75,6 +76,24 @@ class Sink(Protocol):
 
     async def close(self) -> None:
         """Flush and release everything; called once."""
+
+
+class ReadyByReason:
+    """Readiness as one reason string (None: ready), with ``ready()`` derived from it.
+
+    One idiom for every built-in sink: a sink tracks why it cannot take deliveries, and
+    ``/readyz`` shows that same text, so the flag and the reason never disagree.
+    """
+
+    __slots__ = ()
+
+    def not_ready_reason(self) -> str | None:
+        """Why the sink cannot take deliveries now (one line, no secret), or None when it can."""
+        raise NotImplementedError
+
+    def ready(self) -> bool:
+        """Whether ``not_ready_reason()`` is None."""
+        return self.not_ready_reason() is None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,11 +21,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 from relayd.errors import ConfigError
 from relayd.redis_url import plaintext_refusal
 from relayd.sinks.routing import PLACEHOLDERS, is_templated
+from relayd.sinks.spec import sink_params
 
 #: Seconds a batch waits for its broker confirmations unless the spec says ``timeout_s``.
 DEFAULT_TIMEOUT_S: Final = 30.0
@@ -70,8 +71,7 @@ def parse_kafka_target(text: str) -> KafkaTarget:
     Raises:
         ConfigError: one line naming what is wrong.
     """
-    hosts_text, _, query = text.partition("?")
-    params = _params(query, "kafka", ("topic", "tls", "timeout_s"))
+    hosts_text, params = sink_params(text, "kafka", ("topic", "tls", "timeout_s"))
     bootstrap = []
     for item in (part.strip() for part in hosts_text.split(",")):
         host, sep, port = item.rpartition(":")
@@ -96,8 +96,7 @@ def parse_nats_target(text: str) -> NatsTarget:
     Raises:
         ConfigError: one line naming what is wrong (a server URL's password is never shown).
     """
-    servers_text, _, query = text.partition("?")
-    params = _params(query, "nats", ("subject", "timeout_s"))
+    servers_text, params = sink_params(text, "nats", ("subject", "timeout_s"))
     servers = []
     for item in (part.strip() for part in servers_text.split(",")):
         try:
@@ -155,14 +154,6 @@ def _sample(template: str) -> str:
     for placeholder in PLACEHOLDERS:
         template = template.replace(placeholder, "x")
     return template
-
-
-def _params(query: str, sink: str, names: tuple[str, ...]) -> dict[str, str]:
-    params = dict(parse_qsl(query, keep_blank_values=True))
-    unknown = sorted(set(params) - set(names))
-    if unknown:
-        raise ConfigError(f"sink {sink!r}: unknown parameter {unknown[0]!r}; known: {', '.join(names)}")
-    return params
 
 
 def _timeout(params: dict[str, str], sink: str) -> float:

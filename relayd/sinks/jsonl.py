@@ -20,11 +20,11 @@ from typing import BinaryIO
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.sinks import cloud_event
-from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
+from relayd.sinks.base import DELIVERED, Outcome, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.spec import SinkSpec
 
 
-class JsonlSink:
+class JsonlSink(ReadyByReason):
     """Append envelopes as JSON lines to a file or stdout."""
 
     name = "jsonl"
@@ -38,7 +38,7 @@ class JsonlSink:
         if self.path is not None and not self.path.parent.is_dir():
             raise ConfigError(f"sink 'jsonl': directory {str(self.path.parent)!r} does not exist")
         self._file: BinaryIO | None = None
-        self._healthy = True
+        self._not_ready: str | None = None
 
     async def start(self) -> None:
         if self._stdout:
@@ -57,9 +57,9 @@ class JsonlSink:
         try:
             await asyncio.to_thread(self._write, self._file, data)
         except OSError as exc:
-            self._healthy = False
-            return [Retry(error=f"jsonl write failed: {exc.strerror or exc}")] * len(batch)
-        self._healthy = True
+            self._not_ready = f"jsonl write failed: {exc.strerror or exc}"
+            return [Retry(error=self._not_ready)] * len(batch)
+        self._not_ready = None
         return [DELIVERED] * len(batch)
 
     def _write(self, file: BinaryIO, data: bytes) -> None:
@@ -82,8 +82,8 @@ class JsonlSink:
                 pass
             raise
 
-    def ready(self) -> bool:
-        return self._healthy
+    def not_ready_reason(self) -> str | None:
+        return self._not_ready
 
     async def close(self) -> None:
         file, self._file = self._file, None

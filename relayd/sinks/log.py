@@ -12,13 +12,13 @@ import structlog
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError
-from relayd.sinks.base import DELIVERED, Outcome, SinkOptions
+from relayd.sinks.base import DELIVERED, Outcome, ReadyByReason, SinkOptions
 from relayd.sinks.spec import SinkSpec
 
 log = structlog.get_logger(__name__)
 
 
-class LogSink:
+class LogSink(ReadyByReason):
     """Log ``envelope`` (fields ``id``, ``kind``, ``prefix``, ``attempt``) and report it delivered."""
 
     name = "log"
@@ -41,8 +41,8 @@ class LogSink:
             )
         return [DELIVERED] * len(batch)
 
-    def ready(self) -> bool:
-        return True
+    def not_ready_reason(self) -> str | None:
+        return None
 
     async def close(self) -> None:
         """Nothing to release."""

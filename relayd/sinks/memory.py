@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from relayd.batch import Batch
 from relayd.envelope import Envelope
-from relayd.sinks.base import DELIVERED, Delivered, Outcome, Retry
+from relayd.sinks.base import DELIVERED, Delivered, Outcome, ReadyByReason, Retry
 from relayd.sinks.per_key import HELD_BACK
 
 Script = Callable[[Envelope], Outcome]
@@ -23,7 +23,7 @@ def _deliver_all(envelope: Envelope) -> Outcome:
     return DELIVERED
 
 
-class MemorySink:
+class MemorySink(ReadyByReason):
     """Records batches; ``delivered`` holds the envelopes whose outcome was ``Delivered``.
 
     ``script`` decides each outcome; ``raises`` (when set) is raised by the next ``deliver``
@@ -63,8 +63,8 @@ class MemorySink:
         self.delivered += [e for e, o in zip(batch, outcomes, strict=True) if isinstance(o, Delivered)]
         return outcomes
 
-    def ready(self) -> bool:
-        return self.is_ready
+    def not_ready_reason(self) -> str | None:
+        return None if self.is_ready else "memory sink set not ready"
 
     async def close(self) -> None:
         self.closed = True

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError
-from relayd.sinks.base import DELIVERED, Outcome, SinkOptions
+from relayd.sinks.base import DELIVERED, Outcome, ReadyByReason, SinkOptions
 from relayd.sinks.spec import SinkSpec
 
 
-class NullSink:
+class NullSink(ReadyByReason):
     """Discard every envelope; ``delivered`` counts them so a benchmark can check its total."""
 
     name = "null"
@@ -27,8 +27,8 @@ class NullSink:
         self.delivered += len(batch)
         return [DELIVERED] * len(batch)
 
-    def ready(self) -> bool:
-        return True
+    def not_ready_reason(self) -> str | None:
+        return None
 
     async def close(self) -> None:
         """Nothing to release."""

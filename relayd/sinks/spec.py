@@ -17,7 +17,7 @@ Error messages never echo a URL's password: URLs are shown through ``redact_url`
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -27,7 +27,7 @@ from relayd.redis_url import REDIS_SCHEMES as _OWN_REDIS_SCHEMES
 from relayd.redis_url import check_redis_url, redact_url
 from store import parse_url
 
-__all__ = ["REDIS_SCHEMES", "SinkSpec", "check_redis_url", "parse_sink_spec", "redact_url"]
+__all__ = ["REDIS_SCHEMES", "SinkSpec", "check_redis_url", "parse_sink_spec", "redact_url", "sink_params"]
 
 _NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 _DOTTED: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -85,6 +85,27 @@ def parse_sink_spec(text: str) -> SinkSpec:
     if parser is not None:
         return parser(rest, bool(sep))
     return SinkSpec(scheme, rest)
+
+
+def sink_params(text: str, sink: str, known: Sequence[str], *, note: str = "") -> tuple[str, dict[str, str]]:
+    """Split a sink's target at its first ``?`` into what it names and its parameters.
+
+    The one way every sink reads ``NAME?key=value&…``: a parameter the sink does not know is
+    refused with one line listing those it does (``note`` adds a hint to that line).
+
+    Raises:
+        ConfigError: an unknown parameter.
+    """
+    base, _, query = text.partition("?")
+    params: dict[str, str] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key not in known:
+            hint = f"; {note}" if note else ""
+            raise ConfigError(
+                f"sink {sink!r}: unknown parameter {key[:40]!r} (known: {', '.join(known)}{hint})"
+            )
+        params[key] = value
+    return base, params
 
 
 def _no_argument(name: str) -> _Parser:

@@ -9,7 +9,6 @@ The routing key is the spec's template filled in for each body, as the sink fill
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections.abc import Sequence
 from typing import Final
 
@@ -20,6 +19,7 @@ from aiormq import spec as amqp_spec
 from relayd.sinks.amqp.target import parse_amqp_target
 from relayd.sinks.base import SinkOptions
 from relayd.sinks.routing import fill
+from relayd.tls import verified_context
 
 #: Publishes in flight at once: the relay's default ``--batch``.
 IN_FLIGHT: Final = 1000
@@ -30,7 +30,7 @@ async def publish(
 ) -> int:
     """Publish every body to the spec's exchange with confirms; return how many were acked."""
     target = parse_amqp_target(spec.removeprefix("amqp:"))
-    context = ssl.create_default_context(cafile=options.amqp_ca_file) if target.tls else None
+    context = verified_context(ca_file=options.amqp_ca_file) if target.tls else None
     connection = aiormq.Connection(target.connection_url(options.amqp_password), context=context)
     connection.vhost = target.vhost
     await connection.connect()

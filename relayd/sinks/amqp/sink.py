@@ -34,25 +34,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ssl
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from relayd.batch import Batch
-from relayd.errors import ConfigError
-from relayd.extras import install_command
+from relayd.extras import import_extra
 from relayd.material import Fixed, Material
 from relayd.sinks import cloud_event
 from relayd.sinks.amqp.target import AmqpTarget, parse_amqp_target
-from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
+from relayd.sinks.base import DELIVERED, Outcome, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.routing import fill_all
 from relayd.sinks.spec import SinkSpec
+from relayd.tls import verified_context
 
 if TYPE_CHECKING:
     import aiormq
     import aiormq.abc
 
-INSTALL_HINT: Final = f"sink 'amqp' needs aiormq: {install_command('amqp')}"
 #: Longest wait for the broker to accept a connection and open a channel, in seconds.
 CONNECT_TIMEOUT_S: Final = 10.0
 #: Longest wait for every confirm of one batch, in seconds; then the batch is Retry.
@@ -62,21 +60,13 @@ CONTENT_TYPE: Final = "application/json"
 PERSISTENT: Final = 2
 
 
-def _import_aiormq() -> Any:
-    try:
-        import aiormq
-    except ImportError:
-        raise ConfigError(INSTALL_HINT) from None
-    return aiormq
-
-
-class AmqpSink:
+class AmqpSink(ReadyByReason):
     """Publish envelopes to one exchange with publisher confirms; see the module docstring."""
 
     name = "amqp"
 
     def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
-        self._aiormq = _import_aiormq()
+        (self._aiormq,) = import_extra("amqp", "amqp", "aiormq", needs="aiormq")
         self._render = cloud_event.structured_renderer(options.output_format, options.cloudevents_source)
         cloudevents = options.output_format == "cloudevents"
         self._content_type = cloud_event.STRUCTURED_CONTENT_TYPE if cloudevents else CONTENT_TYPE
@@ -104,9 +94,6 @@ class AmqpSink:
 
     async def close(self) -> None:
         await self._drop_connection()
-
-    def ready(self) -> bool:
-        return self.not_ready_reason() is None
 
     def not_ready_reason(self) -> str | None:
         """Why ``ready()`` is False (one line, no secret), or None when it is True."""
@@ -209,7 +196,7 @@ class AmqpSink:
 
     async def _connect(self) -> aiormq.abc.AbstractConnection:
         target = self._target
-        context = ssl.create_default_context(cafile=self._ca_file) if target.tls else None
+        context = verified_context(ca_file=self._ca_file) if target.tls else None
         connection = self._aiormq.Connection(target.connection_url(self._password.value), context=context)
         connection.vhost = target.vhost  # set here, not in the URL: no quoting rules to get wrong
         try:

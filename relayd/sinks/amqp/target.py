@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from relayd.errors import ConfigError
 from relayd.sinks.broker_targets import check_plaintext
+from relayd.sinks.spec import sink_params
 
 if TYPE_CHECKING:
     from yarl import URL
@@ -78,8 +79,11 @@ def parse_amqp_target(
     Raises:
         ConfigError: one line saying what is wrong; never the URL's password.
     """
+    url, params = sink_params(
+        text, "amqp", _PARAMS, note="TLS is verified, with --amqp-ca-file for a private CA"
+    )
     try:
-        parts = urlsplit(text)
+        parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
         raise ConfigError(f"sink 'amqp': malformed URL ({exc}); expected e.g. {EXAMPLE!r}") from None
@@ -89,14 +93,6 @@ def parse_amqp_target(
         raise ConfigError(
             "sink 'amqp': no password in the URL; put it in a file named by --amqp-password-file"
         )
-    params: dict[str, str] = {}
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key not in _PARAMS:
-            raise ConfigError(
-                f"sink 'amqp': unknown parameter {key[:40]!r} (known: {', '.join(_PARAMS)}; "
-                "TLS is verified, with --amqp-ca-file for a private CA)"
-            )
-        params[key] = value
     routing_key = params.get("routing_key", "")
     if not routing_key:
         raise ConfigError(f"sink 'amqp' needs a routing key: {EXAMPLE!r}")

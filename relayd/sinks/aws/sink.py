@@ -34,7 +34,7 @@ from typing import Any, ClassVar, Final
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
-from relayd.extras import install_command
+from relayd.extras import import_extra
 from relayd.sinks import cloud_event
 from relayd.sinks.aws.entries import (
     KINESIS_MAX_BYTES,
@@ -57,11 +57,10 @@ from relayd.sinks.aws.entries import (
     too_large,
 )
 from relayd.sinks.aws.target import AwsTarget, Service, parse_aws_target
-from relayd.sinks.base import Delivered, Outcome, Retry, SinkOptions
+from relayd.sinks.base import Delivered, Outcome, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.per_key import HELD_BACK
 from relayd.sinks.spec import SinkSpec
 
-INSTALL_HINT: Final = f"needs aiobotocore: {install_command('aws')}"
 #: Requests in flight at once per batch (each lane sends its requests one after another).
 LANES: Final = 8
 CONNECT_TIMEOUT_S: Final = 5.0
@@ -71,16 +70,7 @@ THROTTLED_CAP_S: Final = 20.0
 _HELD: Final = Retry(error=HELD_BACK)
 
 
-def _import_aiobotocore(name: str) -> Any:
-    try:
-        import aiobotocore.session
-        import botocore.exceptions
-    except ImportError:
-        raise ConfigError(f"sink {name!r} {INSTALL_HINT}") from None
-    return aiobotocore.session, botocore.exceptions
-
-
-class _AwsSink:
+class _AwsSink(ReadyByReason):
     """What the three AWS sinks share: the client, lanes, chunking and error handling."""
 
     name: ClassVar[str]
@@ -90,7 +80,9 @@ class _AwsSink:
     max_message_bytes: ClassVar[int]
 
     def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
-        self._session_module, self._errors = _import_aiobotocore(self.name)
+        self._session_module, self._errors = import_extra(
+            self.name, "aws", "aiobotocore.session", "botocore.exceptions", needs="aiobotocore"
+        )
         self._render = cloud_event.structured_renderer(options.output_format, options.cloudevents_source)
         self._target: AwsTarget = parse_aws_target(
             self.service, spec.target, allow_plaintext=options.allow_plaintext
@@ -138,9 +130,6 @@ class _AwsSink:
         stack, self._stack, self._client = self._stack, None, None
         if stack is not None:
             await stack.aclose()
-
-    def ready(self) -> bool:
-        return self._not_ready is None
 
     def not_ready_reason(self) -> str | None:
         """Why ``ready()`` is False (one line: never the endpoint or a credential)."""

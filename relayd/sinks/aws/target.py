@@ -22,10 +22,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Final, Literal
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 from relayd.errors import ConfigError
 from relayd.sinks.broker_targets import check_plaintext
+from relayd.sinks.spec import sink_params
 
 Service = Literal["sqs", "sns", "kinesis"]
 EXAMPLES: Final[dict[str, str]] = {
@@ -61,14 +62,7 @@ def parse_aws_target(service: Service, text: str, *, allow_plaintext: bool = Fal
         ConfigError: one line naming the problem (never the endpoint URL).
     """
     # a queue URL, topic ARN or stream name has no query of its own: everything after '?' is ours
-    name, _, query = text.partition("?")
-    params: dict[str, str] = {}
-    for key, value in parse_qsl(query, keep_blank_values=True):
-        if key not in _PARAMS:
-            raise ConfigError(
-                f"sink {service!r}: unknown parameter {key[:40]!r} (known: {', '.join(_PARAMS)})"
-            )
-        params[key] = value
+    name, params = sink_params(text, service, _PARAMS)
     if not name:
         raise ConfigError(f"sink {service!r} needs a target: {EXAMPLES[service]!r}")
     region = params.get("region") or None

@@ -53,7 +53,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from relayd.batch import Batch
 from relayd.envelope import Envelope
 from relayd.errors import ConfigError, SinkError
-from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
+from relayd.sinks.base import DELIVERED, Outcome, Permanent, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.harel.wire import (
     HIGHEST_PRIORITY,
     LOWEST_PRIORITY,
@@ -77,7 +77,7 @@ PUBLISH_SCRIPT: Final = files(__package__).joinpath("scripts/harel_publish.lua")
 _UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError, StoreUnavailable)
 
 
-class HarelSink:
+class HarelSink(ReadyByReason):
     """Publish envelopes into harel's Redis transport in harel's own wire format."""
 
     name = "harel"
@@ -105,7 +105,7 @@ class HarelSink:
         self._owns_clients = client is None
         self._publish: Any = None
         self._stores: dict[str, AsyncRedisStore[Execution, Event]] = {}
-        self._healthy = True
+        self._not_ready: str | None = None
         #: outbox entries without a target, acked unpublished (as harel's relay does)
         self.untargeted_total = 0
 
@@ -141,12 +141,12 @@ class HarelSink:
             for plan in plans:
                 await self._run(plan, outcomes)
         except _UNREACHABLE as exc:
-            self._healthy = False
-            return self._unpublished(plans, outcomes, f"harel redis unreachable ({type(exc).__name__})")
+            self._not_ready = f"harel redis unreachable ({type(exc).__name__})"
+            return self._unpublished(plans, outcomes, self._not_ready)
         except RedisError as exc:
-            self._healthy = True
+            self._not_ready = None
             return self._unpublished(plans, outcomes, f"harel redis error ({type(exc).__name__})")
-        self._healthy = True
+        self._not_ready = None
         return outcomes
 
     def _plan(self, envelopes: list[Envelope], outcomes: list[Outcome]) -> list[PublishPlan]:
@@ -229,7 +229,7 @@ class HarelSink:
                 return Permanent(reason=f"harel rejected the entry ({type(exc).__name__})")
 
         outcomes = await deliver_per_key(envelopes, spawn_one)
-        self._healthy = unreachable < len(envelopes)
+        self._not_ready = "harel redis unreachable" if unreachable == len(envelopes) else None
         return outcomes
 
     async def _spawn(self, envelope: Envelope) -> Outcome:
@@ -270,8 +270,8 @@ class HarelSink:
             self._stores[prefix] = AsyncRedisStore(self._store_client, prefix=prefix)
         return self._stores[prefix]
 
-    def ready(self) -> bool:
-        return self._healthy
+    def not_ready_reason(self) -> str | None:
+        return self._not_ready
 
     async def close(self) -> None:
         clients = {id(c): c for c in (self._transport_client, self._store_client) if c is not None}

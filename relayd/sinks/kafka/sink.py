@@ -55,10 +55,10 @@ import structlog
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
-from relayd.extras import install_command
+from relayd.extras import import_extra
 from relayd.material import Fixed, Material
 from relayd.sinks import cloud_event, trace_context
-from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
+from relayd.sinks.base import DELIVERED, Outcome, Permanent, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
     check_plaintext,
     kafka_topic_ok,
@@ -67,7 +67,6 @@ from relayd.sinks.broker_targets import (
 from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import SinkSpec
 
-INSTALL_HINT: Final = f"sink 'kafka' needs the kafka extra: {install_command('kafka')}"
 #: How long the report thread blocks in one ``poll`` (seconds): the latency of a shutdown.
 POLL_S: Final = 0.2
 #: Seconds between two looks for delivery reports while a batch waits for them.
@@ -205,13 +204,14 @@ def _classify(error: Any, size: int) -> Outcome:
     return Retry(error=f"kafka delivery failed ({name})")
 
 
-class KafkaSink:
+class KafkaSink(ReadyByReason):
     """Produce envelopes to Kafka; see the module docstring for the contract."""
 
     name = "kafka"
 
     def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
-        self._library = _import_confluent()  # without the extra, naming the sink fails at start-up
+        # without the extra, naming the sink fails at start-up
+        (self._library,) = import_extra("kafka", "kafka", "confluent_kafka")
         self._target = parse_kafka_target(spec.target)
         self._spec, self._options = spec, options
         self._material = _CurrentMaterial(options)
@@ -389,8 +389,14 @@ class KafkaSink:
         self._start_reports()
         log.info("kafka_producer_replaced", reason="new credentials or CA bundle")
 
-    def ready(self) -> bool:
-        return not self._brokers_down and self._delivered_last and not self._fatal
+    def not_ready_reason(self) -> str | None:
+        if self._fatal:
+            return "kafka producer failed (a new one is made for the next batch)"
+        if self._brokers_down:
+            return "kafka brokers unreachable"
+        if not self._delivered_last:
+            return "kafka delivered nothing of the last batch"
+        return None
 
     async def close(self) -> None:
         producer, thread = self._producer, self._thread
@@ -400,11 +406,3 @@ class KafkaSink:
             await asyncio.to_thread(thread.join)
         if producer is not None:
             await asyncio.to_thread(producer.flush, self._target.timeout_s)
-
-
-def _import_confluent() -> Any:
-    try:
-        import confluent_kafka
-    except ImportError:
-        raise ConfigError(INSTALL_HINT) from None
-    return confluent_kafka

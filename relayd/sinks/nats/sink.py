@@ -35,10 +35,10 @@ from typing import Any, Final
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
-from relayd.extras import install_command
+from relayd.extras import import_extra
 from relayd.material import Material
 from relayd.sinks import cloud_event
-from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry, SinkOptions
+from relayd.sinks.base import DELIVERED, Outcome, Permanent, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
     check_plaintext,
     nats_subject_ok,
@@ -46,8 +46,8 @@ from relayd.sinks.broker_targets import (
 )
 from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import SinkSpec
+from relayd.tls import verified_context
 
-INSTALL_HINT: Final = f"sink 'nats' needs the nats extra: {install_command('nats')}"
 #: Seconds one connection attempt may take.
 CONNECT_TIMEOUT_S: Final = 2
 #: Seconds a first connection may take, all servers tried, before the batch is Retry.
@@ -63,13 +63,14 @@ _MESSAGE_TOO_LARGE: Final = 10054
 _NO_STREAM: Final = Retry(error="nats: no JetStream stream for the subject")
 
 
-class NatsSink:
+class NatsSink(ReadyByReason):
     """Publish envelopes to JetStream; see the module docstring for the contract."""
 
     name = "nats"
 
     def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
-        self._nats = _import_nats()  # without the extra, naming the sink fails at start-up
+        # without the extra, naming the sink fails at start-up
+        self._nats = import_extra("nats", "nats", "nats", "nats.errors", "nats.js.errors")[0]
         self._render = cloud_event.structured_renderer(options.output_format, options.cloudevents_source)
         self._target = parse_nats_target(spec.target)
         tls = self._target.tls or options.nats_ca_file is not None
@@ -115,7 +116,7 @@ class NatsSink:
         if self._tls:
             # verified TLS, always; the CA file replaces the system store when given
             if self._ca is None:
-                self._connect_kwargs["tls"] = ssl.create_default_context(cafile=self._ca_file)
+                self._connect_kwargs["tls"] = verified_context(ca_file=self._ca_file)
             elif not self._take_new_ca():
                 raise ConfigError("sink 'nats': --nats-ca-file holds no usable CA")
         self._started = True
@@ -129,7 +130,7 @@ class NatsSink:
             return True
         self._context_from = bundle
         try:
-            context = ssl.create_default_context(cadata=bundle.decode("ascii", "replace"))
+            context = verified_context(ca_pem=bundle)
         except ssl.SSLError:
             return False
         self._connect_kwargs["tls"] = context
@@ -235,9 +236,13 @@ class NatsSink:
                 future.cancel()
         self._orphans = False
 
-    def ready(self) -> bool:
+    def not_ready_reason(self) -> str | None:
         connection = self._connection
-        return connection is not None and connection.is_connected and not self._no_stream
+        if connection is None or not connection.is_connected:
+            return "nats server unreachable (reconnecting)"
+        if self._no_stream:
+            return "nats: no JetStream stream takes the subject"
+        return None
 
     async def close(self) -> None:
         connection, self._connection = self._connection, None
@@ -247,13 +252,3 @@ class NatsSink:
 
 async def _quiet(error: Exception) -> None:
     """nats-py's error callback: reconnects are reported by ``ready()``, not by log lines."""
-
-
-def _import_nats() -> Any:
-    try:
-        import nats
-        import nats.errors
-        import nats.js.errors
-    except ImportError:
-        raise ConfigError(INSTALL_HINT) from None
-    return nats

@@ -44,7 +44,7 @@ from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks import cloud_event
-from relayd.sinks.base import DELIVERED, Outcome, Retry, SinkOptions
+from relayd.sinks.base import DELIVERED, Outcome, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.redis_stream.client import open_destination
 from relayd.sinks.routing import NO_TARGET
 from relayd.sinks.spec import SinkSpec, check_redis_url
@@ -116,7 +116,7 @@ def stream_name(template: str, ordering_key: str | None) -> str:
     return template.replace("{target}", ordering_key or NO_TARGET)
 
 
-class RedisStreamSink:
+class RedisStreamSink(ReadyByReason):
     """XADD envelopes to a stream (or one stream per target)."""
 
     name = "redis-stream"
@@ -137,7 +137,7 @@ class RedisStreamSink:
         self._render = cloud_event.structured_renderer(options.output_format, options.cloudevents_source)
         self._client = client
         self._owns_client = client is None
-        self._healthy = True
+        self._not_ready: str | None = None
         self._scripted = True
         # the digest SCRIPT LOAD answers: EVALSHA needs no load until the server says NOSCRIPT
         self._sha = hashlib.sha1(XADD_BATCH.encode(), usedforsecurity=False).hexdigest()
@@ -157,9 +157,9 @@ class RedisStreamSink:
         try:
             outcomes = await (self._deliver_scripted(batch) if self._scripted else self._deliver_piped(batch))
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-            self._healthy = False
-            return [Retry(error=f"redis-stream unreachable ({type(exc).__name__})")] * len(batch)
-        self._healthy = True
+            self._not_ready = f"redis-stream unreachable ({type(exc).__name__})"
+            return [Retry(error=self._not_ready)] * len(batch)
+        self._not_ready = None
         return outcomes
 
     async def _deliver_scripted(self, batch: Batch) -> Sequence[Outcome]:
@@ -259,8 +259,8 @@ class RedisStreamSink:
         results = await pipe.execute(raise_on_error=False)
         return [_FAILED if isinstance(result, RedisError) else DELIVERED for result in results]
 
-    def ready(self) -> bool:
-        return self._healthy
+    def not_ready_reason(self) -> str | None:
+        return self._not_ready
 
     async def close(self) -> None:
         client, self._client = self._client, None

@@ -83,13 +83,14 @@ from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.material import Fixed, Material
 from relayd.sinks import cloud_event, trace_context
-from relayd.sinks.base import Delivered, Outcome, Retry, SinkOptions
+from relayd.sinks.base import Delivered, Outcome, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.per_key import HELD_BACK, deliver_in_key_order
 from relayd.sinks.sending import NOT_SENT, may_send
 from relayd.sinks.spec import SinkSpec
 from relayd.sinks.webhook import batches as webhook_batches
 from relayd.sinks.webhook.http_policy import classify_status, signature_headers
 from relayd.sinks.webhook.transport import check_webhook_transport, webhook_transport_refusal
+from relayd.tls import verified_context
 
 #: Sends one request: its body, its id and the headers of its format; returns its outcome.
 _Post = Callable[[bytes, str, dict[str, str]], Awaitable[Outcome]]
@@ -134,7 +135,7 @@ class _NotSentError(Exception):
     """The lease may have expired before this request's bytes went out."""
 
 
-class WebhookSink:
+class WebhookSink(ReadyByReason):
     """POST envelopes to ``spec.target``; see the module docstring for the wire contract."""
 
     name = "webhook"
@@ -179,7 +180,7 @@ class WebhookSink:
         self._clock = clock
         self._session: aiohttp.ClientSession | None = None
         self._slots = asyncio.Semaphore(self._concurrency)
-        self._answered = True
+        self._not_ready: str | None = None
 
     async def start(self) -> None:
         context = self._ssl_context()
@@ -240,7 +241,7 @@ class WebhookSink:
         else:
             outcomes = await self._deliver_one_by_one(batch, post)
         if batch:
-            self._answered = answered > 0
+            self._not_ready = None if answered > 0 else "webhook receiver gave no answer to the last batch"
         if stale and self._check_material is not None:
             self._check_material()
         return outcomes
@@ -290,8 +291,8 @@ class WebhookSink:
         await asyncio.gather(*(run_lane(lane) for lane in lanes))
         return outcomes
 
-    def ready(self) -> bool:
-        return self._answered
+    def not_ready_reason(self) -> str | None:
+        return self._not_ready
 
     def _refusal(self, extra_headers: tuple[tuple[str, str], ...]) -> str | None:
         """Why these headers may not go to this URL (checked again only when the file changed)."""
@@ -306,12 +307,12 @@ class WebhookSink:
         """The verified context from the current CA bundle; a bundle that does not load keeps the last."""
         if self._ca is None:
             if self._context is None:
-                self._context = ssl.create_default_context(cafile=self._ca_file)  # verified, always
+                self._context = verified_context(ca_file=self._ca_file)
             return self._context
         bundle = self._ca.value
         if self._context is None or bundle is not self._context_from:
             try:
-                self._context = ssl.create_default_context(cadata=bundle.decode("ascii", "replace"))
+                self._context = verified_context(ca_pem=bundle)
             except ssl.SSLError:
                 if self._context is None:
                     raise ConfigError("sink 'webhook': --webhook-ca-file holds no usable CA") from None

@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 from relayd.batch import Batch
 from relayd.cli.app import app
 from relayd.errors import ConfigError
+from relayd.extras import missing_extra
 from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec, resolve_sink
-from relayd.sinks.amqp.sink import INSTALL_HINT, AmqpSink
+from relayd.sinks.amqp.sink import AmqpSink
 from relayd.sinks.amqp.target import parse_amqp_target
 
 from .conftest import outbox, spawn, timer
@@ -276,5 +277,5 @@ def test_without_the_extra_naming_the_sink_is_one_line_and_exit_2(
     )
 
     assert result.exit_code == 2
-    assert INSTALL_HINT in result.output
+    assert missing_extra("amqp", "amqp", needs="aiormq") in result.output
     assert len(result.output.strip().splitlines()) == 1

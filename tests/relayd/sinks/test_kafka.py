@@ -208,7 +208,7 @@ async def test_rotated_credential_and_ca_files_make_a_new_producer_between_batch
     from relayd.sinks.kafka import sink as kafka_module
 
     library = PlaintextBrokerLibrary(confluent_kafka)
-    monkeypatch.setattr(kafka_module, "_import_confluent", lambda: library)
+    monkeypatch.setattr(kafka_module, "import_extra", lambda *_, **__: (library,))
     pki = make_pki(tmp_path, now=dt.datetime.now(dt.UTC))
     secrets = SecretDir(tmp_path / "secrets", "kubelet")
     secrets.write({"user": "relay\n", "password": "pw-one\n", "ca.crt": pki.ca_cert.read_bytes()})

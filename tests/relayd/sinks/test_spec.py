@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from relayd.errors import ConfigError
-from relayd.sinks.spec import SinkSpec, check_redis_url, parse_sink_spec, redact_url
+from relayd.sinks.spec import SinkSpec, check_redis_url, parse_sink_spec, redact_url, sink_params
 
 GOOD = [
     ("log", SinkSpec("log")),
@@ -126,3 +126,17 @@ def test_destination_redis_urls_follow_the_plaintext_policy(
         check_redis_url(url, "redis-stream", allow_plaintext=allow)
 
     assert "pw" not in str(info.value)
+
+
+def test_sink_params_splits_the_target_from_the_parameters_it_knows() -> None:
+    assert sink_params("q.fifo?region=eu-west-1", "sqs", ("region",)) == ("q.fifo", {"region": "eu-west-1"})
+    assert sink_params("h:1", "kafka", ("topic",)) == ("h:1", {})
+
+
+@pytest.mark.parametrize("note", ["", "a hint"])
+def test_sink_params_refuses_an_unknown_parameter_in_one_line_naming_the_known(note: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        sink_params("h:1?topic=t&acks=1", "kafka", ("topic", "tls"), note=note)
+
+    expected = "sink 'kafka': unknown parameter 'acks' (known: topic, tls" + (f"; {note})" if note else ")")
+    assert str(info.value) == expected
