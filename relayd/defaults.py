@@ -13,7 +13,11 @@ from typing import Final, Literal
 
 @dataclass(frozen=True, slots=True)
 class Defaults:
-    """The defaults of ``relayd.settings.Settings``, field by field (None: not set)."""
+    """The defaults of ``relayd.settings.Settings``, field by field (None: not set).
+
+    A sink's own options are not here: their defaults are the fields of its options class
+    (``relayd.sinks.own_options``).
+    """
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     prefix: tuple[str, ...] = ("stm",)
@@ -44,28 +48,9 @@ class Defaults:
     redis_cert_file: Path | None = None
     redis_key_file: Path | None = None
     allow_plaintext: bool = False
-    webhook_secret_file: Path | None = None
-    webhook_timeout: float = 10.0
-    webhook_concurrency: int = 16
-    webhook_connect_timeout: float | None = None
-    webhook_read_timeout: float | None = None
-    webhook_headers_file: Path | None = None
-    webhook_gzip: bool = False
-    webhook_ca_file: Path | None = None
-    webhook_signature: Literal["standard", "relayd"] = "standard"
-    webhook_batch: int = 1
     format: Literal["relayd", "cloudevents"] = "relayd"
     cloudevents_mode: Literal["binary", "structured"] = "binary"
     cloudevents_source: str = "relayd://{prefix}"
-    amqp_password_file: Path | None = None
-    amqp_ca_file: Path | None = None
-    kafka_username_file: Path | None = None
-    kafka_password_file: Path | None = None
-    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
-    kafka_ca_file: Path | None = None
-    nats_creds_file: Path | None = None
-    nats_token_file: Path | None = None
-    nats_ca_file: Path | None = None
     console_addr: str = "127.0.0.1:9465"
     console_token_file: Path | None = None
     allow_actions: bool = False

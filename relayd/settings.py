@@ -16,6 +16,10 @@ Security rules (README.md#security) are checked here, before anything connects:
   non-loopback host at all needs ``--allow-plaintext``;
 - a missing or unreadable file is a ``ConfigError`` naming the option, never the content.
 
+Each built-in sink's own options (``--webhook-*``, ``--kafka-*``, …) are declared beside the sink
+(``relayd.sinks.families``) and loaded by ``relayd.sink_settings`` after these; ``Settings`` keeps
+them (``own_options``), watches their files and redacts their secrets like its own.
+
 Secret and certificate files are ``relayd.material.WatchedFile``s: read and checked here, then
 re-read by ``relayd.material_watch`` when they change, so ``redis_credentials``,
 ``sentinel_credentials`` and the sinks' material always hand out the current values.
@@ -34,19 +38,25 @@ from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
-from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from relayd.defaults import DEFAULTS, OPTION_NAMES
 from relayd.engine.breaker import BreakerPolicy
 from relayd.engine.options import SweepOptions
 from relayd.errors import ConfigError
-from relayd.material import WatchedFile, pem_file, secret_file, secret_lines_file, text_file
+from relayd.material import WatchedFile, pem_file, secret_file
+from relayd.option_errors import describe_validation_error
 from relayd.redis_url import RedisAddress, parse_redis_url, plaintext_refusal
 from relayd.secret import Secret
+from relayd.sink_settings import (
+    LoadedOptions,
+    load_own_options,
+    load_plugin_options,
+    option_names,
+    split_sink_option,
+)
 from relayd.sinks.base import SinkOptions
-from relayd.sinks.webhook import standard_webhooks
-from relayd.sinks.webhook.http_policy import parse_header_lines
+from relayd.sinks.families import BUILT_IN_OPTIONS
 from store import Keyspace
 
 #: Most prefixes one range form may expand to (a typo like ``0..99999`` is an error, not a hang).
@@ -97,11 +107,6 @@ def parse_host_port(addr: str) -> tuple[str, int]:
 def read_secret_file(option: str, path: Path) -> str:
     """A secret file's value without surrounding whitespace (``relayd.secret.strip_secret``)."""
     return secret_file(option, path).value
-
-
-def _check_readable(option: str, path: Path | None) -> None:
-    if path is not None and not path.is_file():
-        raise ValueError(f"{option}: {str(path)!r} is not a readable file")
 
 
 def _require_hash_tags(prefixes: tuple[str, ...]) -> None:
@@ -160,9 +165,6 @@ class Settings(BaseSettings):
     redis_cert_file: Path | None = DEFAULTS.redis_cert_file
     redis_key_file: Path | None = DEFAULTS.redis_key_file
     allow_plaintext: bool = DEFAULTS.allow_plaintext
-    webhook_secret_file: Path | None = DEFAULTS.webhook_secret_file
-    webhook_timeout: Annotated[float, Field(gt=0, le=600)] = DEFAULTS.webhook_timeout
-    webhook_concurrency: Annotated[int, Field(ge=1, le=10_000)] = DEFAULTS.webhook_concurrency
     # The operator console (relayd console): its own listener, loopback by default; the
     # loopback-or-token rule is checked by the console itself, so other commands never trip on it.
     console_addr: str = DEFAULTS.console_addr
@@ -170,25 +172,9 @@ class Settings(BaseSettings):
     allow_actions: bool = DEFAULTS.allow_actions
     # Most dead letters the console replays per second, so a replay never floods a sink.
     console_replay_rate: Annotated[float, Field(gt=0, le=100_000)] = DEFAULTS.console_replay_rate
-    webhook_connect_timeout: Annotated[float, Field(gt=0, le=600)] | None = DEFAULTS.webhook_connect_timeout
-    webhook_read_timeout: Annotated[float, Field(gt=0, le=600)] | None = DEFAULTS.webhook_read_timeout
-    webhook_headers_file: Path | None = DEFAULTS.webhook_headers_file
-    webhook_gzip: bool = DEFAULTS.webhook_gzip
-    webhook_ca_file: Path | None = DEFAULTS.webhook_ca_file
-    webhook_signature: Literal["standard", "relayd"] = DEFAULTS.webhook_signature
-    webhook_batch: Annotated[int, Field(ge=1, le=10_000)] = DEFAULTS.webhook_batch
     format: Literal["relayd", "cloudevents"] = DEFAULTS.format
     cloudevents_mode: Literal["binary", "structured"] = DEFAULTS.cloudevents_mode
     cloudevents_source: str = DEFAULTS.cloudevents_source
-    amqp_password_file: Path | None = DEFAULTS.amqp_password_file
-    amqp_ca_file: Path | None = DEFAULTS.amqp_ca_file
-    kafka_username_file: Path | None = DEFAULTS.kafka_username_file
-    kafka_password_file: Path | None = DEFAULTS.kafka_password_file
-    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = DEFAULTS.kafka_sasl_mechanism
-    kafka_ca_file: Path | None = DEFAULTS.kafka_ca_file
-    nats_creds_file: Path | None = DEFAULTS.nats_creds_file
-    nats_token_file: Path | None = DEFAULTS.nats_token_file
-    nats_ca_file: Path | None = DEFAULTS.nats_ca_file
     breaker_threshold: Annotated[int, Field(ge=0, le=1_000_000)] = DEFAULTS.breaker_threshold
     breaker_cooldown_cap: Seconds = DEFAULTS.breaker_cooldown_cap
     sink_rate: Annotated[float, Field(ge=0, le=10_000_000)] = DEFAULTS.sink_rate
@@ -197,6 +183,10 @@ class Settings(BaseSettings):
     _address: RedisAddress | None = PrivateAttr(default=None)
     # The watched secret and certificate files by option (relayd.material), re-read on change.
     _files: dict[str, WatchedFile[Any]] = PrivateAttr(default_factory=dict)
+    # Each sink's own options by class (``relayd.sink_settings``), and the options of secret files.
+    _own: dict[type, Any] = PrivateAttr(default_factory=dict)
+    _secret_options: set[str] = PrivateAttr(default_factory=set)
+    _sink_option_items: tuple[str, ...] = PrivateAttr(default=())
 
     @field_validator("prefix", mode="before")
     @classmethod
@@ -229,24 +219,7 @@ class Settings(BaseSettings):
     def _check_and_read(self) -> Self:
         """The security rules (README.md#security) across options, and every credential and file read once."""
         self._set("_address", self._check_redis())
-        if self.webhook_secret_file is not None:
-            self._watch(self._webhook_secrets_file(self.webhook_secret_file))
-        if self.webhook_ca_file is not None:
-            self._watch(pem_file("--webhook-ca-file", self.webhook_ca_file))
-        if self.webhook_headers_file is not None:
-            option = "--webhook-headers-file"
-            self._watch(text_file(option, self.webhook_headers_file, parse_header_lines))
-        _check_readable("--amqp-ca-file", self.amqp_ca_file)
-        if self.amqp_password_file is not None:
-            self._watch(secret_file("--amqp-password-file", self.amqp_password_file))
-        self._read_broker_secrets()
         return self
-
-    def _webhook_secrets_file(self, path: Path) -> WatchedFile[tuple[str, ...]]:
-        """The signing secrets, one a line: ``whsec_<base64>`` each under the standard scheme."""
-        if self.webhook_signature == "standard":
-            return text_file("--webhook-secret-file", path, standard_webhooks.parse_secret_lines)
-        return secret_lines_file("--webhook-secret-file", path)
 
     def _watch(self, watched: WatchedFile[Any]) -> None:
         self._files[watched.option] = watched
@@ -311,19 +284,22 @@ class Settings(BaseSettings):
         if self.sentinel_password_file is not None:
             self._watch(secret_file("--sentinel-password-file", self.sentinel_password_file))
 
-    def _read_broker_secrets(self) -> None:
-        """The kafka and nats sinks' credential and CA files (read here, as every secret is)."""
-        _check_readable("--nats-creds-file", self.nats_creds_file)
-        if self.kafka_username_file is not None:
-            self._watch(secret_file("--kafka-username-file", self.kafka_username_file))
-        if self.kafka_password_file is not None:
-            self._watch(secret_file("--kafka-password-file", self.kafka_password_file))
-        if self.kafka_ca_file is not None:
-            self._watch(pem_file("--kafka-ca-file", self.kafka_ca_file))
-        if self.nats_ca_file is not None:
-            self._watch(pem_file("--nats-ca-file", self.nats_ca_file))
-        if self.nats_token_file is not None:
-            self._watch(secret_file("--nats-token-file", self.nats_token_file))
+    def add_own_options(self, loaded: LoadedOptions) -> None:
+        """Keep a sink's own options (``relayd.sink_settings``): its files watched, its secrets redacted."""
+        self._own[type(loaded.options)] = loaded.options
+        for watched in loaded.files:
+            self._watch(watched)
+        self._secret_options.update(loaded.secret_options)
+
+    def own_options(self, cls: type) -> Any:
+        """The own options of the sink whose ``options_class`` is ``cls``.
+
+        A built-in family's were loaded with these Settings; a plugin's are loaded now from
+        ``--sink-option`` and ``RELAYD_<NAME>_<KEY>`` (its files read once, at start-up).
+        """
+        if cls not in self._own:
+            self.add_own_options(load_plugin_options(cls, self._sink_option_items))
+        return self._own[cls]
 
     @property
     def redis(self) -> RedisAddress:
@@ -358,17 +334,9 @@ class Settings(BaseSettings):
         """Every secret value configured, for the log redaction processor."""
         password = self.redis.password
         shown = [password.get_secret_value()] if password is not None else []
-        watched = (
-            "--redis-password-file",
-            "--kafka-password-file",
-            "--sentinel-password-file",
-            "--amqp-password-file",
-            "--nats-token-file",
-        )
+        watched = ("--redis-password-file", "--sentinel-password-file", *sorted(self._secret_options))
         for option in watched:
-            shown.append(self._current(option))
-        shown.extend(self._current("--webhook-secret-file") or ())
-        shown.extend(value for _, value in self._current("--webhook-headers-file") or ())
+            shown.extend(_secret_texts(self._current(option)))
         return tuple(value for value in shown if value)
 
     def sink_specs(self) -> dict[str, str]:
@@ -396,68 +364,27 @@ class Settings(BaseSettings):
         )
 
     def sink_options(self) -> SinkOptions:
-        secrets = self.watched("--webhook-secret-file")
-        keys = _Keys(secrets, self.webhook_signature) if secrets is not None else None
-        headers = self.watched("--webhook-headers-file")
-        amqp_password = self.watched("--amqp-password-file")
+        """The options every sink shares; each sink's own come through ``own_options``."""
         sentinel_username, sentinel_password = self.sentinel_credentials
         return SinkOptions(
-            webhook_secret=keys.value[0] if keys is not None else None,
-            webhook_secrets=keys,
-            webhook_signature=self.webhook_signature,
             output_format=self.format,
             cloudevents_mode=self.cloudevents_mode,
             cloudevents_source=self.cloudevents_source,
-            webhook_timeout_s=self.webhook_timeout,
-            webhook_concurrency=self.webhook_concurrency,
-            webhook_batch=self.webhook_batch,
             redis_ca_file=_path_text(self.redis_ca_file),
             allow_plaintext=self.allow_plaintext,
             sentinel_username=sentinel_username,
             sentinel_password=_reveal(sentinel_password),
-            webhook_connect_timeout_s=self.webhook_connect_timeout,
-            webhook_read_timeout_s=self.webhook_read_timeout,
-            webhook_headers=headers.value if headers is not None else (),
-            webhook_headers_material=headers,
-            webhook_gzip=self.webhook_gzip,
-            webhook_ca_file=_path_text(self.webhook_ca_file),
-            webhook_ca_material=self.watched("--webhook-ca-file"),
-            amqp_password=amqp_password.value if amqp_password is not None else None,
-            amqp_password_material=amqp_password,
-            amqp_ca_file=_path_text(self.amqp_ca_file),
-            kafka_username=self._current("--kafka-username-file"),
-            kafka_password=self._current("--kafka-password-file"),
-            kafka_sasl_mechanism=self.kafka_sasl_mechanism,
-            kafka_ca_file=_path_text(self.kafka_ca_file),
-            kafka_username_material=self.watched("--kafka-username-file"),
-            kafka_password_material=self.watched("--kafka-password-file"),
-            kafka_ca_material=self.watched("--kafka-ca-file"),
-            nats_creds_file=_path_text(self.nats_creds_file),
-            nats_token=self._current("--nats-token-file"),
-            nats_token_material=self.watched("--nats-token-file"),
-            nats_ca_file=_path_text(self.nats_ca_file),
-            nats_ca_material=self.watched("--nats-ca-file"),
+            own_for=self.own_options,
         )
 
 
-class _Keys:
-    """The HMAC keys of the current secrets of ``--webhook-secret-file``.
-
-    Under the standard scheme a ``whsec_<base64>`` line's key is its decoded base64; under the
-    relayd scheme a line's key is its UTF-8 bytes.
-    """
-
-    __slots__ = ("_lines", "_scheme")
-
-    def __init__(self, lines: WatchedFile[tuple[str, ...]], scheme: str) -> None:
-        self._lines = lines
-        self._scheme = scheme
-
-    @property
-    def value(self) -> tuple[bytes, ...]:
-        if self._scheme == "standard":
-            return tuple(standard_webhooks.decode_secret(line) for line in self._lines.value)
-        return tuple(line.encode() for line in self._lines.value)
+def _secret_texts(value: object) -> list[str]:
+    """The secret strings a secret file holds: its text, its lines, or its headers' values."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, tuple):
+        return [item if isinstance(item, str) else item[1] for item in value]
+    return []
 
 
 def _reveal(secret: Secret | None) -> str | None:
@@ -469,28 +396,32 @@ def _path_text(path: Path | None) -> str | None:
 
 
 def load_settings(**flags: Any) -> Settings:
-    """Build Settings from explicit flags over the environment; errors become one-line ConfigError."""
-    unknown = sorted(set(flags) - OPTION_NAMES)
+    """Build Settings from explicit flags over the environment; errors become one-line ConfigError.
+
+    The built-in sinks' own options (``relayd.sinks.families``) are loaded after the rest, each
+    from its own flags; ``sink_option`` (``--sink-option NAME.KEY=VALUE``) is kept for plugins.
+    """
+    unknown = sorted(set(flags) - ALL_OPTION_NAMES)
     if unknown:
         raise ConfigError(f"unknown option {unknown[0]!r}")
+    items = tuple(flags.pop("sink_option", None) or ())
+    for text in items:
+        split_sink_option(text)
+    own = {
+        cls: {name: flags.pop(name) for name in option_names(cls) if name in flags}
+        for cls in BUILT_IN_OPTIONS
+    }
     try:
-        return Settings(**flags)
+        settings = Settings(**flags)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc)) from None
+    settings._set("_sink_option_items", items)
+    for cls, own_flags in own.items():
+        settings.add_own_options(load_own_options(cls, own_flags))
+    return settings
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    """The first problem as one line naming the option (``--batch`` / ``RELAYD_BATCH``) when it is one."""
-    error = exc.errors(include_url=False)[0]
-    message = _message(error)
-    if not error["loc"]:
-        return message  # a rule across options (_check_and_read): its message names them
-    name = str(error["loc"][0])
-    return f"invalid --{name.replace('_', '-')} (RELAYD_{name.upper()}): {message}"
-
-
-def _message(error: ErrorDetails) -> str:
-    """A validator's own words (without pydantic's "Value error, "), else pydantic's, on one line."""
-    cause = error.get("ctx", {}).get("error")
-    text = str(cause) if isinstance(cause, ValueError) else error["msg"]
-    return " ".join(text.split())
+#: Every option ``load_settings`` takes: Settings' own, each built-in sink's, and ``sink_option``.
+ALL_OPTION_NAMES: Final = (
+    OPTION_NAMES | {name for cls in BUILT_IN_OPTIONS for name in option_names(cls)} | {"sink_option"}
+)

@@ -15,6 +15,7 @@ import typer
 
 from relayd.defaults import DEFAULTS
 from relayd.errors import ConfigError
+from relayd.sinks.webhook.options import WebhookOptions
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -56,7 +57,7 @@ def bench(  # noqa: PLR0917 - Typer passes one keyword per option
     ] = None,
     webhook_concurrency: Annotated[
         int, _opt("WEBHOOK_CONCURRENCY", "Webhook requests in flight (sink and baseline).", min=1)
-    ] = DEFAULTS.webhook_concurrency,
+    ] = WebhookOptions().concurrency,
     webhook_batch: Annotated[
         int,
         _opt(
@@ -64,7 +65,7 @@ def bench(  # noqa: PLR0917 - Typer passes one keyword per option
             "Most envelopes in one webhook request of the relay (the baseline posts one each).",
             min=1,
         ),
-    ] = DEFAULTS.webhook_batch,
+    ] = WebhookOptions().batch,
     output_format: Annotated[
         Literal["relayd", "cloudevents"],
         typer.Option(
@@ -287,11 +288,12 @@ def register(app: typer.Typer) -> None:
 def _sink_options(
     *, webhook_secret: bytes | None, webhook_concurrency: int, webhook_batch: int, output_format: str
 ) -> SinkOptions:
+    from relayd.material import Fixed
     from relayd.sinks.base import SinkOptions
 
-    return SinkOptions(
-        webhook_secret=webhook_secret,
-        webhook_concurrency=webhook_concurrency,
-        webhook_batch=webhook_batch,
-        output_format="cloudevents" if output_format == "cloudevents" else "relayd",
+    own = WebhookOptions(
+        secrets=Fixed((webhook_secret,)) if webhook_secret is not None else None,
+        concurrency=webhook_concurrency,
+        batch=webhook_batch,
     )
+    return SinkOptions(own=own, output_format="cloudevents" if output_format == "cloudevents" else "relayd")

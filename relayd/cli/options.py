@@ -17,22 +17,24 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields
+from dataclasses import Field, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import typer
 
 from relayd.defaults import DEFAULTS, OPTION_NAMES, Defaults
+from relayd.sinks import own_options
+from relayd.sinks.families import BUILT_IN_OPTIONS
 
 if TYPE_CHECKING:
     from relayd.settings import Settings
 
 REDIS = "Redis"
-SINKS = "Sinks"
+SINKS = own_options.SINKS
 TUNING = "Tuning"
 OBSERVE = "Logs and metrics"
-SECURITY = "Credentials and TLS"
+SECURITY = own_options.SECURITY
 CONSOLE = "Console"
 
 #: The panels of a command's help after its arguments and own options (and --help), in this
@@ -190,8 +192,7 @@ METRICS_ADDR = _option(
 )
 LOG_FORMAT = _option("log_format", "json or console (default: json unless stderr is a terminal).", OBSERVE)
 LOG_LEVEL = _option("log_level", "debug, info, warning or error.", OBSERVE)
-#: What the help of a watched secret file says about how it is read (docs/sinks.md, "Secret files").
-_STRIPPED_WATCHED = "surrounding whitespace stripped; re-read when it changes"
+_STRIPPED_WATCHED = own_options.STRIPPED_WATCHED
 REDIS_USERNAME_FILE = _option(
     "redis_username_file", f"File holding the Redis ACL username ({_STRIPPED_WATCHED}).", SECURITY
 )
@@ -228,32 +229,6 @@ ALLOW_PLAINTEXT = _flag(
     "Permit plaintext (Redis, a broker, an http:// webhook) to a non-loopback host (never with credentials).",
     SECURITY,
 )
-WEBHOOK_SECRET_FILE = _option(
-    "webhook_secret_file",
-    "File of webhook signing secrets, one a line, each signing every request: 'whsec_<base64>' "
-    f"under --webhook-signature standard, any text under relayd ({_STRIPPED_WATCHED}).",
-    SECURITY,
-)
-WEBHOOK_TIMEOUT = _option("webhook_timeout", "Seconds one webhook request may take.", SINKS)
-WEBHOOK_CONCURRENCY = _option("webhook_concurrency", "Most webhook requests in flight at once.", SINKS)
-WEBHOOK_CONNECT_TIMEOUT = _option("webhook_connect_timeout", "Seconds to open a webhook connection.", SINKS)
-WEBHOOK_READ_TIMEOUT = _option(
-    "webhook_read_timeout", "Seconds a webhook answer may pause between reads.", SINKS
-)
-WEBHOOK_HEADERS_FILE = _option(
-    "webhook_headers_file",
-    "File of extra webhook headers, one 'Name: value' a line (re-read when it changes).",
-    SECURITY,
-)
-WEBHOOK_SIGNATURE = _option(
-    "webhook_signature",
-    "Webhook signing scheme: standard (Standard Webhooks: webhook-id, webhook-timestamp, "
-    "webhook-signature) or relayd (X-Relayd-Timestamp, X-Relayd-Signature).",
-    SINKS,
-)
-WEBHOOK_BATCH = _option(
-    "webhook_batch", "Most envelopes in one webhook request (1: one request per envelope).", SINKS
-)
 FORMAT = _option(
     "format", "What every sink sends: relayd (the relayd/1 envelope) or cloudevents (CloudEvents 1.0).", SINKS
 )
@@ -264,10 +239,6 @@ CLOUDEVENTS_MODE = _option(
 )
 CLOUDEVENTS_SOURCE = _option(
     "cloudevents_source", "CloudEvents 'source' URI; '{prefix}' is filled in per prefix.", SINKS
-)
-WEBHOOK_GZIP = _flag("webhook_gzip", "Gzip webhook request bodies.", SINKS)
-WEBHOOK_CA_FILE = _option(
-    "webhook_ca_file", "PEM CA bundle trusted for https:// webhooks (re-read when it changes).", SECURITY
 )
 
 CONSOLE_ADDR = _option(
@@ -287,31 +258,70 @@ CONSOLE_REPLAY_RATE = _option(
     "console_replay_rate", "Most dead letters the console replays per second.", CONSOLE
 )
 
-AMQP_PASSWORD_FILE = _option(
-    "amqp_password_file", f"File holding the AMQP user's password (amqp sink; {_STRIPPED_WATCHED}).", SECURITY
+SINK_OPTION = SharedOption(
+    "sink_option",
+    Annotated[
+        list[str] | None,
+        typer.Option(
+            "--sink-option",
+            metavar="NAME.KEY=VALUE",
+            help="An option of a plugin sink NAME (repeatable; or RELAYD_<NAME>_<KEY>).",
+            rich_help_panel=SINKS,
+        ),
+    ],
+    None,
+    SINKS,
 )
-AMQP_CA_FILE = _option(
-    "amqp_ca_file", "PEM CA bundle trusted for amqps:// instead of the system store.", SECURITY
-)
-KAFKA_USERNAME_FILE = _option(
-    "kafka_username_file",
-    f"File holding the kafka sink's SASL username ({_STRIPPED_WATCHED}).",
-    SECURITY,
-)
-KAFKA_PASSWORD_FILE = _option(
-    "kafka_password_file",
-    f"File holding the kafka sink's SASL password ({_STRIPPED_WATCHED}).",
-    SECURITY,
-)
-KAFKA_SASL_MECHANISM = _option(
-    "kafka_sasl_mechanism", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.", SECURITY
-)
-KAFKA_CA_FILE = _option("kafka_ca_file", "PEM CA bundle for the kafka sink's TLS (implies TLS).", SECURITY)
-NATS_CREDS_FILE = _option("nats_creds_file", "The nats sink's credentials file (JWT and seed).", SECURITY)
-NATS_TOKEN_FILE = _option(
-    "nats_token_file", f"File holding the nats sink's token ({_STRIPPED_WATCHED}).", SECURITY
-)
-NATS_CA_FILE = _option("nats_ca_file", "PEM CA bundle for the nats sink's TLS (implies TLS).", SECURITY)
+
+
+def _own_option(cls: type, field: Field[Any], value_type: Any) -> SharedOption:
+    """The flag of one option of a sink's options class (``relayd.sinks.own_options``)."""
+    name, default, panel = own_options.option_name(cls, field.name), field.default, field.metadata["panel"]
+    declaration = typer.Option(
+        own_options.flag(cls, field.name),
+        envvar=own_options.envvar(cls, field.name),
+        show_envvar=True,
+        show_default=str(default) if default not in (None, False) else False,
+        help=field.metadata["help"],
+        rich_help_panel=panel,
+    )
+    if value_type is bool:
+        return SharedOption(name, Annotated[bool, declaration], False, panel)
+    return SharedOption(name, Annotated[value_type | None, declaration], None, panel)
+
+
+def _own_options() -> tuple[SharedOption, ...]:
+    """A flag per option of every built-in sink family (``relayd.sinks.families``), in order."""
+    import typing
+
+    declared: list[SharedOption] = []
+    for cls in BUILT_IN_OPTIONS:
+        hints = typing.get_type_hints(cls)
+        for field in own_options.declared(cls):
+            value_type = _plain_type(hints[field.name])
+            declared.append(_own_option(cls, field, _VALUE_TYPES.get(value_type.__name__, str)))
+    return tuple(declared)
+
+
+def _plain_type(annotation: Any) -> Any:
+    """``X`` of ``X | None`` and of ``Annotated[X, ...]`` (a Literal reads as text)."""
+    import typing
+
+    args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+    if typing.get_origin(annotation) is not None and len(args) == 1:
+        return _plain_type(args[0])
+    return annotation if isinstance(annotation, type) else str
+
+
+#: The flags of the built-in sinks' own options: ``relayd sweep`` takes them all.
+SINK_OWN_OPTIONS: Final = _own_options()
+#: Every option name a command may forward to ``load_settings``.
+ALL_OPTION_NAMES: Final = OPTION_NAMES | {option.name for option in SINK_OWN_OPTIONS} | {SINK_OPTION.name}
+
+
+def with_sink_own_options(command: _F) -> _F:
+    """Declare every built-in sink's own options (``SINK_OWN_OPTIONS``) on ``command``."""
+    return declare(command, SINK_OWN_OPTIONS)
 
 
 #: What every command that connects to Redis takes: where, how to log, which credentials and TLS.
@@ -343,7 +353,9 @@ def settings_from(ctx: typer.Context) -> Settings:
     """Settings from the options typed on the command line over the environment and defaults."""
     from relayd.settings import load_settings
 
-    flags = {name: value for name, value in ctx.params.items() if name in OPTION_NAMES and _typed(ctx, name)}
+    flags = {
+        name: value for name, value in ctx.params.items() if name in ALL_OPTION_NAMES and _typed(ctx, name)
+    }
     return load_settings(**flags)
 
 

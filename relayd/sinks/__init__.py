@@ -4,14 +4,37 @@ A sink takes a ``Batch`` of ``relayd/1`` envelopes (one kind, read a column at a
 envelope by envelope) and returns one outcome per envelope. Sinks are
 found by name through the entry-point group ``relayd.sinks`` (see ``relayd.sinks.registry``
 for the factory convention plugin authors follow).
+
+Each public name is loaded from its module on first use, so the CLI can read the sinks' own
+options (``relayd.sinks.families``) without loading the registry and the spec parser.
 """
 
 from __future__ import annotations
 
-from relayd.batch import Batch
-from relayd.sinks.base import DELIVERED, Delivered, Outcome, Permanent, Retry, Sink, SinkOptions
-from relayd.sinks.registry import known_sinks, resolve_sink
-from relayd.sinks.spec import SinkSpec, parse_sink_spec
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from relayd.batch import Batch
+    from relayd.sinks.base import DELIVERED, Delivered, Outcome, Permanent, Retry, Sink, SinkOptions
+    from relayd.sinks.registry import known_sinks, resolve_sink
+    from relayd.sinks.spec import SinkSpec, parse_sink_spec
+
+#: Each public name and the module that defines it.
+_HOMES: dict[str, str] = {
+    "DELIVERED": "relayd.sinks.base",
+    "Batch": "relayd.batch",
+    "Delivered": "relayd.sinks.base",
+    "Outcome": "relayd.sinks.base",
+    "Permanent": "relayd.sinks.base",
+    "Retry": "relayd.sinks.base",
+    "Sink": "relayd.sinks.base",
+    "SinkOptions": "relayd.sinks.base",
+    "SinkSpec": "relayd.sinks.spec",
+    "known_sinks": "relayd.sinks.registry",
+    "parse_sink_spec": "relayd.sinks.spec",
+    "resolve_sink": "relayd.sinks.registry",
+}
 
 __all__ = [
     "DELIVERED",
@@ -27,3 +50,17 @@ __all__ = [
     "parse_sink_spec",
     "resolve_sink",
 ]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """Load a public name from its module on first use (PEP 562), then keep it here."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'relayd.sinks' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from relayd.batch import Batch
-from relayd.material import Material
+
+_Own = TypeVar("_Own")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,25 +99,14 @@ class ReadyByReason:
 
 @dataclass(frozen=True, slots=True)
 class SinkOptions:
-    """What a sink factory may need beyond its spec text (from Settings; secrets as bytes)."""
+    """The options every sink shares, and the sink's own (``own``) as ``resolve_sink`` set them."""
 
-    #: HMAC-SHA256 key for webhook signatures, the first line of ``--webhook-secret-file``.
-    webhook_secret: bytes | None = field(default=None, repr=False)
-    #: Every current signing key of ``--webhook-secret-file`` (re-read when the file changes);
-    #: the webhook signs with each of them and prefers this over ``webhook_secret``.
-    webhook_secrets: Material[tuple[bytes, ...]] | None = field(default=None, repr=False)
-    #: How webhook requests are signed: ``standard`` (Standard Webhooks) or ``relayd`` (``X-Relayd-*``).
-    webhook_signature: Literal["standard", "relayd"] = "standard"
-    webhook_timeout_s: float = 10.0
     #: The body format: ``relayd`` (the ``relayd/1`` envelope) or ``cloudevents`` (CloudEvents 1.0).
     output_format: Literal["relayd", "cloudevents"] = "relayd"
     #: The CloudEvents content mode where the transport has headers (``binary``) or not.
     cloudevents_mode: Literal["binary", "structured"] = "binary"
     #: The CloudEvents ``source``, ``{prefix}`` filled in per prefix.
     cloudevents_source: str = "relayd://{prefix}"
-    webhook_concurrency: int = 16
-    #: Most envelopes in one webhook request (1: one request per envelope).
-    webhook_batch: int = 1
     #: CA bundle for ``rediss://`` destinations (None: the system trust store).
     redis_ca_file: str | None = None
     #: Permit plaintext Redis to non-loopback hosts (README.md#security).
@@ -124,50 +114,19 @@ class SinkOptions:
     #: The sentinels' own credentials for ``redis+sentinel://`` destinations (``--sentinel-*-file``).
     sentinel_username: str | None = None
     sentinel_password: str | None = field(default=None, repr=False)
-    #: Seconds to open a webhook connection, and between reads of an answer (None: only the total).
-    webhook_connect_timeout_s: float | None = None
-    webhook_read_timeout_s: float | None = None
-    #: Extra request headers from ``--webhook-headers-file`` (values may be credentials: no repr).
-    webhook_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    #: The same headers, re-read when ``--webhook-headers-file`` changes (preferred when set).
-    webhook_headers_material: Material[tuple[tuple[str, str], ...]] | None = field(default=None, repr=False)
-    #: Send webhook bodies gzip-compressed (``Content-Encoding: gzip``).
-    webhook_gzip: bool = False
-    #: CA bundle for ``https://`` webhooks (None: the system trust store).
-    webhook_ca_file: str | None = None
-    #: The same bundle, re-read when ``--webhook-ca-file`` changes (preferred when set).
-    webhook_ca_material: Material[bytes] | None = None
-    #: SASL credentials for the ``kafka`` sink, read from ``--kafka-username-file`` and
-    #: ``--kafka-password-file``; the mechanism from ``--kafka-sasl-mechanism``.
-    kafka_username: str | None = field(default=None, repr=False)
-    kafka_password: str | None = field(default=None, repr=False)
-    kafka_sasl_mechanism: str = "SCRAM-SHA-512"
-    #: CA bundle for the ``kafka`` sink's TLS (None: the system trust store).
-    kafka_ca_file: str | None = None
-    #: The same credentials and CA bundle, re-read when their files change (preferred when set):
-    #: the kafka sink replaces its producer between batches when one of them changed.
-    kafka_username_material: Material[str] | None = field(default=None, repr=False)
-    kafka_password_material: Material[str] | None = field(default=None, repr=False)
-    kafka_ca_material: Material[bytes] | None = None
-    #: A NATS credentials file (JWT and seed) for the ``nats`` sink, from ``--nats-creds-file``.
-    nats_creds_file: str | None = None
-    #: A NATS token, read from ``--nats-token-file``.
-    nats_token: str | None = field(default=None, repr=False)
-    #: The same token, re-read when ``--nats-token-file`` changes (preferred when set).
-    nats_token_material: Material[str] | None = field(default=None, repr=False)
-    #: CA bundle for the ``nats`` sink's TLS (None: the system trust store).
-    nats_ca_file: str | None = None
-    #: The same bundle, re-read when ``--nats-ca-file`` changes (preferred when set).
-    nats_ca_material: Material[bytes] | None = None
-    #: The AMQP user's password, read from ``--amqp-password-file`` (never from the spec).
-    amqp_password: str | None = field(default=None, repr=False)
-    #: The same password, re-read when ``--amqp-password-file`` changes (preferred when set).
-    amqp_password_material: Material[str] | None = field(default=None, repr=False)
-    #: CA bundle for ``amqps://`` brokers (None: the system trust store).
-    amqp_ca_file: str | None = None
     #: Re-read every watched secret and certificate file at once (``MaterialWatch.check_now``):
     #: a sink calls it when an answer suggests its material is stale (a 401, a failed TLS check).
     check_material: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    #: The sink's own options: an instance of its factory's ``options_class``
+    #: (``relayd.sinks.own_options``), set by ``resolve_sink``; read it with ``own_options``.
+    own: Any = field(default=None, repr=False)
+    #: Where ``resolve_sink`` gets a sink's own options from (``Settings.own_options``); a
+    #: factory is handed None here, so it sees the common options and its own, nothing else.
+    own_for: Callable[[type], Any] | None = field(default=None, repr=False, compare=False)
+
+    def own_options(self, cls: type[_Own]) -> _Own:
+        """The sink's own options of class ``cls``, or ``cls()`` (its defaults) when none were given."""
+        return self.own if isinstance(self.own, cls) else cls()
 
 
 def not_ready_reason(sink: object) -> Callable[[], str | None] | None:

@@ -10,7 +10,10 @@ One mechanism for every sink. The built-ins (``log``, ``jsonl``, ``webhook``, ``
 **The factory convention.** An entry point (or a ``python:package.module:factory`` path) names
 a class or a callable with the signature ``factory(spec: SinkSpec, options: SinkOptions) -> Sink``.
 ``spec.target`` is what follows ``<name>:`` in the spec string (plugins parse it themselves),
-``options`` carries the secrets and TLS settings from relayd's configuration. The factory must
+``options`` carries the options every sink shares (``--format``, ``--allow-plaintext``, …) and,
+in ``options.own``, the sink's own: a factory with an ``options_class`` attribute (a dataclass
+of ``relayd.sinks.own_options``) gets an instance of it, set from ``--sink-option NAME.KEY=VALUE``
+or ``RELAYD_<NAME>_<KEY>`` (the built-in sinks' own options are flags). The factory must
 not do I/O: connections are opened in ``Sink.start()``. It raises ``ConfigError`` with one line
 when the spec cannot work.
 
@@ -19,6 +22,7 @@ Sinks are resolved once at start-up, so a bad spec stops relayd before anything 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
@@ -48,10 +52,19 @@ def resolve_sink(spec: str, options: SinkOptions) -> Sink:
     """
     parsed = parse_sink_spec(spec)
     factory = _python_factory(parsed) if parsed.scheme == "python" else _entry_point_factory(parsed.scheme)
-    sink = factory(parsed, options)
+    sink = factory(parsed, _options_for(factory, options))
     if not isinstance(sink, Sink):
         raise ConfigError(f"sink {parsed.scheme!r}: its factory returned a {type(sink).__name__}, not a Sink")
     return sink
+
+
+def _options_for(factory: SinkFactory, options: SinkOptions) -> SinkOptions:
+    """The common options plus the factory's own (its ``options_class``), and no one else's."""
+    if options.own_for is None:
+        return options
+    own_class = getattr(factory, "options_class", None)
+    own = options.own_for(own_class) if isinstance(own_class, type) else None
+    return dataclasses.replace(options, own=own, own_for=None)
 
 
 def _entry_point_factory(name: str) -> SinkFactory:

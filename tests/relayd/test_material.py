@@ -22,6 +22,7 @@ from relayd.redis_tls import RedisTls
 from relayd.secret import secret_lines, strip_secret
 from relayd.settings import load_settings
 from relayd.sinks.webhook.http_policy import sign, sign_all, verify
+from relayd.sinks.webhook.options import WebhookOptions
 
 
 @pytest.mark.parametrize(
@@ -194,13 +195,15 @@ def test_the_webhook_key_is_each_line_without_surrounding_whitespace(tmp_path: P
 
     options = load_settings(
         sink="webhook:http://127.0.0.1:1/h", webhook_secret_file=secret, webhook_signature="relayd"
-    ).sink_options()
-    keys = load_settings(sink="webhook:http://127.0.0.1:1/h", webhook_secret_file=standard).sink_options()
+    ).own_options(WebhookOptions)
+    keys = load_settings(sink="webhook:http://127.0.0.1:1/h", webhook_secret_file=standard).own_options(
+        WebhookOptions
+    )
 
-    assert options.webhook_secrets is not None
-    assert options.webhook_secrets.value == (b"s3cret", b"second")
-    assert keys.webhook_secrets is not None
-    assert keys.webhook_secrets.value == (b"s3cret", b"second")
+    assert options.secrets is not None
+    assert options.secrets.value == (b"s3cret", b"second")
+    assert keys.secrets is not None
+    assert keys.secrets.value == (b"s3cret", b"second")
 
 
 def test_the_help_says_what_a_secret_file_loses_and_that_it_is_re_read() -> None:

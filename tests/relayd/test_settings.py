@@ -10,6 +10,8 @@ from relayd.defaults import DEFAULTS, OPTION_NAMES
 from relayd.errors import ConfigError
 from relayd.redis_url import parse_redis_url
 from relayd.settings import Settings, expand_prefixes, load_settings, parse_host_port
+from relayd.sinks.amqp.options import AmqpOptions
+from relayd.sinks.webhook.options import WebhookOptions
 
 pytestmark = pytest.mark.usefixtures("no_relayd_env", "reset_logging")
 
@@ -44,8 +46,10 @@ def test_defaults_map_onto_sweep_and_sink_options():
     assert (options.lease_ttl_s, options.shutdown_grace_s, options.once) == (5.0, 10.0, True)
     assert settings.metrics_addr == "127.0.0.1:9464"
     assert settings.sink_specs() == {"spawn": "log", "outbox": "log", "timer": "log"}
-    assert sink_options.webhook_secret is None
-    assert (sink_options.webhook_timeout_s, sink_options.webhook_concurrency) == (10.0, 16)
+    webhook = settings.own_options(WebhookOptions)
+    assert webhook.secrets is None
+    assert (webhook.timeout, webhook.concurrency) == (10.0, 16)
+    assert sink_options.own is None  # a sink's own options reach it alone (resolve_sink)
 
 
 def test_flags_win_over_env_and_env_over_defaults(monkeypatch: pytest.MonkeyPatch):
@@ -102,7 +106,7 @@ def test_env_switches_read_the_usual_words(monkeypatch: pytest.MonkeyPatch, valu
 
     settings = load_settings()
 
-    assert (settings.wake, settings.webhook_gzip) == (expected, expected)
+    assert (settings.wake, settings.own_options(WebhookOptions).gzip) == (expected, expected)
 
 
 def test_env_variable_names_are_case_insensitive_and_other_relayd_variables_are_ignored(
@@ -270,8 +274,10 @@ def test_webhook_secret_reaches_sink_options(tmp_path: Path):
 
     settings = load_settings(webhook_secret_file=files["secret"], webhook_concurrency=4)
 
-    assert settings.sink_options().webhook_secret == b"sign-me"
-    assert settings.sink_options().webhook_concurrency == 4
+    webhook = settings.own_options(WebhookOptions)
+    assert webhook.secrets is not None
+    assert webhook.secrets.value == (b"sign-me",)
+    assert webhook.concurrency == 4
     assert "whsec_c2lnbi1tZQ==" in settings.secrets()
 
 
@@ -285,10 +291,11 @@ def test_webhook_options_reach_sink_options_and_header_values_are_secrets(tmp_pa
         webhook_connect_timeout=1.5,
         webhook_read_timeout=4.0,
     )
-    options = settings.sink_options()
+    options = settings.own_options(WebhookOptions)
 
-    assert options.webhook_headers == (("Authorization", "Bearer s3cr3t"), ("X-Tenant", "acme"))
-    assert (options.webhook_gzip, options.webhook_connect_timeout_s, options.webhook_read_timeout_s) == (
+    assert options.headers is not None
+    assert options.headers.value == (("Authorization", "Bearer s3cr3t"), ("X-Tenant", "acme"))
+    assert (options.gzip, options.connect_timeout, options.read_timeout) == (
         True,
         1.5,
         4.0,
@@ -395,10 +402,11 @@ def test_amqp_password_file_and_ca_reach_sink_options_and_are_redacted(tmp_path:
     files = _mounted(tmp_path, password="rabbit-pw", ca="-----BEGIN CERTIFICATE-----")
 
     settings = load_settings(amqp_password_file=files["password"], amqp_ca_file=files["ca"])
-    options = settings.sink_options()
+    options = settings.own_options(AmqpOptions)
 
-    assert options.amqp_password == "rabbit-pw"
-    assert options.amqp_ca_file == str(files["ca"])
+    assert options.password is not None
+    assert options.password.value == "rabbit-pw"
+    assert options.ca_file == files["ca"]
     assert "rabbit-pw" in settings.secrets()
     assert "rabbit-pw" not in repr(options)
 
@@ -409,8 +417,9 @@ def test_redis_and_webhook_ca_files_reach_sink_options_as_paths(tmp_path: Path):
     settings = load_settings(redis_url="rediss://127.0.0.1/0", redis_ca_file=ca, webhook_ca_file=ca)
     options = settings.sink_options()
 
-    assert (options.redis_ca_file, options.webhook_ca_file) == (str(ca), str(ca))
-    assert (options.sentinel_password, options.amqp_password) == (None, None)
+    assert (options.redis_ca_file, settings.own_options(WebhookOptions).ca_file) == (str(ca), ca)
+    assert options.sentinel_password is None
+    assert settings.own_options(AmqpOptions).password is None
 
 
 def test_an_unreadable_amqp_password_file_is_a_config_error_naming_the_option(tmp_path: Path):

@@ -16,6 +16,7 @@ import aiormq
 import orjson
 from aiormq import spec as amqp_spec
 
+from relayd.sinks.amqp.options import AmqpOptions
 from relayd.sinks.amqp.target import parse_amqp_target
 from relayd.sinks.base import SinkOptions
 from relayd.sinks.routing import fill
@@ -30,8 +31,11 @@ async def publish(
 ) -> int:
     """Publish every body to the spec's exchange with confirms; return how many were acked."""
     target = parse_amqp_target(spec.removeprefix("amqp:"))
-    context = verified_context(ca_file=options.amqp_ca_file) if target.tls else None
-    connection = aiormq.Connection(target.connection_url(options.amqp_password), context=context)
+    own = options.own_options(AmqpOptions)
+    ca_file = str(own.ca_file) if own.ca_file is not None else None
+    context = verified_context(ca_file=ca_file) if target.tls else None
+    password = own.password.value if own.password is not None else None
+    connection = aiormq.Connection(target.connection_url(password), context=context)
     connection.vhost = target.vhost
     await connection.connect()
     acked = 0

@@ -1,7 +1,7 @@
 """The webhook baseline: a plain aiohttp client POSTing the same bodies at the sink's concurrency.
 
 The same requests the sink sends (body, ``Content-Type``, ``Idempotency-Key`` and, with a
-signing secret, the signature headers), ``options.webhook_concurrency`` in flight over one
+signing secret, the signature headers), ``--webhook-concurrency`` in flight over one
 keep-alive pool, no per-key order: the least an HTTP client must do to deliver these bodies.
 A 2xx answer counts as confirmed.
 """
@@ -17,6 +17,7 @@ import orjson
 
 from relayd.sinks.base import SinkOptions
 from relayd.sinks.webhook.http_policy import sign
+from relayd.sinks.webhook.options import WebhookOptions
 
 
 async def publish(
@@ -25,8 +26,9 @@ async def publish(
     """POST every body to the spec's URL; return how many got a 2xx answer."""
     del keys  # a raw client keeps no order
     url = spec.partition(":")[2]
-    secret = options.webhook_secret
-    concurrency = options.webhook_concurrency
+    own = options.own_options(WebhookOptions)
+    secret = own.secrets.value[0] if own.secrets is not None and own.secrets.value else None
+    concurrency = own.concurrency
     next_index = 0
     confirmed = 0
     connector = aiohttp.TCPConnector(limit=concurrency)

@@ -41,6 +41,7 @@ from relayd.batch import Batch
 from relayd.extras import import_extra
 from relayd.material import Fixed, Material
 from relayd.sinks import cloud_event
+from relayd.sinks.amqp.options import AmqpOptions
 from relayd.sinks.amqp.target import AmqpTarget, parse_amqp_target
 from relayd.sinks.base import DELIVERED, Outcome, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.routing import fill_all
@@ -64,20 +65,20 @@ class AmqpSink(ReadyByReason):
     """Publish envelopes to one exchange with publisher confirms; see the module docstring."""
 
     name = "amqp"
+    options_class = AmqpOptions
 
     def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
         (self._aiormq,) = import_extra("amqp", "amqp", "aiormq", needs="aiormq")
         self._render = cloud_event.structured_renderer(options.output_format, options.cloudevents_source)
         cloudevents = options.output_format == "cloudevents"
         self._content_type = cloud_event.STRUCTURED_CONTENT_TYPE if cloudevents else CONTENT_TYPE
+        own = options.own_options(AmqpOptions)
         self._target: AmqpTarget = parse_amqp_target(
-            spec.target,
-            has_password_file=options.amqp_password is not None or options.amqp_password_material is not None,
-            allow_plaintext=options.allow_plaintext,
+            spec.target, has_password_file=own.password is not None, allow_plaintext=options.allow_plaintext
         )
         # read at each (re)connect: a rotated --amqp-password-file is used by the next connection
-        self._password: Material[str | None] = options.amqp_password_material or Fixed(options.amqp_password)
-        self._ca_file = options.amqp_ca_file
+        self._password: Material[str | None] = own.password or Fixed(None)
+        self._ca_file = str(own.ca_file) if own.ca_file is not None else None
         self._connection: aiormq.abc.AbstractConnection | None = None
         self._channel: aiormq.abc.AbstractChannel | None = None
         self._not_ready: str | None = None

@@ -64,6 +64,7 @@ from relayd.sinks.broker_targets import (
     kafka_topic_ok,
     parse_kafka_target,
 )
+from relayd.sinks.kafka.options import KafkaOptions
 from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import SinkSpec
 
@@ -100,10 +101,10 @@ class _CurrentMaterial:
     """The current ``KafkaMaterial`` of ``options``: watched files when given, else fixed values."""
 
     def __init__(self, options: SinkOptions) -> None:
-        username, password = options.kafka_username_material, options.kafka_password_material
-        self._username: Material[str | None] = username or Fixed(options.kafka_username)
-        self._password: Material[str | None] = password or Fixed(options.kafka_password)
-        self._ca: Material[bytes | None] = options.kafka_ca_material or Fixed(None)
+        own = options.own_options(KafkaOptions)
+        self._username: Material[str | None] = own.username or Fixed(None)
+        self._password: Material[str | None] = own.password or Fixed(None)
+        self._ca: Material[bytes | None] = own.ca or Fixed(None)
 
     @property
     def value(self) -> KafkaMaterial:
@@ -116,11 +117,12 @@ def producer_config(
     """librdkafka's configuration for ``spec`` (pure; secrets only from ``options`` or ``material``).
 
     ``material`` (default: what ``options`` holds now) gives the credentials and, as PEM text,
-    the CA bundle; without a watched CA bundle, ``options.kafka_ca_file`` is named by path.
+    the CA bundle; without a watched CA bundle, ``--kafka-ca-file`` is named by path.
     """
+    own = options.own_options(KafkaOptions)
     material = material or _CurrentMaterial(options).value
     target = parse_kafka_target(spec.target)
-    tls = target.tls or options.kafka_ca_file is not None or material.ca_pem is not None
+    tls = target.tls or own.ca_file is not None or material.ca_pem is not None
     credentials = material.username is not None or material.password is not None
     check_plaintext(
         [host for host, _ in target.bootstrap],
@@ -145,11 +147,11 @@ def producer_config(
     if credentials:
         if material.username is None or material.password is None:
             raise ConfigError("sink 'kafka': SASL needs both --kafka-username-file and --kafka-password-file")
-        if options.kafka_sasl_mechanism not in _SASL_MECHANISMS:
+        if own.sasl_mechanism not in _SASL_MECHANISMS:
             known = ", ".join(_SASL_MECHANISMS)
             raise ConfigError(f"sink 'kafka': --kafka-sasl-mechanism must be one of {known}")
         config |= {
-            "sasl.mechanism": options.kafka_sasl_mechanism,
+            "sasl.mechanism": own.sasl_mechanism,
             "sasl.username": material.username,
             "sasl.password": material.password,
         }
@@ -159,9 +161,9 @@ def producer_config(
         config["ssl.endpoint.identification.algorithm"] = "https"
         if material.ca_pem is not None:  # librdkafka takes every certificate of the bundle
             config["ssl.ca.pem"] = material.ca_pem.decode("ascii", "replace")
-        elif options.kafka_ca_file is not None:
-            config["ssl.ca.location"] = options.kafka_ca_file
-    return config
+        elif own.ca_file is not None:
+            config["ssl.ca.location"] = str(own.ca_file)
+    return config | own.librdkafka()
 
 
 class _Reports:
@@ -208,6 +210,7 @@ class KafkaSink(ReadyByReason):
     """Produce envelopes to Kafka; see the module docstring for the contract."""
 
     name = "kafka"
+    options_class = KafkaOptions
 
     def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
         # without the extra, naming the sink fails at start-up

@@ -44,6 +44,7 @@ from relayd.sinks.broker_targets import (
     nats_subject_ok,
     parse_nats_target,
 )
+from relayd.sinks.nats.options import NatsOptions
 from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import SinkSpec
 from relayd.tls import verified_context
@@ -67,17 +68,17 @@ class NatsSink(ReadyByReason):
     """Publish envelopes to JetStream; see the module docstring for the contract."""
 
     name = "nats"
+    options_class = NatsOptions
 
     def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
         # without the extra, naming the sink fails at start-up
         self._nats = import_extra("nats", "nats", "nats", "nats.errors", "nats.js.errors")[0]
         self._render = cloud_event.structured_renderer(options.output_format, options.cloudevents_source)
         self._target = parse_nats_target(spec.target)
-        tls = self._target.tls or options.nats_ca_file is not None
-        token = options.nats_token_material
-        credentials = (
-            options.nats_creds_file is not None or options.nats_token is not None or token is not None
-        )
+        own = options.own_options(NatsOptions)
+        tls = self._target.tls or own.ca_file is not None
+        token = own.token
+        credentials = own.creds_file is not None or token is not None
         check_plaintext(
             self._target.hosts,
             "nats",
@@ -94,16 +95,14 @@ class NatsSink(ReadyByReason):
             "error_cb": _quiet,
             "name": "relayd",
         }
-        if options.nats_creds_file is not None:
-            self._connect_kwargs["user_credentials"] = options.nats_creds_file
+        if own.creds_file is not None:
+            self._connect_kwargs["user_credentials"] = str(own.creds_file)
         if token is not None:
             # nats-py asks at every (re)connect: a rotated --nats-token-file is used by the next one
             self._connect_kwargs["token"] = lambda: token.value
-        elif options.nats_token is not None:
-            self._connect_kwargs["token"] = options.nats_token
         self._tls = tls
-        self._ca_file = options.nats_ca_file
-        self._ca: Material[bytes] | None = options.nats_ca_material
+        self._ca_file = str(own.ca_file) if own.ca_file is not None else None
+        self._ca: Material[bytes] | None = own.ca
         self._context_from: bytes | None = None
         self._connection: Any = None
         self._stream: Any = None

@@ -89,6 +89,7 @@ from relayd.sinks.sending import NOT_SENT, may_send
 from relayd.sinks.spec import SinkSpec
 from relayd.sinks.webhook import batches as webhook_batches
 from relayd.sinks.webhook.http_policy import classify_status, signature_headers
+from relayd.sinks.webhook.options import WebhookOptions
 from relayd.sinks.webhook.transport import check_webhook_transport, webhook_transport_refusal
 from relayd.tls import verified_context
 
@@ -139,40 +140,38 @@ class WebhookSink(ReadyByReason):
     """POST envelopes to ``spec.target``; see the module docstring for the wire contract."""
 
     name = "webhook"
+    options_class = WebhookOptions
 
     def __init__(
         self, spec: SinkSpec, options: SinkOptions, *, clock: Callable[[], float] = time.time
     ) -> None:
         if not spec.target.startswith(("http://", "https://")):
             raise ConfigError("sink 'webhook' needs an http:// or https:// URL")
-        if options.webhook_concurrency < 1 or options.webhook_timeout_s <= 0:
+        own = options.own_options(WebhookOptions)
+        if own.concurrency < 1 or own.timeout <= 0:
             raise ConfigError("sink 'webhook': concurrency must be >= 1 and the timeout > 0")
-        header_names = [name for name, _ in options.webhook_headers]
+        self._extra_headers: Material[tuple[tuple[str, str], ...]] = own.headers or Fixed(())
+        header_names = [name for name, _ in self._extra_headers.value]
         check_webhook_transport(spec.target, header_names, allow_plaintext=options.allow_plaintext)
         self._allow_plaintext = options.allow_plaintext
         self._checked_headers: tuple[tuple[str, str], ...] | None = None
         self._headers_refusal: str | None = None
         self._url = spec.target
-        self._secrets: Material[tuple[bytes, ...]] | None = options.webhook_secrets
-        if self._secrets is None and options.webhook_secret is not None:
-            self._secrets = Fixed((options.webhook_secret,))
-        self._signature = options.webhook_signature
+        self._secrets: Material[tuple[bytes, ...]] | None = own.secrets
+        self._signature = own.signature
         self._cloudevents = options.output_format == "cloudevents"
         self._cloudevents_mode = options.cloudevents_mode
         self._cloudevents_source = options.cloudevents_source
-        self._concurrency = options.webhook_concurrency
-        self._batch_size = options.webhook_batch
+        self._concurrency = own.concurrency
+        self._batch_size = own.batch
         self._timeout = aiohttp.ClientTimeout(
-            total=options.webhook_timeout_s,
-            sock_connect=options.webhook_connect_timeout_s,
-            sock_read=options.webhook_read_timeout_s,
+            total=own.timeout, sock_connect=own.connect_timeout, sock_read=own.read_timeout
         )
-        self._gzip = options.webhook_gzip
-        self._ca_file = options.webhook_ca_file
-        self._ca = options.webhook_ca_material
+        self._gzip = own.gzip
+        self._ca_file = str(own.ca_file) if own.ca_file is not None else None
+        self._ca = own.ca
         self._context: ssl.SSLContext | None = None
         self._context_from: bytes | None = None
-        self._extra_headers = options.webhook_headers_material or Fixed(options.webhook_headers)
         self._fixed_headers = {"Content-Type": "application/json", "User-Agent": f"relayd/{__version__}"}
         if self._gzip:
             self._fixed_headers["Content-Encoding"] = "gzip"

@@ -17,7 +17,9 @@ from support.seeding import Entries
 from typer.testing import CliRunner
 
 from relayd.cli.app import app
-from relayd.defaults import OPTION_NAMES, Defaults
+from relayd.defaults import Defaults
+from relayd.sinks.families import BUILT_IN_OPTIONS
+from relayd.sinks.own_options import declared, option_name
 
 WIDE = {"COLUMNS": "300", "TERMINAL_WIDTH": "300"}
 
@@ -47,11 +49,21 @@ def test_help_lists_every_options_env_var(path):
         assert f"RELAYD_{envvar.removeprefix('RELAYD_')}" in result.output
 
 
+def _option_hints() -> dict[str, typing.Any]:
+    """Each option's annotation: ``Defaults``' fields and every built-in sink's own options."""
+    hints = dict(typing.get_type_hints(Defaults))
+    for cls in BUILT_IN_OPTIONS:
+        own = typing.get_type_hints(cls)
+        hints |= {option_name(cls, field.name): own[field.name] for field in declared(cls)}
+    return hints
+
+
 def test_option_types_follow_the_annotations_of_their_defaults():
-    """An option's Typer type is its ``Defaults`` field's: int, float, a path, a switch (or None)."""
+    """An option's Typer type is its default's field's (``Defaults`` or the sink's options class):
+    int, float, a path, a switch (or None)."""
     params = {param.name: param for path in (["sweep"], ["console"]) for param in _command(path).params}
     typed = 0
-    for name, hint in typing.get_type_hints(Defaults).items():
+    for name, hint in _option_hints().items():
         value_type = next((arg for arg in typing.get_args(hint) if arg is not type(None)), hint)
         if value_type in (int, float, Path, bool):
             assert params[name].type_descriptor.annotation is value_type, name
@@ -71,7 +83,7 @@ def test_sweep_help_covers_every_setting():
     """``sweep`` exposes every Settings field (but the console's own) as --name with RELAYD_NAME."""
     result = invoke(["sweep", "--help"])
 
-    for name in OPTION_NAMES - CONSOLE_SETTINGS:
+    for name in set(_option_hints()) - CONSOLE_SETTINGS:
         assert f"--{name.replace('_', '-')}" in result.output
         assert f"RELAYD_{name.upper()}" in result.output
 

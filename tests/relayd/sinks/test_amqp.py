@@ -17,7 +17,9 @@ from relayd.batch import Batch
 from relayd.cli.app import app
 from relayd.errors import ConfigError
 from relayd.extras import missing_extra
+from relayd.material import Fixed
 from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec, resolve_sink
+from relayd.sinks.amqp.options import AmqpOptions
 from relayd.sinks.amqp.sink import AmqpSink
 from relayd.sinks.amqp.target import parse_amqp_target
 
@@ -36,7 +38,13 @@ def names() -> tuple[str, str]:
 @pytest.fixture
 def make_sink(started) -> MakeSink:
     async def make(spec: str, **options: object) -> AmqpSink:
-        return await started(AmqpSink(parse_sink_spec(spec), SinkOptions(**options)))  # type: ignore[arg-type]
+        """``password`` and ``ca_file`` are the sink's own options, the rest common ones."""
+        password, ca_file = options.pop("password", None), options.pop("ca_file", None)
+        own = AmqpOptions(
+            password=Fixed(str(password)) if password is not None else None,
+            ca_file=Path(str(ca_file)) if ca_file is not None else None,
+        )
+        return await started(AmqpSink(parse_sink_spec(spec), SinkOptions(own=own, **options)))  # type: ignore[arg-type]
 
     return make
 
@@ -161,8 +169,8 @@ async def test_the_password_comes_from_options_and_a_wrong_one_is_never_shown(
     exchange, queue = names
     await declare(rabbitmq_server.url, exchange, {queue: "ev"})
     spec = f"amqp:{rabbitmq_server.url}?exchange={exchange}&routing_key=ev"
-    good = await make_sink(spec, amqp_password="guest")
-    bad = await make_sink(spec, amqp_password="s3cret-wrong")
+    good = await make_sink(spec, password="guest")
+    bad = await make_sink(spec, password="s3cret-wrong")
 
     assert await good.deliver(Batch.of([outbox("p", 1, "a")])) == [DELIVERED]
     outcomes = await bad.deliver(Batch.of([outbox("p", 2, "a")]))
@@ -178,8 +186,8 @@ async def test_amqps_verifies_the_broker_with_the_ca_file(
     exchange, queue = names
     await declare(rabbitmq_server.url, exchange, {queue: "ev"})
     spec = f"amqp:{rabbitmq_server.tls_url}?exchange={exchange}&routing_key=ev"
-    trusted = await make_sink(spec, amqp_ca_file=str(rabbitmq_server.pki.ca_cert))
-    untrusted = await make_sink(spec, amqp_ca_file=str(rabbitmq_server.pki.wrong_ca_cert))
+    trusted = await make_sink(spec, ca_file=rabbitmq_server.pki.ca_cert)
+    untrusted = await make_sink(spec, ca_file=rabbitmq_server.pki.wrong_ca_cert)
 
     assert await trusted.deliver(Batch.of([outbox("p", 1, "a")])) == [DELIVERED]
     assert isinstance((await untrusted.deliver(Batch.of([outbox("p", 2, "a")])))[0], Retry)

@@ -12,6 +12,8 @@ import pytest
 from relayd.errors import ConfigError
 from relayd.settings import load_settings
 from relayd.sinks.broker_targets import parse_kafka_target, parse_nats_target
+from relayd.sinks.kafka.options import KafkaOptions
+from relayd.sinks.nats.options import NatsOptions
 from relayd.sinks.routing import fill_targets, fill_template
 
 
@@ -95,21 +97,25 @@ def test_broker_credentials_come_from_files_reach_the_sinks_and_are_redacted(tmp
         nats_creds_file=files["creds"],
         nats_ca_file=files["ca.pem"],
     )
-    options = settings.sink_options()
+    kafka = settings.own_options(KafkaOptions)
+    nats = settings.own_options(NatsOptions)
 
-    assert (options.kafka_username, options.kafka_password) == ("kafka-user-value", "kafka-password-value")
-    assert (options.kafka_sasl_mechanism, options.kafka_ca_file) == ("SCRAM-SHA-256", str(files["ca.pem"]))
-    assert (options.nats_token, options.nats_creds_file) == ("nats-token-value", str(files["creds"]))
+    assert kafka.username is not None
+    assert kafka.password is not None
+    assert (kafka.username.value, kafka.password.value) == ("kafka-user-value", "kafka-password-value")
+    assert (kafka.sasl_mechanism, kafka.ca_file) == ("SCRAM-SHA-256", files["ca.pem"])
+    assert nats.token is not None
+    assert (nats.token.value, nats.creds_file) == ("nats-token-value", files["creds"])
     # watched, so a rotation reaches the sinks
-    assert options.kafka_password_material is not None
-    assert options.kafka_password_material.value == "kafka-password-value"
-    assert options.kafka_ca_material is not None
-    assert options.kafka_ca_material.value == ca_pem
-    assert options.nats_ca_material is not None
-    assert options.nats_ca_material.value == ca_pem
+    assert settings.watched("--kafka-password-file") is kafka.password
+    assert kafka.ca is not None
+    assert kafka.ca.value == ca_pem
+    assert nats.ca is not None
+    assert nats.ca.value == ca_pem
     assert {"kafka-password-value", "nats-token-value"} <= set(settings.secrets())
-    assert "kafka-password-value" not in repr(options)
-    assert "nats-token-value" not in repr(options)
+    assert "kafka-user-value" not in settings.secrets()  # a username is no secret
+    assert "kafka-password-value" not in repr(kafka)
+    assert "nats-token-value" not in repr(nats)
 
 
 def test_an_unreadable_broker_credential_file_is_one_config_error_naming_the_option(tmp_path: Path):

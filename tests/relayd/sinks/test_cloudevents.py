@@ -20,6 +20,7 @@ from support.redis_server import RedisServer
 
 from relayd.batch import Batch
 from relayd.envelope import Envelope
+from relayd.material import Fixed
 from relayd.outbox_window import OutboxWindow
 from relayd.sinks import DELIVERED, SinkOptions, SinkSpec, parse_sink_spec
 from relayd.sinks import cloud_event as ce
@@ -27,6 +28,7 @@ from relayd.sinks.jsonl import JsonlSink
 from relayd.sinks.kafka.sink import KafkaSink
 from relayd.sinks.nats.sink import NatsSink
 from relayd.sinks.redis_stream.sink import RedisStreamSink
+from relayd.sinks.webhook.options import WebhookOptions
 from relayd.sinks.webhook.sink import WebhookSink
 
 from .conftest import deliver_runs, outbox, spawn, timer
@@ -86,7 +88,7 @@ async def test_webhook_requests_parse_with_the_sdk_and_verify_with_standard_webh
     options = SinkOptions(
         output_format="cloudevents",
         cloudevents_mode=mode,  # type: ignore[arg-type]
-        webhook_secret=KEY,
+        own=WebhookOptions(secrets=Fixed((KEY,))),
     )
     received: dict[str, tuple[dict[str, str], bytes]] = {}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
+from pathlib import Path
 
 import orjson
 import pytest
@@ -14,8 +15,9 @@ from support.tls import make_pki
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError
-from relayd.material import pem_file, secret_file
+from relayd.material import Fixed, pem_file, secret_file
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
+from relayd.sinks.kafka.options import KafkaOptions
 from relayd.sinks.kafka.sink import KafkaMaterial, KafkaSink, producer_config
 
 from .conftest import outbox, spawn, timer
@@ -111,7 +113,9 @@ async def test_an_unreachable_broker_is_retry_and_not_ready(make_sink, prefix):
 
 
 def test_the_producer_is_idempotent_with_acks_all_and_secrets_only_from_options():
-    options = SinkOptions(kafka_username="relay", kafka_password="s3cret", kafka_ca_file="/ca.pem")
+    options = SinkOptions(
+        own=KafkaOptions(username=Fixed("relay"), password=Fixed("s3cret"), ca_file=Path("/ca.pem"))
+    )
 
     config = producer_config(parse_sink_spec("kafka:kafka-1:9093,kafka-2:9093?topic=events"), options)
 
@@ -133,7 +137,7 @@ def test_the_producer_is_idempotent_with_acks_all_and_secrets_only_from_options(
         ("kafka-1:9092?topic=e", SinkOptions(), "needs --allow-plaintext"),
         (
             "kafka-1:9092?topic=e",
-            SinkOptions(kafka_username="u", kafka_password="p", allow_plaintext=True),
+            SinkOptions(own=KafkaOptions(username=Fixed("u"), password=Fixed("p")), allow_plaintext=True),
             "refusing to send kafka credentials over plaintext",
         ),
         ("kafka-1?topic=e", SinkOptions(), "HOST:PORT"),
@@ -215,9 +219,7 @@ async def test_rotated_credential_and_ca_files_make_a_new_producer_between_batch
     username = secret_file("--kafka-username-file", secrets.path("user"))
     password = secret_file("--kafka-password-file", secrets.path("password"))
     ca = pem_file("--kafka-ca-file", secrets.path("ca.crt"))
-    options = SinkOptions(
-        kafka_username_material=username, kafka_password_material=password, kafka_ca_material=ca
-    )
+    options = SinkOptions(own=KafkaOptions(username=username, password=password, ca=ca))
     kafka_broker.create_topic(f"{prefix}-events", partitions=2)
     sink = KafkaSink(parse_sink_spec(f"kafka:{kafka_broker.bootstrap}?topic={prefix}-events"), options)
     await sink.start()

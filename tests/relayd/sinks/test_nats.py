@@ -21,8 +21,9 @@ from support.tls import old_and_new_pki
 
 from relayd.batch import Batch
 from relayd.errors import ConfigError
-from relayd.material import pem_file, secret_file
+from relayd.material import Fixed, pem_file, secret_file
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
+from relayd.sinks.nats.options import NatsOptions
 from relayd.sinks.nats.sink import NatsSink
 
 from .conftest import outbox
@@ -142,7 +143,7 @@ async def test_an_unreachable_server_is_retry_and_not_ready(make_sink, prefix):
         ("nats://nats-1:4222?subject=e", SinkOptions(), "needs --allow-plaintext"),
         (
             "nats://nats-1:4222?subject=e",
-            SinkOptions(nats_token="t0k3n", allow_plaintext=True),
+            SinkOptions(own=NatsOptions(token=Fixed("t0k3n")), allow_plaintext=True),
             "refusing to send nats credentials",
         ),
         ("nats://u:pw@127.0.0.1:4222?subject=e", SinkOptions(), "credentials in the URL"),
@@ -188,7 +189,7 @@ async def test_a_rotated_token_file_is_used_by_the_reconnect_to_a_server_with_a_
         admin = await _connect_when_up(url, "old-nats-token")
         await admin.jetstream().add_stream(StreamConfig(name=prefix, subjects=[f"{prefix}.>"]))
         await admin.close()
-        sink = await make_sink(f"{url}?subject={prefix}.events", SinkOptions(nats_token_material=watched))
+        sink = await make_sink(f"{url}?subject={prefix}.events", SinkOptions(own=NatsOptions(token=watched)))
         before = await sink.deliver(Batch.of([outbox(prefix, 1, "t")]))
 
         end_process(server)  # the server comes back wanting the new token: the sink must reconnect
@@ -260,7 +261,7 @@ async def test_a_rotated_ca_file_verifies_the_reconnect_to_a_server_with_a_new_c
         admin = await _connect_tls_when_up(url, old.ca_cert)
         await admin.jetstream().add_stream(StreamConfig(name=prefix, subjects=[f"{prefix}.>"]))
         await admin.close()
-        options = SinkOptions(nats_ca_file=str(bundle), nats_ca_material=watched)
+        options = SinkOptions(own=NatsOptions(ca_file=bundle, ca=watched))
         sink = await make_sink(f"{url}?subject={prefix}.events&timeout_s=2", options)
         before = await sink.deliver(Batch.of([outbox(prefix, 1, "t")]))
 

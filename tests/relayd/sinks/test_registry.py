@@ -6,17 +6,23 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from relayd.batch import Batch
 from relayd.envelope import Envelope
 from relayd.errors import ConfigError, UnknownSink
+from relayd.settings import load_settings
 from relayd.sinks import DELIVERED, Outcome, Sink, SinkOptions, SinkSpec, known_sinks, resolve_sink
 from relayd.sinks.jsonl import JsonlSink
+from relayd.sinks.kafka.options import KafkaOptions
+from relayd.sinks.kafka.sink import KafkaSink
 from relayd.sinks.log import LogSink
 from relayd.sinks.null import NullSink
+from relayd.sinks.own_options import option
 from relayd.sinks.redis_stream.sink import RedisStreamSink
 from relayd.sinks.webhook.sink import WebhookSink
 
@@ -91,7 +97,7 @@ def test_known_sinks_lists_built_ins_and_python() -> None:
 
 def test_python_path_resolves_a_factory_with_its_params() -> None:
     """python:module:factory calls the factory with the parsed spec and the options."""
-    options = SinkOptions(webhook_timeout_s=3.0)
+    options = SinkOptions(output_format="cloudevents")
 
     sink = resolve_sink(f"python:{__name__}:make_recording?level=3", options)
 
@@ -186,3 +192,65 @@ async def test_deploy_plugin_example_installs_and_works(
     conn.close()
     assert list(outcomes) == [DELIVERED] * 3
     assert rows == [("p:outbox:1", "outbox"), ("p:outbox:2", "outbox")]
+
+
+@dataclass(frozen=True, slots=True)
+class PigeonOptions:
+    """A plugin's own options, declared as the built-in sinks declare theirs."""
+
+    prefix: ClassVar[str] = "pigeon"
+
+    loft: str = option("home", "Where the pigeons fly from.")
+    birds: int = option(1, "How many fly at once.", constraints={"ge": 1})
+
+
+class PigeonSink(RecordingSink):
+    name = "pigeon"
+    options_class = PigeonOptions
+
+
+def test_a_plugin_gets_its_own_options_from_sink_option_over_its_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--sink-option pigeon.birds=3`` wins over ``RELAYD_PIGEON_BIRDS``; the loft comes from its
+    variable; the factory sees the common options and its own, not another sink's."""
+    monkeypatch.setenv("RELAYD_PIGEON_BIRDS", "7")
+    monkeypatch.setenv("RELAYD_PIGEON_LOFT", "roof")
+    settings = load_settings(sink_option=["pigeon.birds=3", "other.key=x"], format="cloudevents")
+
+    sink = resolve_sink(f"python:{__name__}:PigeonSink", settings.sink_options())
+
+    assert isinstance(sink, PigeonSink)
+    assert sink.options.own == PigeonOptions(loft="roof", birds=3)
+    assert sink.options.output_format == "cloudevents"
+    assert sink.options.own_for is None
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        (
+            ["pigeon.wings=2"],
+            "--sink-option pigeon.wings: sink 'pigeon' has no option 'wings' (it has: birds, loft)",
+        ),
+        (["pigeon.birds=0"], "invalid --pigeon-birds (RELAYD_PIGEON_BIRDS): Input should be greater than or"),
+        (["pigeon-birds"], "--sink-option needs NAME.KEY=VALUE, got 'pigeon-birds'"),
+    ],
+)
+def test_a_bad_plugin_option_is_one_config_error_naming_it(items: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_sink(f"python:{__name__}:PigeonSink", load_settings(sink_option=items).sink_options())
+
+    assert str(info.value).startswith(message)
+
+
+def test_a_built_in_sink_gets_only_its_own_family_s_options(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("t0k3n\n")
+    settings = load_settings(kafka_sasl_mechanism="PLAIN", nats_token_file=token)
+
+    sink = resolve_sink("kafka:127.0.0.1:9092?topic=t", settings.sink_options())
+
+    assert isinstance(sink, KafkaSink)
+    assert sink._options.own == KafkaOptions(sasl_mechanism="PLAIN")
+    assert sink._options.own_for is None

@@ -10,9 +10,10 @@ import pytest
 import standardwebhooks
 import svix.webhooks
 
-from relayd.settings import Settings
+from relayd.settings import load_settings
 from relayd.sinks.webhook import standard_webhooks as sw
 from relayd.sinks.webhook.http_policy import signature_headers
+from relayd.sinks.webhook.options import WebhookOptions
 
 #: The example of the Standard Webhooks specification (and of svix's documentation).
 SPEC_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -81,23 +82,30 @@ def test_settings_give_the_sink_decoded_keys_under_standard_and_raw_lines_under_
     standard_file.write_text("whsec_aGk=\nwhsec_b2s=\n")
     relayd_file.write_text("plain-1\nplain-2\n")
 
-    standard = Settings(webhook_secret_file=standard_file).sink_options()
-    relayd = Settings(webhook_secret_file=relayd_file, webhook_signature="relayd").sink_options()
+    standard = load_settings(webhook_secret_file=standard_file).own_options(WebhookOptions)
+    relayd = load_settings(webhook_secret_file=relayd_file, webhook_signature="relayd").own_options(
+        WebhookOptions
+    )
 
-    assert standard.webhook_secrets is not None
-    assert relayd.webhook_secrets is not None
-    assert (standard.webhook_signature, standard.webhook_secrets.value) == ("standard", (b"hi", b"ok"))
-    assert (relayd.webhook_signature, relayd.webhook_secrets.value) == ("relayd", (b"plain-1", b"plain-2"))
+    assert standard.secrets is not None
+    assert relayd.secrets is not None
+    assert (standard.signature, standard.secrets.value) == ("standard", (b"hi", b"ok"))
+    assert (relayd.signature, relayd.secrets.value) == ("relayd", (b"plain-1", b"plain-2"))
 
 
 def test_the_format_batch_and_cloudevents_options_reach_the_sinks() -> None:
-    options = Settings(
+    settings = load_settings(
         format="cloudevents",
         cloudevents_mode="structured",
         cloudevents_source="urn:x:{prefix}",
         webhook_batch=50,
-    ).sink_options()
+    )
+    options = settings.sink_options()
 
     assert (options.output_format, options.cloudevents_mode) == ("cloudevents", "structured")
-    assert (options.cloudevents_source, options.webhook_batch) == ("urn:x:{prefix}", 50)
-    assert (Settings().sink_options().output_format, Settings().sink_options().webhook_batch) == ("relayd", 1)
+    assert (options.cloudevents_source, settings.own_options(WebhookOptions).batch) == ("urn:x:{prefix}", 50)
+    defaults = load_settings()
+    assert (defaults.sink_options().output_format, defaults.own_options(WebhookOptions).batch) == (
+        "relayd",
+        1,
+    )

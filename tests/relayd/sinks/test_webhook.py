@@ -9,7 +9,9 @@ import hmac
 import socket
 import threading
 import time
+from dataclasses import fields
 from email.utils import formatdate
+from typing import Any
 
 import pytest
 from support.http_server import Reply, Request, ScriptedServer, serve
@@ -17,11 +19,12 @@ from support.redis_server import free_port
 from support.tls import make_pki, old_and_new_pki
 
 from relayd.batch import Batch
-from relayd.material import WatchedFile, pem_file, text_file
+from relayd.material import Fixed, WatchedFile, pem_file, text_file
 from relayd.material_watch import MaterialWatch
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, SinkSpec
 from relayd.sinks.per_key import HELD_BACK
 from relayd.sinks.webhook.http_policy import parse_header_lines
+from relayd.sinks.webhook.options import WebhookOptions
 from relayd.sinks.webhook.sink import WebhookSink
 
 from .conftest import outbox
@@ -30,8 +33,12 @@ SECRET = b"webhook-signing-secret"
 NOW_S = 1_750_000_000.0
 
 
-def make_sink(url: str, **options: object) -> WebhookSink:
-    return WebhookSink(SinkSpec("webhook", url), SinkOptions(**options), clock=lambda: NOW_S)  # type: ignore[arg-type]
+def make_sink(url: str, **options: Any) -> WebhookSink:
+    """A webhook sink; ``options`` named as ``WebhookOptions`` fields are its own, the rest common."""
+    own_names = {field.name for field in fields(WebhookOptions)}
+    own = WebhookOptions(**{name: value for name, value in options.items() if name in own_names})
+    common = {name: value for name, value in options.items() if name not in own_names}
+    return WebhookSink(SinkSpec("webhook", url), SinkOptions(own=own, **common), clock=lambda: NOW_S)
 
 
 def verify_like_a_receiver(secret: bytes, headers: dict[str, str], body: bytes) -> bool:
@@ -44,7 +51,7 @@ def verify_like_a_receiver(secret: bytes, headers: dict[str, str], body: bytes) 
 async def test_503_is_retried_then_delivered_once_with_signed_requests() -> None:
     """A 503 is Retry; the redelivery gets 200 and is Delivered; every request is signed and keyed."""
     with serve(lambda body, nth: Reply(503 if nth == 1 else 200)) as server:
-        sink = make_sink(server.url, webhook_secret=SECRET, webhook_signature="relayd")
+        sink = make_sink(server.url, secrets=Fixed((SECRET,)), signature="relayd")
         await sink.start()
         envelope = outbox("p", 1, "a")
         first = await sink.deliver(Batch.of([envelope]))
@@ -66,7 +73,7 @@ async def test_503_is_retried_then_delivered_once_with_signed_requests() -> None
 async def test_no_signature_headers_without_a_secret() -> None:
     """Without a signing secret only the idempotency key is sent (relayd scheme)."""
     with serve(lambda body, nth: Reply(204)) as server:
-        sink = make_sink(server.url, webhook_signature="relayd")
+        sink = make_sink(server.url, signature="relayd")
         await sink.start()
         outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
         await sink.close()
@@ -127,7 +134,7 @@ async def test_statuses_map_to_outcomes() -> None:
 async def test_hanging_server_times_out_into_retry() -> None:
     """A server that does not answer within the timeout gives Retry, in about the timeout."""
     with serve(lambda body, nth: Reply(200, delay_s=3.0)) as server:
-        sink = make_sink(server.url, webhook_timeout_s=0.3)
+        sink = make_sink(server.url, timeout=0.3)
         await sink.start()
         started = time.monotonic()
         outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
@@ -197,7 +204,7 @@ async def test_slow_target_does_not_stall_others_and_order_holds_per_target() ->
                 fast_all_in.set()
 
     with serve(hold_slow, on_request=count_fast) as server:
-        sink = make_sink(server.url, webhook_concurrency=8)
+        sink = make_sink(server.url, concurrency=8)
         await sink.start()
         outcomes = await sink.deliver(Batch.of(batch))
         await sink.close()
@@ -212,9 +219,9 @@ async def test_slow_target_does_not_stall_others_and_order_holds_per_target() ->
 
 
 async def test_concurrency_is_bounded_by_the_option_over_a_pool_of_that_size() -> None:
-    """With webhook_concurrency=2, never more than two requests in flight, over kept-alive connections."""
+    """With concurrency=2, never more than two requests in flight, over kept-alive connections."""
     with serve(lambda body, nth: Reply(200, delay_s=0.02)) as server:
-        sink = make_sink(server.url, webhook_concurrency=2)
+        sink = make_sink(server.url, concurrency=2)
         await sink.start()
         outcomes = await sink.deliver(Batch.of([outbox("p", i, f"t{i}") for i in range(30)]))
         await sink.close()
@@ -229,10 +236,10 @@ async def test_extra_headers_are_sent_and_gzip_bodies_verify_after_decompression
     with serve(lambda body, nth: Reply(200)) as server:
         sink = make_sink(
             server.url,
-            webhook_secret=SECRET,
-            webhook_signature="relayd",
-            webhook_headers=(("Authorization", "Bearer t0ken"), ("X-Tenant", "acme")),
-            webhook_gzip=True,
+            secrets=Fixed((SECRET,)),
+            signature="relayd",
+            headers=Fixed((("Authorization", "Bearer t0ken"), ("X-Tenant", "acme"))),
+            gzip=True,
         )
         await sink.start()
         envelope = outbox("p", 1, "a")
@@ -250,7 +257,7 @@ async def test_extra_headers_are_sent_and_gzip_bodies_verify_after_decompression
 async def test_read_timeout_is_its_own_timeout() -> None:
     """A server that takes the request but does not answer trips the read timeout, not the total."""
     with serve(lambda body, nth: Reply(200, delay_s=3.0)) as server:
-        sink = make_sink(server.url, webhook_timeout_s=60.0, webhook_read_timeout_s=0.2)
+        sink = make_sink(server.url, timeout=60.0, read_timeout=0.2)
         await sink.start()
         outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
         await sink.close()
@@ -271,9 +278,7 @@ async def test_connect_timeout_is_its_own_timeout() -> None:
             filler.connect_ex(("127.0.0.1", port))
             fillers.append(filler)
         try:
-            sink = make_sink(
-                f"http://127.0.0.1:{port}/hook", webhook_timeout_s=60.0, webhook_connect_timeout_s=0.3
-            )
+            sink = make_sink(f"http://127.0.0.1:{port}/hook", timeout=60.0, connect_timeout=0.3)
             await sink.start()
             outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
             await sink.close()
@@ -288,8 +293,8 @@ async def test_https_is_verified_against_the_ca_file(tmp_path) -> None:
     """With the right CA file the request goes through; with another CA it never reaches the server."""
     pki = make_pki(tmp_path, now=dt.datetime.now(dt.UTC))
     with serve(lambda body, nth: Reply(200), tls=(pki.server_cert, pki.server_key)) as server:
-        trusted = make_sink(server.url, webhook_ca_file=str(pki.ca_cert))
-        untrusted = make_sink(server.url, webhook_ca_file=str(pki.wrong_ca_cert))
+        trusted = make_sink(server.url, ca_file=pki.ca_cert)
+        untrusted = make_sink(server.url, ca_file=pki.wrong_ca_cert)
         for sink in (trusted, untrusted):
             await sink.start()
         delivered = await trusted.deliver(Batch.of([outbox("p", 1, "a")]))
@@ -323,7 +328,7 @@ async def test_a_rotated_ca_file_verifies_new_connections_from_the_next_batch(tm
     watched = pem_file("--webhook-ca-file", bundle)
     closing = Reply(200, headers=(("Connection", "close"),))  # every request on a new connection
     with serve(lambda body, nth: closing, tls=(old.server_cert, old.server_key)) as server:
-        sink = make_sink(server.url, webhook_ca_file=str(bundle), webhook_ca_material=watched)
+        sink = make_sink(server.url, ca_file=bundle, ca=watched)
         await sink.start()
         before = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
         server.httpd.socket.context.load_cert_chain(new.server_cert, new.server_key)  # type: ignore[attr-defined]
@@ -351,12 +356,7 @@ async def test_a_rotated_headers_file_with_a_credential_over_plaintext_sends_not
     """Allowed at start (plain HTTP opted in, no credential); the file then gains an
     Authorization header: every entry is retried with the reason and no request goes out."""
     headers = _RotatingHeaders((("X-Tenant", "a"),))
-    sink = make_sink(
-        "http://hooks.example.invalid/h",
-        allow_plaintext=True,
-        webhook_headers=headers.value,
-        webhook_headers_material=headers,
-    )
+    sink = make_sink("http://hooks.example.invalid/h", allow_plaintext=True, headers=headers)
     await sink.start()
     headers.value = (("Authorization", "Bearer s3cret"),)
     outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a"), outbox("p", 2, "b")]))
@@ -392,7 +392,7 @@ async def test_a_refused_credential_has_the_files_read_again_at_once(tmp_path, r
     counting = CountingWatch(watched)
     replies = {"p:outbox:1": Reply(refusal), "p:outbox:2": Reply(200)}
     with serve(lambda body, nth: replies[body["id"]]) as server:
-        sink = make_sink(server.url, webhook_headers_material=watched, check_material=counting.check_now)
+        sink = make_sink(server.url, headers=watched, check_material=counting.check_now)
         await sink.start()
         headers.write_text("Authorization: Bearer new\n")  # rotated; nothing has looked yet
         refused = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
@@ -419,8 +419,8 @@ async def test_a_failed_certificate_check_has_the_files_read_again_at_once(tmp_p
     with serve(lambda body, nth: Reply(200), tls=(new.server_cert, new.server_key)) as server:
         sink = make_sink(
             server.url,
-            webhook_ca_file=str(bundle),
-            webhook_ca_material=watched,
+            ca_file=bundle,
+            ca=watched,
             check_material=counting.check_now,
         )
         await sink.start()

@@ -14,9 +14,11 @@ from cloudevents.core.formats.json import JSONFormat
 from support.http_receiver import serve_on_this_loop
 
 from relayd.batch import Batch
+from relayd.material import Fixed
 from relayd.sinks import DELIVERED, Retry, SinkOptions, SinkSpec
 from relayd.sinks.per_key import HELD_BACK
 from relayd.sinks.webhook.batches import batch_id, lanes
+from relayd.sinks.webhook.options import WebhookOptions
 from relayd.sinks.webhook.sink import WebhookSink
 
 from .conftest import outbox
@@ -64,7 +66,9 @@ async def test_requests_carry_up_to_n_envelopes_in_key_order_signed_over_the_who
         return web.Response(status=204)
 
     async with serve_on_this_loop(receive) as url:
-        sink = WebhookSink(SinkSpec("webhook", url), SinkOptions(webhook_batch=10, webhook_secret=KEY))
+        sink = WebhookSink(
+            SinkSpec("webhook", url), SinkOptions(own=WebhookOptions(batch=10, secrets=Fixed((KEY,))))
+        )
         await sink.start()
         outcomes = await sink.deliver(Batch.of(batch))
         await sink.close()
@@ -92,7 +96,7 @@ async def test_a_failed_request_is_one_outcome_for_its_entries_and_holds_back_th
         return web.Response(status=503 if 3 in seqs else 204)
 
     async with serve_on_this_loop(receive) as url:
-        sink = WebhookSink(SinkSpec("webhook", url), SinkOptions(webhook_batch=4, webhook_concurrency=2))
+        sink = WebhookSink(SinkSpec("webhook", url), SinkOptions(own=WebhookOptions(batch=4, concurrency=2)))
         await sink.start()
         outcomes = list(await sink.deliver(Batch.of(batch)))
         await sink.close()
@@ -110,7 +114,7 @@ async def test_cloudevents_batches_are_json_arrays_the_sdk_reads() -> None:
         received.append((dict(request.headers), await request.read()))
         return web.Response(status=200)
 
-    options = SinkOptions(webhook_batch=5, output_format="cloudevents", webhook_secret=KEY)
+    options = SinkOptions(own=WebhookOptions(batch=5, secrets=Fixed((KEY,))), output_format="cloudevents")
     async with serve_on_this_loop(receive) as url:
         sink = WebhookSink(SinkSpec("webhook", url), options)
         await sink.start()

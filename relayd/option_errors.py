@@ -1,0 +1,23 @@
+"""A pydantic validation error as the one line relayd prints for a bad option (exit code 2)."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """The first problem as one line naming the option (``--batch`` / ``RELAYD_BATCH``) when it is one."""
+    error = exc.errors(include_url=False)[0]
+    message = _message(error)
+    if not error["loc"]:
+        return message  # a rule across options (_check_and_read): its message names them
+    name = str(error["loc"][0])
+    return f"invalid --{name.replace('_', '-')} (RELAYD_{name.upper()}): {message}"
+
+
+def _message(error: ErrorDetails) -> str:
+    """A validator's own words (without pydantic's "Value error, "), else pydantic's, on one line."""
+    cause = error.get("ctx", {}).get("error")
+    text = str(cause) if isinstance(cause, ValueError) else error["msg"]
+    return " ".join(text.split())

@@ -1,0 +1,134 @@
+"""Load a sink's own options (``relayd.sinks.own_options``) from flags and ``RELAYD_*`` variables.
+
+The same precedence as ``Settings``: a flag (a keyword here) wins over the variable, which wins
+over the field's default. Each options class gets a pydantic-settings model made from its
+fields, so ``RELAYD_KAFKA_CA_FILE`` is read and checked exactly as ``RELAYD_BATCH`` is, and a
+bad value is the same one line (``relayd.option_errors``). A file option is then read (and
+watched, ``relayd.material``) by the reader its field names, and what it holds fills the
+class's ``content_of`` field.
+
+A plugin's options come from ``--sink-option NAME.KEY=VALUE`` (repeatable) over
+``RELAYD_<NAME>_<KEY>``, checked the same way when its sink is resolved.
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from pydantic import Field, ValidationError, create_model
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from relayd.errors import ConfigError
+from relayd.material import WatchedFile
+from relayd.option_errors import describe_validation_error
+from relayd.sinks.own_options import contents, declared, flag, option_name
+
+
+@dataclass(frozen=True)
+class LoadedOptions:
+    """One sink's own options as loaded: the instance, its watched files, which of them are secret."""
+
+    options: Any
+    files: tuple[WatchedFile[Any], ...] = ()
+    secret_options: frozenset[str] = field(default_factory=frozenset)
+
+
+class _OwnOptionsBase(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RELAYD_", frozen=True, extra="forbid", case_sensitive=False)
+
+
+def option_names(cls: type) -> tuple[str, ...]:
+    """The option names (``kafka_ca_file``) of ``cls``, as ``Settings`` and the CLI know them."""
+    return tuple(option_name(cls, item.name) for item in declared(cls))
+
+
+def load_own_options(cls: type, flags: dict[str, Any]) -> LoadedOptions:
+    """``cls`` from ``flags`` (option name → value) over the environment over its defaults.
+
+    Raises:
+        ConfigError: one line naming the option (a bad value, an unreadable file).
+    """
+    try:
+        model = _model(cls)(**flags)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc)) from None
+    values = {item.name: getattr(model, option_name(cls, item.name)) for item in declared(cls)}
+    files: list[WatchedFile[Any]] = []
+    secret: set[str] = set()
+    read: dict[str, Any] = {}
+    for item in declared(cls):
+        reader, path = item.metadata["reads"], values[item.name]
+        if reader is None or path is None:
+            continue
+        try:
+            watched = reader(flag(cls, item.name), path, values)
+        except ValueError as exc:
+            raise ConfigError(" ".join(str(exc).split())) from None
+        if watched is not None:
+            files.append(watched)
+            read[item.name] = watched
+            if item.metadata["secret"]:
+                secret.add(watched.option)
+    held: dict[str, Any] = {}
+    for item in contents(cls):
+        source, view = read.get(item.metadata["content_of"]), item.metadata["view"]
+        held[item.name] = view(source, values) if view is not None and source is not None else source
+    return LoadedOptions(cls(**values, **held), tuple(files), frozenset(secret))
+
+
+def load_plugin_options(cls: type, items: typing.Iterable[str]) -> LoadedOptions:
+    """A plugin's options from its ``--sink-option NAME.KEY=VALUE`` items over ``RELAYD_<NAME>_<KEY>``."""
+    prefix = str(getattr(cls, "prefix", ""))
+    known = {item.name for item in declared(cls)}
+    flags: dict[str, Any] = {}
+    for text in items:
+        name, key, value = split_sink_option(text)
+        if name != prefix:
+            continue
+        if key.replace("-", "_") not in known:
+            listed = ", ".join(sorted(known)) or "none"
+            raise ConfigError(
+                f"--sink-option {name}.{key}: sink {name!r} has no option {key!r} (it has: {listed})"
+            )
+        flags[option_name(cls, key.replace("-", "_"))] = value
+    return load_own_options(cls, flags)
+
+
+def split_sink_option(text: str) -> tuple[str, str, str]:
+    """``NAME.KEY=VALUE`` as its three parts.
+
+    Raises:
+        ConfigError: the text is not of that form.
+    """
+    target, sep, value = text.partition("=")
+    name, dot, key = target.strip().partition(".")
+    if not (sep and dot and name and key):
+        raise ConfigError(f"--sink-option needs NAME.KEY=VALUE, got {text[:60]!r}")
+    return name, key, value
+
+
+@cache
+def _model(cls: type) -> type[BaseSettings]:
+    """A pydantic-settings model of ``cls``'s options: one field per option, named as the option."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    fields: dict[str, Any] = {}
+    for item in declared(cls):
+        annotation = hints[item.name]
+        bounds = item.metadata["constraints"]
+        if bounds:
+            annotation = _bounded(annotation, bounds)
+        fields[option_name(cls, item.name)] = (annotation, item.default)
+    model: type[BaseSettings] = create_model(f"{cls.__name__}Settings", __base__=_OwnOptionsBase, **fields)
+    return model
+
+
+def _bounded(annotation: Any, bounds: dict[str, float]) -> Any:
+    """``annotation`` with pydantic's numeric bounds (on the value, not on None when optional)."""
+    args = typing.get_args(annotation)
+    if type(None) in args:
+        (inner,) = (arg for arg in args if arg is not type(None))
+        return typing.Annotated[inner, Field(**bounds)] | None  # type: ignore[call-overload]
+    return typing.Annotated[annotation, Field(**bounds)]  # type: ignore[call-overload]

@@ -1,0 +1,106 @@
+"""The webhook sink's own options: ``--webhook-<name>`` flags and ``RELAYD_WEBHOOK_<NAME>`` variables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from relayd.material import Material, WatchedFile, pem_file, secret_lines_file, text_file
+from relayd.sinks.own_options import SECURITY, STRIPPED_WATCHED, content_of, option, watched
+from relayd.sinks.webhook import standard_webhooks
+
+
+def _secrets_file(option: str, path: Path, values: dict[str, Any]) -> WatchedFile[tuple[str, ...]]:
+    """The signing secrets, one a line: ``whsec_<base64>`` each under the standard scheme."""
+    if values["signature"] == "standard":
+        return text_file(option, path, standard_webhooks.parse_secret_lines)
+    return secret_lines_file(option, path)
+
+
+def _headers_file(
+    option: str, path: Path, _values: dict[str, Any]
+) -> WatchedFile[tuple[tuple[str, str], ...]]:
+    from relayd.sinks.webhook.http_policy import parse_header_lines  # only when the file is given
+
+    return text_file(option, path, parse_header_lines)
+
+
+class SigningKeys:
+    """The HMAC keys of the current secrets of ``--webhook-secret-file``.
+
+    Under the standard scheme a ``whsec_<base64>`` line's key is its decoded base64; under the
+    relayd scheme a line's key is its UTF-8 bytes.
+    """
+
+    __slots__ = ("_lines", "_scheme")
+
+    def __init__(self, lines: Material[tuple[str, ...]], scheme: str) -> None:
+        self._lines = lines
+        self._scheme = scheme
+
+    @property
+    def value(self) -> tuple[bytes, ...]:
+        if self._scheme == "standard":
+            return tuple(standard_webhooks.decode_secret(line) for line in self._lines.value)
+        return tuple(line.encode() for line in self._lines.value)
+
+
+def _keys(lines: Material[tuple[str, ...]], values: dict[str, Any]) -> SigningKeys:
+    return SigningKeys(lines, values["signature"])
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookOptions:
+    """How the webhook sink signs, times, batches and secures its requests."""
+
+    prefix: ClassVar[str] = "webhook"
+
+    secret_file: Path | None = option(
+        None,
+        "File of webhook signing secrets, one a line, each signing every request: 'whsec_<base64>' "
+        f"under --webhook-signature standard, any text under relayd ({STRIPPED_WATCHED}).",
+        panel=SECURITY,
+        reads=_secrets_file,
+        secret=True,
+    )
+    timeout: float = option(10.0, "Seconds one webhook request may take.", constraints={"gt": 0, "le": 600})
+    concurrency: int = option(
+        16, "Most webhook requests in flight at once.", constraints={"ge": 1, "le": 10_000}
+    )
+    connect_timeout: float | None = option(
+        None, "Seconds to open a webhook connection.", constraints={"gt": 0, "le": 600}
+    )
+    read_timeout: float | None = option(
+        None, "Seconds a webhook answer may pause between reads.", constraints={"gt": 0, "le": 600}
+    )
+    headers_file: Path | None = option(
+        None,
+        "File of extra webhook headers, one 'Name: value' a line (re-read when it changes).",
+        panel=SECURITY,
+        reads=_headers_file,
+        secret=True,
+    )
+    gzip: bool = option(False, "Gzip webhook request bodies.")
+    signature: Literal["standard", "relayd"] = option(
+        "standard",
+        "Webhook signing scheme: standard (Standard Webhooks: webhook-id, webhook-timestamp, "
+        "webhook-signature) or relayd (X-Relayd-Timestamp, X-Relayd-Signature).",
+    )
+    batch: int = option(
+        1,
+        "Most envelopes in one webhook request (1: one request per envelope).",
+        constraints={"ge": 1, "le": 10_000},
+    )
+    ca_file: Path | None = option(
+        None,
+        "PEM CA bundle trusted for https:// webhooks (re-read when it changes).",
+        panel=SECURITY,
+        reads=watched(pem_file),
+    )
+
+    #: What the files above hold now, re-read when they change: the signing keys (the sink signs
+    #: with each of them), the extra headers (values may be credentials) and the CA bundle.
+    secrets: Material[tuple[bytes, ...]] | None = content_of("secret_file", _keys)
+    headers: Material[tuple[tuple[str, str], ...]] | None = content_of("headers_file")
+    ca: Material[bytes] | None = content_of("ca_file")
