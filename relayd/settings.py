@@ -24,16 +24,12 @@ Secret and certificate files are ``relayd.material.WatchedFile``s: read and chec
 re-read by ``relayd.material_watch`` when they change, so ``redis_credentials``,
 ``sentinel_credentials`` and the sinks' material always hand out the current values.
 
-Prefixes: ``--prefix`` is repeatable; ``RELAYD_PREFIX`` is comma-separated. A compact range
-form expands inside a hash tag: ``{shard-0..31}`` is the 32 prefixes ``{shard-0}`` …
-``{shard-31}`` (Redis Cluster deployments that shard one engine over many slots). On a
-cluster (``redis+cluster://``) every prefix must carry a hash tag, so all of its keys share one
-slot; an untagged prefix is a ``ConfigError``.
+Prefixes follow ``relayd.prefixes`` (ranges, the cluster's hash-tag rule); an untagged prefix
+on a cluster is a ``ConfigError``.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Self
 
@@ -44,8 +40,10 @@ from relayd.defaults import DEFAULTS, OPTION_NAMES
 from relayd.engine.breaker import BreakerPolicy
 from relayd.engine.options import SweepOptions
 from relayd.errors import ConfigError
+from relayd.host_port import parse_host_port
 from relayd.material import WatchedFile, pem_file, secret_file
 from relayd.option_errors import describe_validation_error
+from relayd.prefixes import expand_prefixes, require_hash_tags
 from relayd.redis_url import RedisAddress, parse_redis_url, plaintext_refusal
 from relayd.secret import Secret
 from relayd.sink_settings import (
@@ -57,66 +55,11 @@ from relayd.sink_settings import (
 )
 from relayd.sinks.base import SinkOptions
 from relayd.sinks.families import BUILT_IN_OPTIONS
-from store import Keyspace
-
-#: Most prefixes one range form may expand to (a typo like ``0..99999`` is an error, not a hang).
-MAX_PREFIX_RANGE: Final = 1024
-
-# "{shard-0..31}": a numeric range inside one hash tag, with fixed text around it.
-_RANGE = re.compile(
-    r"^(?P<head>[^{}]*)\{(?P<lead>[^{}]*?)(?P<lo>\d+)\.\.(?P<hi>\d+)(?P<tail>[^{}]*)\}(?P<rest>.*)$"
-)
-
-
-def expand_prefixes(values: list[str]) -> tuple[str, ...]:
-    """Split comma lists, expand ``{name-0..31}`` ranges, drop duplicates keeping order."""
-    out: list[str] = []
-    for value in values:
-        for item in (v.strip() for v in value.split(",")):
-            if not item:
-                continue
-            match = _RANGE.match(item)
-            if match is None:
-                expanded = [item]
-            else:
-                lo, hi = int(match["lo"]), int(match["hi"])
-                if hi < lo or hi - lo + 1 > MAX_PREFIX_RANGE:
-                    raise ValueError(f"prefix range {item!r} must be lo..hi with at most {MAX_PREFIX_RANGE}")
-                expanded = [
-                    f"{match['head']}{{{match['lead']}{n}{match['tail']}}}{match['rest']}"
-                    for n in range(lo, hi + 1)
-                ]
-            for prefix in expanded:
-                Keyspace(prefix)  # raises ValueError on an empty or whitespace-bearing prefix
-                if prefix not in out:
-                    out.append(prefix)
-    if not out:
-        raise ValueError("at least one prefix is required")
-    return tuple(out)
-
-
-def parse_host_port(addr: str) -> tuple[str, int]:
-    """Split ``HOST:PORT`` (``[::1]:9464`` for IPv6); port 0 asks the OS for a free one."""
-    host, sep, port_text = addr.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise ValueError(f"expected HOST:PORT, got {addr!r}")
-    return host, int(port_text)
 
 
 def read_secret_file(option: str, path: Path) -> str:
     """A secret file's value without surrounding whitespace (``relayd.secret.strip_secret``)."""
     return secret_file(option, path).value
-
-
-def _require_hash_tags(prefixes: tuple[str, ...]) -> None:
-    """On a cluster every key of a prefix must hash to one slot: the scripts touch several at once."""
-    untagged = [prefix for prefix in prefixes if not Keyspace(prefix).has_hash_tag]
-    if untagged:
-        raise ValueError(
-            f"on Redis Cluster every prefix needs a hash tag such as '{{shard-7}}x', so all its keys "
-            f"share one slot; {untagged[0]!r} has none"
-        )
 
 
 #: The options whose files hold Redis or Sentinel credentials (plaintext to them is refused).
@@ -268,7 +211,7 @@ class Settings(BaseSettings):
         if refusal is not None:
             raise ValueError(refusal)
         if address.cluster:
-            _require_hash_tags(self.prefix)
+            require_hash_tags(self.prefix)
         return address
 
     def _read_sentinel_credentials(self, address: RedisAddress) -> None:

@@ -40,7 +40,8 @@ def acl(
     """Print the Redis ACL rule (commands, key patterns, wake-up channels) relayd needs, and nothing more."""
     from relayd.acl import acl_rule
     from relayd.defaults import DEFAULTS
-    from relayd.settings import expand_prefixes, read_secret_file
+    from relayd.prefixes import expand_prefixes
+    from relayd.settings import read_secret_file
 
     try:
         prefixes = expand_prefixes(list(prefix or DEFAULTS.prefix))

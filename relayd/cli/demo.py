@@ -50,8 +50,8 @@ def demo(
 ) -> None:
     """Run relayd against an embedded Redis while a generated workload commits; print a summary."""
     from relayd.demo.run import run_demo
+    from relayd.host_port import parse_host_port
     from relayd.logs import configure_logging
-    from relayd.settings import parse_host_port
 
     try:
         host, port = parse_host_port(metrics_addr)

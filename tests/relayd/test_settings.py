@@ -8,8 +8,10 @@ import pytest
 
 from relayd.defaults import DEFAULTS, OPTION_NAMES
 from relayd.errors import ConfigError
+from relayd.host_port import parse_host_port
+from relayd.prefixes import expand_prefixes
 from relayd.redis_url import parse_redis_url
-from relayd.settings import Settings, expand_prefixes, load_settings, parse_host_port
+from relayd.settings import Settings, load_settings
 from relayd.sinks.amqp.options import AmqpOptions
 from relayd.sinks.webhook.options import WebhookOptions
 
