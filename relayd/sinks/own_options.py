@@ -42,15 +42,19 @@ def option(
     reads: FileReader | None = None,
     secret: bool = False,
     constraints: dict[str, float] | None = None,
+    **extra: str,
 ) -> Any:
     """A dataclass field that is an option: its default, its help, and how its file is read.
 
     ``reads`` makes a file option watched (the file read at start-up and again when it
     changes); ``secret`` keeps what it holds out of every log line; ``constraints`` are
     pydantic's numeric bounds (``gt``, ``ge``, ``le``), checked when the option is loaded.
+    ``extra`` is the sink's own metadata (the kafka sink's ``librdkafka`` setting name).
     """
     metadata = {"help": help_text, "panel": panel, "reads": reads, "secret": secret}
-    return dataclasses.field(default=default, metadata={**metadata, "constraints": constraints or {}})
+    return dataclasses.field(
+        default=default, metadata={**extra, **metadata, "constraints": constraints or {}}
+    )
 
 
 def content_of(field_name: str, view: Callable[[Any, dict[str, Any]], Any] | None = None) -> Any:
