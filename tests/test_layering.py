@@ -36,6 +36,7 @@ PURE_MODULES = [
     "relayd/sinks/spec.py",
     "relayd/sinks/webhook/http_policy.py",
     "relayd/sinks/harel/wire.py",
+    "relayd/sinks/kafka/config.py",
     "relayd/redis_url.py",
     "store/urls.py",
     "store/plans.py",

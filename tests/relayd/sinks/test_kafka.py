@@ -17,8 +17,9 @@ from relayd.batch import Batch
 from relayd.errors import ConfigError
 from relayd.material import Fixed, pem_file, secret_file
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
+from relayd.sinks.kafka.config import KafkaMaterial, producer_config
 from relayd.sinks.kafka.options import KafkaOptions
-from relayd.sinks.kafka.sink import KafkaMaterial, KafkaSink, producer_config
+from relayd.sinks.kafka.sink import KafkaSink
 
 from .conftest import outbox, spawn, timer
 
