@@ -39,6 +39,11 @@ class KafkaOptions:
     ca_file: Path | None = option(
         None, "PEM CA bundle for the kafka sink's TLS (implies TLS).", panel=SECURITY, reads=watched(pem_file)
     )
+    compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = option(
+        "none",
+        "Compress each batch of records: none, gzip, snappy, lz4 or zstd.",
+        librdkafka="compression.type",
+    )
 
     #: What the files above hold now, re-read when they change: the sink replaces its producer
     #: between batches when one of them changed.
