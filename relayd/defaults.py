@@ -40,6 +40,8 @@ class Defaults:
     log_format: Literal["json", "console"] | None = None  # None: json unless the log stream is a tty
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     shutdown_grace: float = 10.0
+    # A sink call this long past its sink's own timeout is hung: /healthz 503 (relayd.inflight).
+    hung_sink_grace: float = 30.0
     redis_username_file: Path | None = None
     redis_password_file: Path | None = None
     sentinel_username_file: Path | None = None

@@ -1,9 +1,11 @@
 """Liveness and readiness: a snapshot of the relay's state and a pure verdict for each probe.
 
 ``/healthz`` answers whether the event loop still runs (its heartbeat, ``relayd.heartbeat``,
-beat recently: a stuck loop is what a restart fixes); a pass waiting on a slow or hung sink
-keeps it live, since a restart would not fix the sink (``relayd_last_sweep_timestamp_seconds``
-shows how long ago a pass finished). ``/readyz`` answers whether Redis answers and every sink is
+beat recently: a stuck loop is what a restart fixes) and every sink call in flight is within
+its sink's own timeout plus a grace (``relayd.inflight``: a call past it ignores its timeout,
+and a restart fixes that too). A pass waiting on a slow sink that keeps its timeout stays live,
+since a restart would not fix the sink (``relayd_last_sweep_timestamp_seconds`` shows how long
+ago a pass finished). ``/readyz`` answers whether Redis answers and every sink is
 ready (an outage a restart does not fix). ``Health`` is the thread-safe holder the
 loop writes and the HTTP thread reads; times are monotonic seconds passed in by the caller.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 #: Default silence of the event loop after which it counts as stuck: the heartbeat beats every
@@ -50,15 +52,21 @@ class HealthSnapshot:
     parked_lanes: Mapping[str, str] = field(default_factory=dict)
     #: sinks whose circuit breaker is not closed: "open since T: reason" by sink name
     breakers_open: Mapping[str, str] = field(default_factory=dict)
+    #: sink calls in flight past their timeout plus grace, each saying which and for how long
+    hung_deliveries: tuple[str, ...] = ()
 
 
 def healthz(snapshot: HealthSnapshot, *, now_s: float, stale_after_s: float) -> Answer:
-    """Live while the event loop has beat within ``stale_after_s`` (or has not started yet)."""
+    """Live while the event loop has beat within ``stale_after_s`` (or has not started yet) and
+    no sink call in flight has overrun its timeout plus grace."""
+    if snapshot.last_progress_s is not None:
+        silent_s = now_s - snapshot.last_progress_s
+        if silent_s > stale_after_s:
+            return Answer(False, f"event loop silent for {silent_s:.1f}s")
+    if snapshot.hung_deliveries:
+        return Answer(False, "; ".join(snapshot.hung_deliveries))
     if snapshot.last_progress_s is None:
         return Answer(True, "starting")
-    silent_s = now_s - snapshot.last_progress_s
-    if silent_s > stale_after_s:
-        return Answer(False, f"event loop silent for {silent_s:.1f}s")
     return Answer(True, "ok")
 
 
@@ -121,6 +129,7 @@ class Health:
         self._stopping = False
         self._material: Callable[[], list[str]] = list
         self._parked: dict[str, str] = {}
+        self._deliveries: Callable[[float], list[str]] = lambda _now_s: []
 
     def progress(self, now_s: float) -> None:
         """The event loop ran at ``now_s``: its heartbeat, or a relay loop's iteration."""
@@ -163,6 +172,11 @@ class Health:
         with self._lock:
             self._breakers = dict(breakers)
 
+    def watch_deliveries(self, overruns: Callable[[float], list[str]]) -> None:
+        """Ask ``overruns(now_s)`` on every liveness probe which sink calls are hung (``relayd.inflight``)."""
+        with self._lock:
+            self._deliveries = overruns
+
     def stopping(self) -> None:
         with self._lock:
             self._stopping = True
@@ -197,7 +211,10 @@ class Health:
         )
 
     def live(self, now_s: float) -> Answer:
-        return healthz(self.snapshot(), now_s=now_s, stale_after_s=self.stale_after_s)
+        with self._lock:
+            deliveries = self._deliveries
+        snapshot = replace(self.snapshot(), hung_deliveries=tuple(deliveries(now_s)))
+        return healthz(snapshot, now_s=now_s, stale_after_s=self.stale_after_s)
 
     def ready(self) -> Answer:
         return readyz(self.snapshot())

@@ -1,9 +1,11 @@
 """The event loop's heartbeat: a task that tells ``Health`` every second that the loop still runs.
 
-Liveness is this heartbeat, not "a pass finished recently": a pass waiting on a slow or hung sink
-leaves the loop free to beat, so ``/healthz`` stays 200 and no probe restarts a healthy process
-for a sink's fault (readiness, ``relayd_last_sweep_timestamp_seconds`` and the alerts report the
-sink). A loop blocked by synchronous work cannot beat, and ``/healthz`` turns 503.
+Liveness is this heartbeat, not "a pass finished recently": a pass waiting on a slow sink leaves
+the loop free to beat, so ``/healthz`` stays 200 and no probe restarts a healthy process for a
+sink's fault (readiness, ``relayd_last_sweep_timestamp_seconds`` and the alerts report the
+sink). A loop blocked by synchronous work cannot beat, and ``/healthz`` turns 503. The other half
+of liveness is each sink call in flight: one past its sink's own timeout plus a grace counts as
+hung (``relayd.inflight``), read by the probe itself, so it is seen even while the loop beats.
 """
 
 from __future__ import annotations

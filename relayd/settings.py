@@ -99,6 +99,7 @@ class Settings(BaseSettings):
     log_format: Literal["json", "console"] | None = DEFAULTS.log_format
     log_level: Literal["debug", "info", "warning", "error"] = DEFAULTS.log_level
     shutdown_grace: Annotated[float, Field(ge=0, le=3600)] = DEFAULTS.shutdown_grace
+    hung_sink_grace: Annotated[float, Field(ge=0, le=3600)] = DEFAULTS.hung_sink_grace
     redis_username_file: Path | None = DEFAULTS.redis_username_file
     redis_password_file: Path | None = DEFAULTS.redis_password_file
     # The sentinels' own credentials (redis+sentinel://); the URL's and the files above are the master's.

@@ -185,6 +185,11 @@ WAKE = SharedOption(
 SHUTDOWN_GRACE = _option(
     "shutdown_grace", "Seconds in-flight deliveries may take after SIGTERM/SIGINT.", TUNING
 )
+HUNG_SINK_GRACE = _option(
+    "hung_sink_grace",
+    "Seconds a sink call may run past its sink's own timeout before /healthz fails (503).",
+    OBSERVE,
+)
 METRICS_ADDR = _option(
     "metrics_addr",
     "HOST:PORT for /metrics, /healthz, /readyz (loopback by default; 0.0.0.0:9464 in containers).",

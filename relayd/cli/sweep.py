@@ -85,6 +85,7 @@ async def run_sweep(
     sinks, which may ask it for a check at once).
     """
     import asyncio
+    import functools
 
     import structlog
 
@@ -92,6 +93,7 @@ async def run_sweep(
     from relayd.engine.loop import run_relay
     from relayd.health import Health
     from relayd.heartbeat import heartbeat
+    from relayd.inflight import DELIVERIES
     from relayd.logs import redact_also
     from relayd.metrics import RelayMetrics
     from relayd.prefix_hint import prefix_hints
@@ -100,6 +102,7 @@ async def run_sweep(
     install_signal_handlers(stop)
     metrics = RelayMetrics(registry)
     health = Health(sentinel_service=settings.redis.service)
+    health.watch_deliveries(functools.partial(DELIVERIES.overruns, grace_s=settings.hung_sink_grace))
     watch.on_reload(lambda: redact_also(settings.secrets()))
     health.watch_material(watch.problems)
     watching = asyncio.create_task(watch.run(stop))
@@ -154,6 +157,7 @@ async def run_sweep(
 @o.LEASE_TTL
 @o.WAKE
 @o.SHUTDOWN_GRACE
+@o.HUNG_SINK_GRACE
 @o.METRICS_ADDR
 @o.with_sink_own_options
 @o.FORMAT

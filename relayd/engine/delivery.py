@@ -33,6 +33,7 @@ from relayd.engine.passes import Tally
 from relayd.engine.plan import Dead, Held, Verdicts
 from relayd.engine.settle import Settlement
 from relayd.envelope import Envelope, Kind
+from relayd.inflight import DELIVERIES
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import Outcome, Retry
 from relayd.sinks.sending import sending_while
@@ -159,7 +160,7 @@ class Delivery:
                 await lane.guard.throttle(len(batch))
                 if not self.may_deliver():
                     raise Fenced(lane.kind, len(batch), "send_expired")
-                with sending_while(self.may_deliver):
+                with sending_while(self.may_deliver), DELIVERIES.track(lane.sink):  # relayd.inflight
                     outcomes = await lane.sink.deliver(batch)
         except (asyncio.CancelledError, Fenced):
             raise

@@ -81,6 +81,7 @@ from aiohttp.abc import AbstractStreamWriter
 from relayd import __version__
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
+from relayd.inflight import progressed
 from relayd.material import Fixed, Material
 from relayd.sinks import cloud_event, trace_context
 from relayd.sinks.base import Delivered, Outcome, ReadyByReason, Retry, SinkOptions
@@ -164,6 +165,8 @@ class WebhookSink(ReadyByReason):
         self._cloudevents_source = options.cloudevents_source
         self._concurrency = own.concurrency
         self._batch_size = own.batch
+        #: the longest one request waits (``relayd.inflight``: liveness allows this plus a grace)
+        self.timeout_s = own.timeout
         self._timeout = aiohttp.ClientTimeout(
             total=own.timeout, sock_connect=own.connect_timeout, sock_read=own.read_timeout
         )
@@ -231,6 +234,8 @@ class WebhookSink(ReadyByReason):
                         return Retry(error=NOT_SENT)
                     stale |= isinstance(exc, aiohttp.ClientConnectorCertificateError)
                     return Retry(error=f"webhook connection error ({connection_failure(exc)})")
+                finally:
+                    progressed()  # this request ended: the call's liveness deadline starts again
             answered += 1
             stale |= status in REFUSED_CREDENTIALS
             return classify_status(status, retry_after, self._clock(), answer_body)

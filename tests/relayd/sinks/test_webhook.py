@@ -19,6 +19,7 @@ from support.redis_server import free_port
 from support.tls import make_pki, old_and_new_pki
 
 from relayd.batch import Batch
+from relayd.inflight import InFlight
 from relayd.material import Fixed, WatchedFile, pem_file, text_file
 from relayd.material_watch import MaterialWatch
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, SinkSpec
@@ -434,3 +435,30 @@ async def test_a_failed_certificate_check_has_the_files_read_again_at_once(tmp_p
     assert requested_after_refusal == 1
     assert list(delivered) == [DELIVERED]
     assert [r.body["id"] for r in server.requests] == ["p:outbox:2"]
+
+
+async def test_each_request_that_ends_restarts_the_calls_liveness_deadline() -> None:
+    """``relayd.inflight``: a batch of many requests reports each one that ends (answered or
+    not), so a long batch of answered requests is never taken for a hung call."""
+    ticks = iter(range(1_000))
+    inflight = InFlight(clock=lambda: float(next(ticks)))
+    seen: list[float] = []
+    with serve(lambda body, nth: Reply(500 if body["id"] == "p:outbox:2" else 200)) as server:
+        sink = make_sink(server.url, concurrency=1)
+        await sink.start()
+        with inflight.track(sink) as call:
+            real = sink._slots.release  # each request frees its slot once its progress is noted
+
+            def noting_release() -> None:
+                real()
+                seen.append(call.progressed_s)
+
+            sink._slots.release = noting_release  # type: ignore[method-assign]
+            outcomes = await sink.deliver(Batch.of([outbox("p", seq, f"t{seq}") for seq in (1, 2, 3)]))
+        await sink.close()
+
+    assert sorted(map(str, outcomes)) == sorted(map(str, [DELIVERED, DELIVERED, Retry(error="http 500")]))
+    assert call.timeout_s == 10.0  # --webhook-timeout's default: the sink's own
+    assert len(seen) == 3
+    assert seen == sorted(set(seen))  # renewed by every request, the failed one too
+    assert seen[0] > call.started_s
