@@ -14,11 +14,11 @@ from typing_extensions import TypeVar
 
 from store import codec, plans
 from store.backlog import RawTimer
-from store.errors import MalformedEntry, StoreConflict, StoreFenced, StoreUnavailable
-from store.fence import Fence
+from store.errors import MalformedEntry, StoreConflict, StoreUnavailable
+from store.fence import Fence, fenced_call, fenced_refusal
 from store.keys import Keyspace
 from store.protocols import ConflictFactory, JsonModel, VersionedModel
-from store.scripts import CAS_COMMIT, FENCED_HDEL, FENCED_TAG, TIMER_COMPARE_DELETE
+from store.scripts import CAS_COMMIT, FENCED_HDEL, TIMER_COMPARE_DELETE
 
 if TYPE_CHECKING:
     from store.models import Event, Execution, OutboxEntry, SpawnEntry
@@ -112,8 +112,8 @@ class StoreCore(Generic[ExeT, EvtT]):
                 f"redis unreachable for prefix {self.prefix!r}: {type(exc).__name__}"
             ) from exc
         except self._ResponseError as exc:
-            if fence is not None and FENCED_TAG in str(exc):
-                raise StoreFenced(fence.key) from exc
+            if (fenced := fenced_refusal(exc, fence)) is not None:
+                raise fenced from exc
             raise
 
     def _hash_key(self, kind: str) -> str:
@@ -124,9 +124,7 @@ class StoreCore(Generic[ExeT, EvtT]):
         timers_key: str, args: list[bytes | str | float], fence: Fence | None
     ) -> tuple[list[str], list[bytes | str | float]]:
         """KEYS and ARGV of the timer compare-and-delete script, fenced or not."""
-        if fence is None:
-            return [timers_key], args
-        return [timers_key, fence.key], [fence.token, *args]
+        return fenced_call([timers_key], args, fence)
 
     def _conflict(self, execution_id: str, expected: int, found: int | None) -> Exception:
         return self.conflict_error(execution_id, expected=expected, found=found)

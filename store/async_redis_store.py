@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 from store import codec, plans, purging
 from store._base import EvtT, ExeT, StoreCore
 from store.backlog import RawEntry, RawTimer
-from store.fence import Fence
+from store.fence import Fence, fenced_call
 from store.keys import timer_member
 from store.protocols import SpawnIntent, TimerOpLike
 from store.readers import AsyncBacklogReader, BacklogKind
@@ -246,7 +246,7 @@ class AsyncRedisStore(StoreCore[ExeT, EvtT]):
             if fence is None:
                 removed = int(await self.client.hdel(key, *names))
             else:
-                fenced = await self._fenced_hdel_script(keys=[fence.key, key], args=[fence.token, *names])
+                fenced = await self._fenced_hdel_script(*fenced_call([key], names, fence))
                 removed = int(fenced)
         self._forget(kind, names)
         return removed

@@ -14,6 +14,7 @@ import orjson
 from relayd.state import RedisClient, scripts
 from relayd.state.fencing import refused_as_fenced
 from store import Fence
+from store.fence import fenced_call
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +64,12 @@ async def save_attempts(
     if fence is None:
         await client.hset(key, mapping={ref: encode_record(r) for ref, r in records.items()})
         return
-    args: list[bytes | str] = [fence.token]
+    pairs: list[bytes | str] = []
     for ref, record in records.items():
-        args += [ref, encode_record(record)]
+        pairs += [ref, encode_record(record)]
+    keys, args = fenced_call([key], pairs, fence)
     with refused_as_fenced(fence):
-        await client.eval(scripts.SAVE_ATTEMPTS, 2, key, fence.key, *args)
+        await client.eval(scripts.SAVE_ATTEMPTS, len(keys), *keys, *args)
 
 
 async def forget_attempts(client: RedisClient, key: str, refs: Iterable[str]) -> None:

@@ -19,9 +19,10 @@ import orjson
 
 from relayd.envelope import KINDS, Kind
 from relayd.state import RedisClient, scripts
-from relayd.state.fencing import fenced_keys, refused_as_fenced
+from relayd.state.fencing import refused_as_fenced
 from relayd.state.keys import RelayKeys
 from store import MALFORMED_REASONS, Fence, Keyspace
+from store.fence import fenced_call
 
 #: Every dead-letter reason code (bounded metric label values).
 REASON_CODES: Final = frozenset({"permanent", "max_attempts"} | MALFORMED_REASONS)
@@ -157,13 +158,13 @@ async def move_to_dead_letters(
     (raises ``store.StoreFenced``).
     """
     mode = "zset" if kind == "timer" else "hash"
-    keys_ = fenced_keys((keys.live(kind), keys.dead(kind), keys.attempts(kind)), fence)
     moved = 0
     for start in range(0, len(moves), _CHUNK):
-        args: list[bytes | str] = [mode] if fence is None else [mode, fence.token]
+        groups: list[bytes | str] = [mode]
         for move in moves[start : start + _CHUNK]:
             score = "" if move.score is None else repr(float(move.score))
-            args += [move.live_ref, score, move.id, move.document, move.attempts_field]
+            groups += [move.live_ref, score, move.id, move.document, move.attempts_field]
+        keys_, args = fenced_call([keys.live(kind), keys.dead(kind), keys.attempts(kind)], groups, fence)
         with refused_as_fenced(fence):
             moved += int(await client.eval(scripts.DEAD_LETTER, len(keys_), *keys_, *args))
     return moved

@@ -18,10 +18,8 @@ def _load(name: str) -> str:
 CAS_COMMIT: Final = _load("cas_commit")
 #: Timer compare-and-delete over (member, fire_at) pairs, optionally fenced.
 TIMER_COMPARE_DELETE: Final = _load("timer_compare_delete")
-#: HDEL of hash fields while a guard key holds the caller's token.
+#: HDEL of hash fields while a guard key holds the caller's token (``store.fence``).
 FENCED_HDEL: Final = _load("fenced_hdel")
 
 #: The error tag the CAS script replies with on a version mismatch.
 CONFLICT_TAG: Final = "RELAYD_STORE_CONFLICT:"
-#: The error tag a fenced script replies with when its guard holds another token (or none).
-FENCED_TAG: Final = "RELAYD_STORE_FENCED"

@@ -4,11 +4,12 @@
 --
 -- KEYS[1]  P:timers  zset  member "{id}\0{path}", score = fire_at (epoch seconds)
 -- KEYS[2]  optional: a guard (relayd's lease P:relay:lease); when given, ARGV[1] is the
---          caller's token and nothing is deleted unless the guard holds it (a fenced ack)
+--          caller's token and nothing is deleted unless the guard holds it (a fenced ack;
+--          the convention of every fenced script, store/fence.py: guard last, token first)
 -- ARGV     [token,] then pairs: member, fire_at (the shortest round-trip decimal of the double)
 --
--- Returns how many members were removed, or the error reply 'RELAYD_STORE_FENCED' when the
--- guard holds another token or none.
+-- Returns how many members were removed, or the error reply 'RELAYD_FENCED' when the guard
+-- holds another token or none.
 --
 -- One ZMSCORE and one ZREM per chunk of members instead of a ZSCORE and a ZREM per member:
 -- each call from Lua into Redis has a fixed cost, which made this script most of Redis's CPU
@@ -17,7 +18,7 @@ local CHUNK = 500 -- members per ZMSCORE / ZREM: far inside the limit of Lua's u
 local base = 0 -- ARGV entries before the pairs
 if #KEYS == 2 then
   if redis.call('GET', KEYS[2]) ~= ARGV[1] then
-    return redis.error_reply('RELAYD_STORE_FENCED')
+    return redis.error_reply('RELAYD_FENCED')
   end
   base = 1
 end

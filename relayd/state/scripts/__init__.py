@@ -16,6 +16,3 @@ LEASE_RENEW: Final = _load("lease_renew")
 LEASE_RELEASE: Final = _load("lease_release")
 PURGE: Final = _load("purge")
 SAVE_ATTEMPTS: Final = _load("save_attempts")
-
-#: The error reply of a fenced script whose lease holds another token (or none).
-FENCED_TAG: Final = "RELAYD_FENCED"

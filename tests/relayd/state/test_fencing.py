@@ -4,11 +4,15 @@ same script call, and a wrong token (another replica took over) or none changes 
 from __future__ import annotations
 
 import pytest
+from redis.exceptions import ResponseError
 
+from relayd.state import scripts
 from relayd.state.attempts import AttemptRecord, load_attempts, save_attempts
 from relayd.state.deadletters import DeadMove, move_to_dead_letters
 from relayd.state.keys import RelayKeys
 from store import AsyncRedisStore, Fence, Keyspace, StoreFenced, timer_member
+from store.fence import FENCED_TAG, fenced_call, fenced_refusal
+from store.scripts import FENCED_HDEL, TIMER_COMPARE_DELETE
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -104,3 +108,39 @@ async def test_the_attempts_write_is_refused_without_our_token(async_client, pre
 
     assert refused == {}
     assert await load_attempts(async_client, keys.attempts("outbox"), ["1", "2"]) == records
+
+
+#: Every fenced script, the store's and relayd's, with what it needs besides the fence.
+FENCED_SCRIPTS = {
+    "store fenced_hdel": (FENCED_HDEL, ["P:outbox"], ["1"]),
+    "store timer_compare_delete": (TIMER_COMPARE_DELETE, ["P:timers"], ["m", "1.5"]),
+    "relayd save_attempts": (scripts.SAVE_ATTEMPTS, ["P:relay:attempts:outbox"], ["1", "{}"]),
+    "relayd dead_letter": (
+        scripts.DEAD_LETTER,
+        ["P:outbox", "P:relay:dead:outbox", "P:relay:attempts:outbox"],
+        ["hash", "1", "", "P:outbox:1", "{}", "1"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FENCED_SCRIPTS))
+async def test_every_fenced_script_keeps_one_convention_and_one_refusal(async_client, name):
+    """The lease last of KEYS, the token first of ARGV (``store.fence.fenced_call``), and one
+    error reply that ``store.fence.fenced_refusal`` recognises, whichever package owns it."""
+    script, keys, args = FENCED_SCRIPTS[name]
+    lease = f"{{fence-{name.split()[1]}}}:relay:lease"
+    keys = [key.replace("P:", lease.removesuffix("relay:lease")) for key in keys]
+    fence = Fence(lease, OURS)
+    await async_client.set(lease, THEIRS)
+    call_keys, call_args = fenced_call(keys, args, fence)
+
+    with pytest.raises(ResponseError) as refused:
+        await async_client.eval(script, len(call_keys), *call_keys, *call_args)
+    await async_client.set(lease, OURS)
+    allowed = await async_client.eval(script, len(call_keys), *call_keys, *call_args)
+
+    assert (call_keys[-1], call_args[0]) == (lease, OURS)
+    assert str(refused.value) == FENCED_TAG
+    assert isinstance(fenced_refusal(refused.value, fence), StoreFenced)
+    assert fenced_refusal(refused.value, None) is None
+    assert isinstance(allowed, int)
