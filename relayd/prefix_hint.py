@@ -15,6 +15,9 @@ Bounded cost, in two steps:
    ``COUNT`` ``SCAN_COUNT`` (on a cluster, that many per primary), whatever the key space holds.
    A marker key it meets names its prefix (``prefix_of``). The hint names a few, sorted.
 
+A caller that asks again and again (the console, every poll) passes a ``ScanMemo``: one ``SCAN``
+a minute serves every prefix and poll, while the ``EXISTS`` still runs each time.
+
 A command the connection may not send (an ACL limited to the chosen prefixes, or without
 ``SCAN``: relayd's own rule, docs/acl.md, grants neither) counts as finding nothing: the hint is
 advice, never an error.
@@ -22,8 +25,10 @@ advice, never an error.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from redis.asyncio.cluster import RedisCluster
@@ -92,19 +97,45 @@ def hint_for(prefix: str, found: Collection[str]) -> str | None:
     return f"no keys under prefix {prefix!r}; found keys under {named}{more}: did you mean {guess}?"
 
 
+class ScanMemo:
+    """The prefixes the last bounded ``SCAN`` found, reused for ``every_s`` seconds."""
+
+    def __init__(self, every_s: float = 60.0, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.every_s = every_s
+        self._monotonic = monotonic
+        self._found: set[str] = set()
+        self._at = -math.inf
+        self.scans = 0
+
+    async def prefixes(self, client: Any, steps: int, count: int) -> set[str]:
+        if self._monotonic() - self._at >= self.every_s:
+            self._found = await scan_prefixes(client, steps, count)
+            self._at = self._monotonic()
+            self.scans += 1
+        return set(self._found)
+
+
 async def prefix_hints(
-    client: Any, prefixes: Sequence[str], *, scan_steps: int = SCAN_STEPS, scan_count: int = SCAN_COUNT
+    client: Any,
+    prefixes: Sequence[str],
+    *,
+    scan_steps: int = SCAN_STEPS,
+    scan_count: int = SCAN_COUNT,
+    memo: ScanMemo | None = None,
 ) -> list[str]:
     """One hint line per prefix of ``prefixes`` that holds no keys while other prefixes do.
 
     Other prefixes are looked for only when a chosen one is empty; the chosen ones are never
-    named in a hint (they are already being read).
+    named in a hint (they are already being read). With ``memo``, its last ``SCAN`` serves.
     """
     in_use = await _in_use(client, prefixes)
     if all(in_use.values()):
         return []
     well_known = await _in_use(client, [p for p in WELL_KNOWN_PREFIXES if p not in in_use], unknown=False)
-    scanned = await scan_prefixes(client, scan_steps, scan_count)
+    if memo is None:
+        scanned = await scan_prefixes(client, scan_steps, scan_count)
+    else:
+        scanned = await memo.prefixes(client, scan_steps, scan_count)
     found = ({p for p, used in well_known.items() if used} | scanned) - set(prefixes)
     return [hint for prefix in prefixes if not in_use[prefix] and (hint := hint_for(prefix, found))]
 

@@ -20,7 +20,7 @@ from relayd.console.groups import reason_counts
 from relayd.console.rates import KindCounters, delivery_rates
 from relayd.console.warnings import prefix_warnings
 from relayd.envelope import KINDS, Kind
-from relayd.prefix_hint import prefix_hints
+from relayd.prefix_hint import ScanMemo, prefix_hints
 from relayd.state import RedisClient
 from relayd.state.deadletters import scan_dead_letters
 from relayd.status import StatusReport, collect_status
@@ -54,8 +54,11 @@ class Snapshot:
     version: int
 
 
-async def read_prefix(client: RedisClient, prefix: str, *, now: float) -> PrefixOverview:
-    """One prefix's status report, engine seq counters and a bounded reason sample."""
+async def read_prefix(
+    client: RedisClient, prefix: str, *, now: float, memo: ScanMemo | None = None
+) -> PrefixOverview:
+    """One prefix's status report, engine seq counters and a bounded reason sample; ``memo``
+    keeps the empty-prefix hint's ``SCAN`` to one a minute (``relayd.prefix_hint``)."""
     keyspace = Keyspace(prefix)
     report = await collect_status(client, prefix, now=now)
     pipe = client.pipeline(transaction=False)
@@ -81,7 +84,7 @@ async def read_prefix(client: RedisClient, prefix: str, *, now: float) -> Prefix
         reasons=reasons,
         reasons_exact=exact,
         counters=counters,
-        warnings=(*prefix_warnings(report), *await prefix_hints(client, [prefix])),
+        warnings=(*prefix_warnings(report), *await prefix_hints(client, [prefix], memo=memo)),
     )
 
 
@@ -119,6 +122,7 @@ class OverviewPoller:
         self._lock = asyncio.Lock()
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
+        self.scan_memo = ScanMemo(monotonic=monotonic)
         self.subscribers = 0
         self.reads = 0
 
@@ -127,7 +131,9 @@ class OverviewPoller:
         async with self._lock:
             if self._snapshot is None or self._monotonic() - self._read_at >= self.interval_s:
                 now = self._clock()
-                prefixes = [await read_prefix(self._client, p, now=now) for p in self._prefixes]
+                prefixes = [
+                    await read_prefix(self._client, p, now=now, memo=self.scan_memo) for p in self._prefixes
+                ]
                 version = 1 if self._snapshot is None else self._snapshot.version + 1
                 self._snapshot = Snapshot(now, _with_rates(self._snapshot, prefixes, now), version)
                 self._read_at = self._monotonic()

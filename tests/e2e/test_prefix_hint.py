@@ -19,6 +19,7 @@ from support.console import start_console
 from support.redis_server import RedisServer
 
 from relayd.acl import acl_rule
+from relayd.console.poller import MIN_INTERVAL_S, OverviewPoller
 from relayd.prefix_hint import SCAN_STEPS, hint_for, prefix_hints, prefix_of, scan_prefixes
 from store import Event, Execution, Keyspace, RedisStore
 from tests.e2e.conftest import run_relayd
@@ -233,3 +234,28 @@ def test_hint_for_names_a_few_prefixes_sorted() -> None:
         "no keys under prefix 'x'; found keys under 'a', 'b', 'c' and 2 more:"
         " did you mean one of them (--prefix)?"
     )
+
+
+async def test_the_console_scans_once_a_minute_whatever_its_prefixes_and_polls() -> None:
+    """Each poll asks EXISTS again, but one SCAN a minute serves every empty prefix."""
+    client = fakeredis.FakeAsyncRedis()
+    await client.hset("orders:outbox", "1", "{}")
+    sent = _record_commands(client)
+    clock = {"now": 0.0}
+    poller = OverviewPoller(client, ["a", "b"], monotonic=lambda: clock["now"])
+
+    first = await poller.current()
+    for _ in range(3):
+        clock["now"] += MIN_INTERVAL_S
+        await poller.current()
+    in_the_first_minute = sent.count("SCAN")
+    clock["now"] += 60.0
+    await poller.current()
+
+    assert in_the_first_minute == 1
+    assert sent.count("SCAN") == 2
+    assert poller.reads == 5
+    assert first.prefixes[1].warnings[-1] == (
+        "no keys under prefix 'b'; found keys under 'orders': did you mean --prefix orders?"
+    )
+    await client.aclose()
