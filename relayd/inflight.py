@@ -8,10 +8,11 @@ timeout: a hung process, which a restart fixes, unlike a slow receiver. ``/healt
 503 and names the sink and how long the call has run (``Health.watch_deliveries``).
 
 Which timeout applies: the sink's ``timeout_s`` attribute when it has one (the webhook's
-``--webhook-timeout``; kafka's and nats's from their ``timeout_s``; a plugin's own), else
-``UNDECLARED_TIMEOUT_S``. A sink whose one call sends many requests in turn (the webhook: a batch
-of a thousand entries, sixteen at a time) calls ``progressed()`` as each request ends, which
-starts its deadline again: a long batch of slow but answered requests stays live.
+``--webhook-timeout``; the AWS sinks' connect plus read timeout; kafka's and nats's from their
+``timeout_s``; a plugin's own), else ``UNDECLARED_TIMEOUT_S``. A sink whose one call sends many
+requests in turn (the webhook: a batch of a thousand entries, sixteen at a time; the AWS sinks'
+lanes of requests) calls ``progressed()`` as each request ends, which starts its deadline
+again: a long batch of slow but answered requests stays live.
 
 The engine wraps each call in ``DELIVERIES.track(sink)``; the HTTP thread reads ``overruns``.
 One registry per process, like the metrics registry: any number of prefixes and sinks share it.

@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Final
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.extras import import_extra
+from relayd.inflight import progressed
 from relayd.sinks import cloud_event
 from relayd.sinks.aws.entries import (
     KINESIS_MAX_BYTES,
@@ -93,6 +94,8 @@ class _AwsSink(ReadyByReason):
         self._throttled_s = 0.0
         #: why requests of the current batch failed as a whole (the first one becomes the reason)
         self._call_errors: list[str] = []
+        #: the longest one request waits (``relayd.inflight``; each request that ends reports it)
+        self.timeout_s = CONNECT_TIMEOUT_S + READ_TIMEOUT_S
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -202,6 +205,8 @@ class _AwsSink(ReadyByReason):
             # the exception text names the endpoint: only its type is kept
             self._call_errors.append(f"{self.service} endpoint unreachable ({type(exc).__name__})")
             return [Retry(error=self._call_errors[-1])] * len(chunk)
+        finally:
+            progressed()  # this request ended: the call's liveness deadline starts again
         self._throttled_s = 0.0
         return results
 

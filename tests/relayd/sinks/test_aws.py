@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from relayd.batch import Batch
 from relayd.cli.app import app
 from relayd.errors import ConfigError
+from relayd.inflight import InFlight
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec, resolve_sink
 from relayd.sinks.aws.entries import (
     batch_reply_outcomes,
@@ -338,3 +339,20 @@ def test_without_the_extra_naming_an_aws_sink_is_one_line_and_exit_2(monkeypatch
     assert result.exit_code == 2
     assert "relayd[aws]" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+async def test_each_request_that_ends_restarts_the_calls_liveness_deadline(
+    moto_server: MotoServer, name: str, make_sink: MakeSink
+) -> None:
+    """``relayd.inflight``: a batch of many requests reports each that ends, against 35 s each."""
+    url = moto_server.create("sqs", name)
+    sink = await make_sink(SqsSink, moto_server.spec("sqs", url))
+    ticks = iter(range(1_000))
+    inflight = InFlight(clock=lambda: float(next(ticks)))
+
+    with inflight.track(sink) as call:
+        outcomes = await sink.deliver(Batch.of([outbox("p", seq, "one-key") for seq in range(1, 26)]))
+
+    assert outcomes == [DELIVERED] * 25
+    assert call.timeout_s == 35.0
+    assert call.progressed_s == call.started_s + 3  # three requests of one lane, one tick each
