@@ -41,6 +41,9 @@ class Call:
     timeout_s: float
     started_s: float
     progressed_s: float
+    #: whose entries the call delivers (empty when not said)
+    prefix: str = ""
+    kind: str = ""
 
 
 def timeout_of(sink: object) -> float:
@@ -57,8 +60,9 @@ def overrun(call: Call, *, now_s: float, grace_s: float) -> str | None:
     if quiet_s <= call.timeout_s + grace_s:
         return None
     since = f", {quiet_s:.1f}s since a request ended" if call.progressed_s > call.started_s else ""
+    what = f" (prefix {call.prefix!r}, {call.kind})" if call.prefix else ""
     return (
-        f"delivery to sink {call.sink!r} running for {now_s - call.started_s:.1f}s{since}, "
+        f"delivery to sink {call.sink!r}{what} running for {now_s - call.started_s:.1f}s{since}, "
         f"past its timeout {call.timeout_s:g}s + grace {grace_s:g}s"
     )
 
@@ -84,10 +88,11 @@ class InFlight:
         self._ids = itertools.count()
 
     @contextlib.contextmanager
-    def track(self, sink: object) -> Iterator[Call]:
-        """Count the block as a call to ``sink`` in flight, with the sink's timeout."""
+    def track(self, sink: object, prefix: str = "", kind: str = "") -> Iterator[Call]:
+        """Count the block as a call to ``sink`` (with ``prefix``'s entries of ``kind``) in flight."""
         now = self.clock()
-        call = Call(str(getattr(sink, "name", type(sink).__name__)), timeout_of(sink), now, now)
+        name = str(getattr(sink, "name", type(sink).__name__))
+        call = Call(name, timeout_of(sink), now, now, prefix, kind)
         key = next(self._ids)
         with self._lock:
             self._calls[key] = call

@@ -160,7 +160,7 @@ class Delivery:
                 await lane.guard.throttle(len(batch))
                 if not self.may_deliver():
                     raise Fenced(lane.kind, len(batch), "send_expired")
-                with sending_while(self.may_deliver), DELIVERIES.track(lane.sink):  # relayd.inflight
+                with sending_while(self.may_deliver), DELIVERIES.track(lane.sink, self.prefix, lane.kind):
                     outcomes = await lane.sink.deliver(batch)
         except (asyncio.CancelledError, Fenced):
             raise

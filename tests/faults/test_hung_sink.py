@@ -155,7 +155,7 @@ def test_a_sink_past_its_own_timeout_fails_liveness_naming_it(
 
     assert alive, relay.log_tail()
     assert status == 503
-    assert body.startswith("delivery to sink 'hanging' running for "), body
+    assert body.startswith(f"delivery to sink 'hanging' (prefix {PREFIX!r}, outbox) running for "), body
     assert "past its timeout 0.5s + grace 1s" in body
 
 

@@ -43,6 +43,9 @@ def test_a_call_is_hung_only_past_its_timeout_plus_the_grace() -> None:
     assert overrun(call, now_s=141.5, grace_s=30.0) == (
         "delivery to sink 'webhook' running for 41.5s, past its timeout 10s + grace 30s"
     )
+    assert overrun(Call("hook", 1.0, 0.0, 0.0, "stm", "timer"), now_s=5.0, grace_s=0.0) == (
+        "delivery to sink 'hook' (prefix 'stm', timer) running for 5.0s, past its timeout 1s + grace 0s"
+    )
     assert overrun(renewed, now_s=180.0, grace_s=30.0) is None
     assert overrun(renewed, now_s=191.0, grace_s=30.0) == (
         "delivery to sink 'webhook' running for 91.0s, 41.0s since a request ended,"
