@@ -98,20 +98,19 @@ def hint_for(prefix: str, found: Collection[str]) -> str | None:
 
 
 class ScanMemo:
-    """The prefixes the last bounded ``SCAN`` found, reused for ``every_s`` seconds."""
+    """The prefixes the last bounded ``SCAN`` found, reused for ``every_s`` seconds: a console
+    polling every second would otherwise scan every second, once per empty prefix."""
 
     def __init__(self, every_s: float = 60.0, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.every_s = every_s
         self._monotonic = monotonic
         self._found: set[str] = set()
         self._at = -math.inf
-        self.scans = 0
 
     async def prefixes(self, client: Any, steps: int, count: int) -> set[str]:
         if self._monotonic() - self._at >= self.every_s:
             self._found = await scan_prefixes(client, steps, count)
             self._at = self._monotonic()
-            self.scans += 1
         return set(self._found)
 
 
