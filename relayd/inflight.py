@@ -14,8 +14,9 @@ requests in turn (the webhook: a batch of a thousand entries, sixteen at a time;
 lanes of requests) calls ``progressed()`` as each request ends, which starts its deadline
 again: a long batch of slow but answered requests stays live.
 
-The engine wraps each call in ``DELIVERIES.track(sink)``; the HTTP thread reads ``overruns``.
-One registry per process, like the metrics registry: any number of prefixes and sinks share it.
+The engine wraps each call in ``DELIVERIES.track(sink, prefix, kind)`` (``engine.delivery``);
+the HTTP thread reads ``overruns``. One registry per process, like the metrics registry: any
+number of prefixes and sinks share it.
 """
 
 from __future__ import annotations
