@@ -239,7 +239,8 @@ FORMAT = _option(
 )
 CLOUDEVENTS_MODE = _option(
     "cloudevents_mode",
-    "CloudEvents content mode where the transport has headers (webhook, kafka): binary or structured.",
+    "CloudEvents content mode where the transport has headers (webhook, kafka, nats, amqp): "
+    "binary or structured.",
     SINKS,
 )
 CLOUDEVENTS_SOURCE = _option(

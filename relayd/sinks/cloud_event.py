@@ -186,6 +186,29 @@ def kafka_headers(event: Rendered, mode: Mode) -> list[tuple[str, bytes]]:
     return headers
 
 
+def nats_headers(event: Rendered, mode: Mode) -> dict[str, str]:
+    """The NATS binding's headers (servers since 2.2): binary, ``ce-<name>`` per attribute,
+    ``datacontenttype`` included, percent-encoded as HTTP's; structured, ``Content-Type:
+    application/cloudevents+json``, which is how a receiver tells the structured mode apart."""
+    if mode == "structured":
+        return {"Content-Type": STRUCTURED_CONTENT_TYPE}
+    return {f"ce-{name}": quote(value, safe=_HEADER_SAFE) for name, value in event.attributes.items()}
+
+
+def amqp_properties(event: Rendered, mode: Mode) -> tuple[str, dict[str, str]]:
+    """The AMQP binding's content type and application properties: binary, ``datacontenttype``
+    as the content type and ``cloudEvents_<name>`` per other attribute (RabbitMQ keeps them as
+    message headers, and hands them to an AMQP 1.0 consumer as application-properties);
+    structured, the structured content type and none."""
+    if mode == "structured":
+        return STRUCTURED_CONTENT_TYPE, {}
+    attributes = event.attributes
+    properties = {
+        f"cloudEvents_{name}": value for name, value in attributes.items() if name != "datacontenttype"
+    }
+    return attributes["datacontenttype"], properties
+
+
 def structured_renderer(output_format: OutputFormat, source_template: str) -> Callable[[Batch], list[bytes]]:
     """What a sink without headers sends per envelope: ``batch.render()`` for the ``relayd``
     format, each envelope's structured CloudEvent JSON for ``cloudevents``."""
@@ -196,6 +219,47 @@ def structured_renderer(output_format: OutputFormat, source_template: str) -> Ca
         return [event.structured for event in render(batch, source_template=source_template)]
 
     return render_structured
+
+
+def nats_renderer(
+    output_format: OutputFormat, mode: Mode, source_template: str
+) -> Callable[[Batch], tuple[list[bytes], list[dict[str, str]] | None]]:
+    """What the nats sink sends per envelope: the body, and the format's headers (``None``: none,
+    the ``relayd`` format)."""
+    structured = structured_renderer(output_format, source_template)
+    if output_format == "relayd":
+        return lambda batch: (structured(batch), None)
+    if mode == "structured":
+        content_type = {"Content-Type": STRUCTURED_CONTENT_TYPE}
+        return lambda batch: (structured(batch), [content_type] * len(batch))
+
+    def render_binary(batch: Batch) -> tuple[list[bytes], list[dict[str, str]] | None]:
+        events = render(batch, source_template=source_template)
+        return [event.data for event in events], [nats_headers(event, "binary") for event in events]
+
+    return render_binary
+
+
+def amqp_renderer(
+    output_format: OutputFormat, mode: Mode, source_template: str
+) -> Callable[[Batch], tuple[list[bytes], str, list[dict[str, str]] | None]]:
+    """What the amqp sink sends per envelope: the body, the batch's content type, and each
+    message's application properties (``None``: none)."""
+    structured = structured_renderer(output_format, source_template)
+    if output_format == "relayd":
+        return lambda batch: (structured(batch), DATA_CONTENT_TYPE, None)
+    if mode == "structured":
+        return lambda batch: (structured(batch), STRUCTURED_CONTENT_TYPE, None)
+
+    def render_binary(batch: Batch) -> tuple[list[bytes], str, list[dict[str, str]] | None]:
+        events = render(batch, source_template=source_template)
+        return (
+            [event.data for event in events],
+            DATA_CONTENT_TYPE,
+            [amqp_properties(event, "binary")[1] for event in events],
+        )
+
+    return render_binary
 
 
 def _render_envelopes(batch: Batch) -> list[bytes]:

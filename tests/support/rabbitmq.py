@@ -224,6 +224,7 @@ class Received:
     delivery_mode: int | None
     type: str | None
     routing_key: str
+    headers: dict[str, object] = field(default_factory=dict)
 
 
 async def declare(url: str, exchange: str, bindings: dict[str, str]) -> None:
@@ -262,6 +263,7 @@ async def drain(url: str, queue: str, *, limit: int | None = None) -> list[Recei
                     delivery_mode=props.delivery_mode,
                     type=props.message_type,
                     routing_key=message.routing_key or "",
+                    headers=dict(props.headers or {}),
                 )
             )
         return got

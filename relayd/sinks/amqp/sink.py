@@ -10,7 +10,10 @@ backoff and ``/readyz`` handle an outage; see tests/benchmarks/bench_amqp_client
 
 Each envelope is one persistent message (``delivery_mode`` 2) with ``mandatory`` set, content
 type ``application/json``, ``message_id`` = the envelope id (consumers dedupe on it) and
-``type`` = its kind; the body is the ``relayd/1`` JSON. ``{target}``, ``{kind}`` and
+``type`` = its kind; the body is the ``relayd/1`` JSON. With ``--format cloudevents``, the AMQP
+binding's ``--cloudevents-mode`` (``relayd.sinks.cloud_event``): ``binary`` sends the data as the
+body and a ``cloudEvents_<attribute>`` header each; ``structured`` the whole event, content type
+``application/cloudevents+json``. ``{target}``, ``{kind}`` and
 ``{prefix}`` in the routing key route each target on its own key.
 
 A batch is published at once on one confirm channel (the broker sees it in batch order, so a
@@ -56,7 +59,6 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT_S: Final = 10.0
 #: Longest wait for every confirm of one batch, in seconds; then the batch is Retry.
 CONFIRM_TIMEOUT_S: Final = 30.0
-CONTENT_TYPE: Final = "application/json"
 #: AMQP ``delivery_mode`` of a message the broker writes to disk.
 PERSISTENT: Final = 2
 
@@ -69,9 +71,9 @@ class AmqpSink(ReadyByReason):
 
     def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
         (self._aiormq,) = import_extra("amqp", "amqp", "aiormq", needs="aiormq")
-        self._render = cloud_event.structured_renderer(options.output_format, options.cloudevents_source)
-        cloudevents = options.output_format == "cloudevents"
-        self._content_type = cloud_event.STRUCTURED_CONTENT_TYPE if cloudevents else CONTENT_TYPE
+        self._render = cloud_event.amqp_renderer(
+            options.output_format, options.cloudevents_mode, options.cloudevents_source
+        )
         own = options.own_options(AmqpOptions)
         self._target: AmqpTarget = parse_amqp_target(
             spec.target, has_password_file=own.password is not None, allow_plaintext=options.allow_plaintext
@@ -109,7 +111,8 @@ class AmqpSink(ReadyByReason):
     async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         if not batch:
             return []
-        bodies, ids, keys, kind = self._render(batch), batch.ids(), batch.keys(), batch.kind
+        bodies, content_type, headers = self._render(batch)
+        ids, keys, kind = batch.ids(), batch.keys(), batch.kind
         count = len(bodies)
         routing_keys = fill_all(
             self._target.routing_key,
@@ -131,14 +134,15 @@ class AmqpSink(ReadyByReason):
                 exchange=exchange,
                 routing_key=routing_key,
                 properties=properties(
-                    content_type=self._content_type,
+                    content_type=content_type,
                     delivery_mode=PERSISTENT,
                     message_id=entry_id,
                     message_type=kind,
+                    headers=None if headers is None else headers[index],
                 ),
                 mandatory=True,
             )
-            for body, routing_key, entry_id in zip(bodies, routing_keys, ids, strict=True)
+            for index, (body, routing_key, entry_id) in enumerate(zip(bodies, routing_keys, ids, strict=True))
         ]
         try:
             async with asyncio.timeout(CONFIRM_TIMEOUT_S):

@@ -5,6 +5,9 @@
 
 - payload: the ``relayd/1`` JSON; header ``Nats-Msg-Id``: the envelope id, so JetStream drops a
   redelivery within the stream's duplicate window (the PubAck says ``duplicate``: Delivered);
+  with ``--format cloudevents``, the NATS binding's ``--cloudevents-mode``: ``binary`` (payload:
+  the data; a ``ce-<attribute>`` header each) or ``structured`` (payload: the whole event;
+  ``Content-Type: application/cloudevents+json``), ``relayd.sinks.cloud_event``;
 - subject: NAME with ``{target}`` (the ordering key, ``_`` without one), ``{kind}`` and
   ``{prefix}`` filled in: ``events.{target}`` gives every target its own subject.
 
@@ -73,7 +76,9 @@ class NatsSink(ReadyByReason):
     def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
         # without the extra, naming the sink fails at start-up
         self._nats = import_extra("nats", "nats", "nats", "nats.errors", "nats.js.errors")[0]
-        self._render = cloud_event.structured_renderer(options.output_format, options.cloudevents_source)
+        self._render = cloud_event.nats_renderer(
+            options.output_format, options.cloudevents_mode, options.cloudevents_source
+        )
         self._target = parse_nats_target(spec.target)
         own = options.own_options(NatsOptions)
         #: the longest one deliver() waits (a first connection, then the PubAcks): ``relayd.inflight``
@@ -165,11 +170,12 @@ class NatsSink(ReadyByReason):
             self._take_new_ca()
         if not await self._connect():
             return [Retry(error="nats unreachable")] * len(batch)
-        bodies, ids, keys, kind = self._render(batch), batch.ids(), batch.keys(), batch.kind
+        bodies, format_headers = self._render(batch)
+        ids, keys, kind = batch.ids(), batch.keys(), batch.kind
         prefix = batch[0].prefix  # one sweeper lane: one prefix per batch
         subjects = fill_targets(fill_template(self._target.subject, kind=kind, prefix=prefix), keys)
         outcomes: list[Outcome] = [Retry(error="nats PubAck not in time")] * len(batch)
-        sent = await self._publish_all(bodies, subjects, ids, outcomes)
+        sent = await self._publish_all(bodies, subjects, ids, format_headers, outcomes)
         if sent and self._orphans:
             # a refused publish left nats-py a future of its own: wait on ours alone
             await asyncio.wait([future for _, future in sent], timeout=self._target.timeout_s)
@@ -188,7 +194,12 @@ class NatsSink(ReadyByReason):
         return outcomes
 
     async def _publish_all(
-        self, bodies: list[bytes], subjects: list[str], ids: list[str], outcomes: list[Outcome]
+        self,
+        bodies: list[bytes],
+        subjects: list[str],
+        ids: list[str],
+        format_headers: list[dict[str, str]] | None,
+        outcomes: list[Outcome],
     ) -> list[tuple[int, asyncio.Future[Any]]]:
         """Send every message without waiting; set the outcome of those refused at once."""
         sent: list[tuple[int, asyncio.Future[Any]]] = []
@@ -203,8 +214,11 @@ class NatsSink(ReadyByReason):
             if len(body) > self._connection.max_payload:  # refused before nats-py registers it
                 outcomes[index] = Permanent(reason=f"nats: message too large ({len(body)} bytes)")
                 continue
+            headers = {"Nats-Msg-Id": ids[index]}
+            if format_headers is not None:
+                headers.update(format_headers[index])
             try:
-                future = await publish(subject, body, headers={"Nats-Msg-Id": ids[index]})
+                future = await publish(subject, body, headers=headers)
             except self._nats.errors.MaxPayloadError:
                 outcomes[index] = Permanent(reason=f"nats: message too large ({len(body)} bytes)")
                 continue

@@ -198,7 +198,7 @@ async def test_nats_messages_are_structured_cloudevents_with_the_envelope_id_for
     connection = await nats.connect(nats_server.url)
     jetstream = connection.jetstream()
     await jetstream.add_stream(StreamConfig(name=prefix, subjects=[f"{prefix}.>"]))
-    options = SinkOptions(output_format="cloudevents")
+    options = SinkOptions(output_format="cloudevents", cloudevents_mode="structured")
     sink = await started(
         NatsSink(parse_sink_spec(f"nats:{nats_server.url}?subject={prefix}.events"), options)
     )
