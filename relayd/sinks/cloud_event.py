@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 from urllib.parse import quote
 
+import msgspec
 import orjson
 
 from relayd.batch import Batch
@@ -113,6 +114,150 @@ def _render_window(window: OutboxWindow, source_template: str) -> list[Rendered]
         structured = dumps(attributes)[:-1] + b',"data":' + event_json + b"}"
         rendered.append(Rendered(attributes, event_json, structured))
     return rendered
+
+
+class _TraceFields(msgspec.Struct):
+    """Whether an event's ``data`` names a trace context (``trace_context`` reads it)."""
+
+    traceparent: object = None
+
+
+class _Parts(msgspec.Struct):
+    """The fields of an outbox event its CloudEvent needs: one decode, every other one skipped."""
+
+    kind: object = None
+    data: _TraceFields | None = None
+
+
+_PARTS: Final = msgspec.json.Decoder(_Parts)
+#: ``_plain_kind`` of an event that goes the whole way.
+_TRACED: Final = object()
+#: What an event's JSON contains when it may carry a trace context.
+_TRACE_NAME: Final = b"traceparent"
+
+
+def _plain_kind(event: bytes) -> object:
+    """The event's ``kind``, or ``_TRACED`` for an event that names a trace context or does not
+    have the engine's shape: those go the whole way (``_render_window``)."""
+    try:
+        parts = _PARTS.decode(event)
+    except msgspec.ValidationError:  # a window is checked at read: not a hand-made one
+        return _TRACED
+    data = parts.data
+    return _TRACED if data is not None and data.traceparent is not None else parts.kind
+
+
+def _type_of(kind: object) -> str:
+    return kind if isinstance(kind, str) and kind else OUTBOX_TYPE
+
+
+def _structured_window(window: OutboxWindow, source_template: str) -> list[bytes]:
+    """Each structured event of an outbox read window, written from parts: what the window
+    shares (the head, source and time) once, a target's and a type's JSON once per window, and
+    per entry only its ``kind`` decoded. The same JSON as ``_render_window`` gives, which this
+    calls for an event naming a trace context (``relayd bench --format cloudevents``)."""
+    dumps, kind_of = orjson.dumps, _plain_kind
+    head = b'{"specversion":"1.0","id":' + dumps(f"{window.prefix}:outbox:")[:-1]
+    after_id = b'","source":' + dumps(source_of(source_template, window.prefix)) + b',"type":'
+    untargeted = (
+        b',"time":'
+        + dumps(_rfc3339(window.relayed_at))
+        + b',"datacontenttype":"application/json","sequence":"'
+    )
+    types: dict[object, bytes] = {}
+    targets: dict[str, tuple[bytes, bytes]] = {}
+    rendered: list[bytes] = []
+    for index, (field, seq, target, event) in enumerate(
+        zip(window.fields, window.seqs, window.targets, window.events, strict=True)
+    ):
+        kind = kind_of(event)
+        if kind is _TRACED:
+            rendered.append(_render_window(window[index : index + 1], source_template)[0].structured)
+            continue
+        type_json = types.get(kind) if isinstance(kind, str) else None
+        if type_json is None:
+            type_json = dumps(_type_of(kind))
+            if isinstance(kind, str):
+                types[kind] = type_json
+        if target is None:
+            before, after = untargeted, b'"'
+        else:
+            parts = targets.get(target)
+            if parts is None:
+                target_json = dumps(target)
+                parts = targets[target] = (
+                    b',"subject":' + target_json + untargeted,
+                    b'","partitionkey":' + target_json,
+                )
+            before, after = parts
+        rendered.append(
+            b'%b%b%b%b%b%020d%b,"data":%b}'
+            % (head, field.encode(), after_id, type_json, before, seq, after, event)
+        )
+    return rendered
+
+
+def _kafka_window(
+    window: OutboxWindow, mode: Mode, source_template: str
+) -> tuple[list[bytes], list[list[tuple[str, bytes]]]]:
+    """``kafka_records`` of an outbox read window from parts, as ``_structured_window`` does:
+    the headers every record shares are made once per window."""
+    events = window.events
+    if mode == "structured":
+        content_type = [("content-type", STRUCTURED_CONTENT_TYPE.encode())]
+        # the trace headers are the only ones that differ: an event naming none has none
+        headers = [
+            _kafka_one(window, index, mode, source_template)[1] if _TRACE_NAME in event else content_type
+            for index, event in enumerate(events)
+        ]
+        return _structured_window(window, source_template), headers
+    kind_of = _plain_kind
+    id_head = f"{window.prefix}:outbox:".encode()
+    shared_head = [("ce_specversion", SPEC_VERSION.encode())]
+    source = ("ce_source", source_of(source_template, window.prefix).encode())
+    shared_tail = [
+        ("ce_time", _rfc3339(window.relayed_at).encode()),
+        ("content-type", DATA_CONTENT_TYPE.encode()),
+    ]
+    types: dict[object, tuple[str, bytes]] = {}
+    targets: dict[str, tuple[tuple[str, bytes], tuple[str, bytes]]] = {}
+    all_headers: list[list[tuple[str, bytes]]] = []
+    values: list[bytes] = []
+    for index, (field, seq, target, event) in enumerate(
+        zip(window.fields, window.seqs, window.targets, events, strict=True)
+    ):
+        kind = kind_of(event)
+        if kind is _TRACED:
+            value, one = _kafka_one(window, index, mode, source_template)
+            values.append(value)
+            all_headers.append(one)
+            continue
+        values.append(event)
+        type_header = types.get(kind) if isinstance(kind, str) else None
+        if type_header is None:
+            type_header = ("ce_type", _type_of(kind).encode())
+            if isinstance(kind, str):
+                types[kind] = type_header
+        id_header = ("ce_id", id_head + field.encode())
+        sequence = ("ce_sequence", b"%020d" % seq)
+        if target is None:
+            all_headers.append([*shared_head, id_header, source, type_header, *shared_tail, sequence])
+            continue
+        pair = targets.get(target)
+        if pair is None:
+            encoded = target.encode()
+            pair = targets[target] = (("ce_subject", encoded), ("ce_partitionkey", encoded))
+        all_headers.append(
+            [*shared_head, id_header, source, type_header, pair[0], *shared_tail, sequence, pair[1]]
+        )
+    return values, all_headers
+
+
+def _kafka_one(
+    window: OutboxWindow, index: int, mode: Mode, source_template: str
+) -> tuple[bytes, list[tuple[str, bytes]]]:
+    (event,) = _render_window(window[index : index + 1], source_template)
+    return (event.data if mode == "binary" else event.structured), kafka_headers(event, mode)
 
 
 def render_one(envelope: Envelope, *, source_template: str) -> Rendered:
@@ -209,6 +354,17 @@ def amqp_properties(event: Rendered, mode: Mode) -> tuple[str, dict[str, str]]:
     return attributes["datacontenttype"], properties
 
 
+def kafka_records(
+    batch: Batch, mode: Mode, source_template: str
+) -> tuple[list[bytes], list[list[tuple[str, bytes]]]]:
+    """Each Kafka record's value and headers by the Kafka binding in ``mode`` (``kafka_headers``)."""
+    if isinstance(batch, OutboxWindow):
+        return _kafka_window(batch, mode, source_template)
+    events = render(batch, source_template=source_template)
+    values = [event.data if mode == "binary" else event.structured for event in events]
+    return values, [kafka_headers(event, mode) for event in events]
+
+
 def structured_renderer(output_format: OutputFormat, source_template: str) -> Callable[[Batch], list[bytes]]:
     """What a sink without headers sends per envelope: ``batch.render()`` for the ``relayd``
     format, each envelope's structured CloudEvent JSON for ``cloudevents``."""
@@ -216,6 +372,8 @@ def structured_renderer(output_format: OutputFormat, source_template: str) -> Ca
         return _render_envelopes
 
     def render_structured(batch: Batch) -> list[bytes]:
+        if isinstance(batch, OutboxWindow):
+            return _structured_window(batch, source_template)
         return [event.structured for event in render(batch, source_template=source_template)]
 
     return render_structured

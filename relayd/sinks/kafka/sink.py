@@ -255,10 +255,7 @@ class KafkaSink(ReadyByReason):
     def _render(self, batch: Batch) -> tuple[list[bytes], list[list[tuple[str, bytes]]]]:
         """Each record's value and the headers of its format (CloudEvents, or the trace context)."""
         if self._cloudevents:
-            events = cloud_event.render(batch, source_template=self._cloudevents_source)
-            binary = self._cloudevents_mode == "binary"
-            bodies = [event.data if binary else event.structured for event in events]
-            return bodies, [cloud_event.kafka_headers(event, self._cloudevents_mode) for event in events]
+            return cloud_event.kafka_records(batch, self._cloudevents_mode, self._cloudevents_source)
         bodies = batch.render()
         traces = [trace_context.from_envelope_json(body) for body in bodies]
         return bodies, [[(name, value.encode()) for name, value in trace.items()] for trace in traces]

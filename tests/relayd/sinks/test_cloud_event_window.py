@@ -1,0 +1,80 @@
+"""A read window's CloudEvents come from its columns by a faster path than one envelope at a time
+(``relayd.sinks.cloud_event``); whatever the window holds, that path must give the same events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from relayd.batch import Batch
+from relayd.envelope import OutboxWindow
+from relayd.sinks import cloud_event as ce
+
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+SOURCES = (ce.DEFAULT_SOURCE, 'urn:"shop"/ü/{prefix}')
+
+
+def window() -> OutboxWindow:
+    """Events of every shape a window can hold, to targets that JSON must escape, under a prefix
+    that the id, the source and JSON must all escape."""
+    events: list[dict[str, Any]] = [
+        {"id": "e1", "kind": "OrderPlaced", "data": {"n": 1}},
+        {"id": "e2", "kind": "", "data": {}},
+        {"id": "e3", "kind": 'Ünïcode "kind"'},
+        {"id": "e4", "kind": "Traced", "data": {"traceparent": TRACEPARENT, "tracestate": "a=1"}},
+        {"id": "e5", "kind": "BadTrace", "data": {"traceparent": "not one"}},
+        {"id": "e6", "kind": "Mentions", "data": {"note": "traceparent"}},
+        {"id": "e7", "kind": "OrderPlaced", "data": {"nested": {"deep": [1, "x"]}}},
+    ]
+    targets = ["exe-1", None, 'exe "quoted" ü', "exe-1", None, "exe\\2", "exe-1"]
+    seqs = [1, 2, 30, 400, 5_000, 60_000, 2**63 - 1]
+    texts = [orjson.dumps(event) for event in events]
+    texts[0] = b'{"id": "e1",  "kind":"OrderPlaced", "data": {"n": 1}}'  # as committed, spaces kept
+    return OutboxWindow('{p}"ü', 3, 1_700_000_000.25, [str(s) for s in seqs], seqs, targets, texts)
+
+
+def one_by_one(columns: OutboxWindow) -> Batch:
+    """The window's envelopes as a plain batch: rendered one envelope at a time."""
+    return Batch.of([columns[index] for index in range(len(columns))])
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_structured_events_of_a_window_are_those_of_its_envelopes(source: str) -> None:
+    columns = window()
+
+    fast = ce.structured_renderer("cloudevents", source)(columns)
+
+    slow = ce.structured_renderer("cloudevents", source)(one_by_one(columns))
+    assert [orjson.loads(body) for body in fast] == [orjson.loads(body) for body in slow]
+    for body, event in zip(fast, columns.events, strict=True):
+        assert body.endswith(b',"data":' + event + b"}")  # the event as committed, byte for byte
+    assert orjson.loads(fast[3])["traceparent"] == TRACEPARENT
+    assert "traceparent" not in orjson.loads(fast[4])
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("mode", ["binary", "structured"])
+def test_kafka_records_of_a_window_are_those_of_its_envelopes(source: str, mode: Any) -> None:
+    columns = window()
+
+    values, headers = ce.kafka_records(columns, mode, source)
+
+    slow_values, slow_headers = ce.kafka_records(one_by_one(columns), mode, source)
+    assert headers == slow_headers  # names, values and order
+    assert [orjson.loads(v) for v in values] == [orjson.loads(v) for v in slow_values]
+    if mode == "binary":
+        assert values == columns.events
+    assert ("traceparent", TRACEPARENT.encode()) in headers[3]
+    assert all(name != "traceparent" for name, _ in headers[4])
+
+
+def test_an_event_the_window_was_not_checked_for_still_renders() -> None:
+    """A hand-made window skips the read checks: a ``data`` that is no object goes the whole way."""
+    columns = OutboxWindow("p", 1, 1.5, ["1"], [1], ["t"], [b'{"id":"e","kind":"K","data":[1]}'])
+
+    (body,) = ce.structured_renderer("cloudevents", ce.DEFAULT_SOURCE)(columns)
+
+    assert orjson.loads(body)["data"] == {"id": "e", "kind": "K", "data": [1]}
+    assert orjson.loads(body)["type"] == "K"
