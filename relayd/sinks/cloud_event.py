@@ -125,76 +125,81 @@ class _TraceFields(msgspec.Struct):
 class _Parts(msgspec.Struct):
     """The fields of an outbox event its CloudEvent needs: one decode, every other one skipped."""
 
-    kind: object = None
+    kind: str = ""
     data: _TraceFields | None = None
 
 
 _PARTS: Final = msgspec.json.Decoder(_Parts)
-#: ``_plain_kind`` of an event that goes the whole way.
-_TRACED: Final = object()
-#: What an event's JSON contains when it may carry a trace context.
-_TRACE_NAME: Final = b"traceparent"
 
 
-def _plain_kind(event: bytes) -> object:
-    """The event's ``kind``, or ``_TRACED`` for an event that names a trace context or does not
-    have the engine's shape: those go the whole way (``_render_window``)."""
+def _plain(event: bytes) -> _Parts | None:
+    """The event's parts, or None for one that names a trace context or does not have the
+    engine's shape (a window is checked at read, a hand-made one is not): those go the whole
+    way, ``_render_window``."""
     try:
         parts = _PARTS.decode(event)
-    except msgspec.ValidationError:  # a window is checked at read: not a hand-made one
-        return _TRACED
+    except msgspec.ValidationError:
+        return None
     data = parts.data
-    return _TRACED if data is not None and data.traceparent is not None else parts.kind
+    return None if data is not None and data.traceparent is not None else parts
 
 
-def _type_of(kind: object) -> str:
-    return kind if isinstance(kind, str) and kind else OUTBOX_TYPE
-
-
-def _structured_window(window: OutboxWindow, source_template: str) -> list[bytes]:
+def _structured_window(window: OutboxWindow, source_template: str) -> tuple[list[bytes], list[int]]:
     """Each structured event of an outbox read window, written from parts: what the window
     shares (the head, source and time) once, a target's and a type's JSON once per window, and
     per entry only its ``kind`` decoded. The same JSON as ``_render_window`` gives, which this
-    calls for an event naming a trace context (``relayd bench --format cloudevents``)."""
-    dumps, kind_of = orjson.dumps, _plain_kind
+    calls for an event naming a trace context; those events' indexes come second (``relayd
+    bench --format cloudevents``)."""
+    dumps, plain = orjson.dumps, _plain
     head = b'{"specversion":"1.0","id":' + dumps(f"{window.prefix}:outbox:")[:-1]
     after_id = b'","source":' + dumps(source_of(source_template, window.prefix)) + b',"type":'
-    untargeted = (
+    time = (
         b',"time":'
         + dumps(_rfc3339(window.relayed_at))
         + b',"datacontenttype":"application/json","sequence":"'
     )
-    types: dict[object, bytes] = {}
-    targets: dict[str, tuple[bytes, bytes]] = {}
+    types: dict[str, bytes] = {}
+    # per target: what comes between type and sequence, and between sequence and data
+    targets: dict[str | None, tuple[bytes, bytes]] = {None: (time, b'","data":')}
     rendered: list[bytes] = []
-    for index, (field, seq, target, event) in enumerate(
-        zip(window.fields, window.seqs, window.targets, window.events, strict=True)
+    append = rendered.append
+    whole: list[int] = []
+    for index, (field, target, event) in enumerate(
+        zip(window.fields, window.targets, window.events, strict=True)
     ):
-        kind = kind_of(event)
-        if kind is _TRACED:
-            rendered.append(_render_window(window[index : index + 1], source_template)[0].structured)
+        parts = plain(event)
+        if parts is None:
+            append(_render_window(window[index : index + 1], source_template)[0].structured)
+            whole.append(index)
             continue
-        type_json = types.get(kind) if isinstance(kind, str) else None
+        kind = parts.kind
+        type_json = types.get(kind)
         if type_json is None:
-            type_json = dumps(_type_of(kind))
-            if isinstance(kind, str):
-                types[kind] = type_json
-        if target is None:
-            before, after = untargeted, b'"'
-        else:
-            parts = targets.get(target)
-            if parts is None:
-                target_json = dumps(target)
-                parts = targets[target] = (
-                    b',"subject":' + target_json + untargeted,
-                    b'","partitionkey":' + target_json,
+            type_json = types[kind] = dumps(kind or OUTBOX_TYPE)
+        around = targets.get(target)
+        if around is None:
+            target_json = dumps(target)
+            around = targets[target] = (
+                b',"subject":' + target_json + time,
+                b'","partitionkey":' + target_json + b',"data":',
+            )
+        seq = field.encode()  # canonical decimal: the id's tail, and the sequence unpadded
+        append(
+            b"".join(
+                (
+                    head,
+                    seq,
+                    after_id,
+                    type_json,
+                    around[0],
+                    seq.zfill(SEQUENCE_DIGITS),
+                    around[1],
+                    event,
+                    b"}",
                 )
-            before, after = parts
-        rendered.append(
-            b'%b%b%b%b%b%020d%b,"data":%b}'
-            % (head, field.encode(), after_id, type_json, before, seq, after, event)
+            )
         )
-    return rendered
+    return rendered, whole
 
 
 def _kafka_window(
@@ -202,53 +207,58 @@ def _kafka_window(
 ) -> tuple[list[bytes], list[list[tuple[str, bytes]]]]:
     """``kafka_records`` of an outbox read window from parts, as ``_structured_window`` does:
     the headers every record shares are made once per window."""
-    events = window.events
     if mode == "structured":
-        content_type = [("content-type", STRUCTURED_CONTENT_TYPE.encode())]
+        bodies, whole = _structured_window(window, source_template)
         # the trace headers are the only ones that differ: an event naming none has none
-        headers = [
-            _kafka_one(window, index, mode, source_template)[1] if _TRACE_NAME in event else content_type
-            for index, event in enumerate(events)
-        ]
-        return _structured_window(window, source_template), headers
-    kind_of = _plain_kind
+        headers = [[("content-type", STRUCTURED_CONTENT_TYPE.encode())]] * len(bodies)
+        for index in whole:
+            headers[index] = _kafka_one(window, index, mode, source_template)[1]
+        return bodies, headers
+    plain = _plain
     id_head = f"{window.prefix}:outbox:".encode()
-    shared_head = [("ce_specversion", SPEC_VERSION.encode())]
+    specversion = ("ce_specversion", SPEC_VERSION.encode())
     source = ("ce_source", source_of(source_template, window.prefix).encode())
-    shared_tail = [
-        ("ce_time", _rfc3339(window.relayed_at).encode()),
-        ("content-type", DATA_CONTENT_TYPE.encode()),
-    ]
-    types: dict[object, tuple[str, bytes]] = {}
-    targets: dict[str, tuple[tuple[str, bytes], tuple[str, bytes]]] = {}
+    time = ("ce_time", _rfc3339(window.relayed_at).encode())
+    content = ("content-type", DATA_CONTENT_TYPE.encode())
+    types: dict[str, tuple[str, bytes]] = {}
+    # per target: the headers between type and sequence, and after sequence
+    targets: dict[str | None, tuple[tuple[tuple[str, bytes], ...], tuple[tuple[str, bytes], ...]]] = {
+        None: ((time, content), ())
+    }
     all_headers: list[list[tuple[str, bytes]]] = []
     values: list[bytes] = []
-    for index, (field, seq, target, event) in enumerate(
-        zip(window.fields, window.seqs, window.targets, events, strict=True)
+    for index, (field, target, event) in enumerate(
+        zip(window.fields, window.targets, window.events, strict=True)
     ):
-        kind = kind_of(event)
-        if kind is _TRACED:
+        parts = plain(event)
+        if parts is None:
             value, one = _kafka_one(window, index, mode, source_template)
             values.append(value)
             all_headers.append(one)
             continue
         values.append(event)
-        type_header = types.get(kind) if isinstance(kind, str) else None
+        kind = parts.kind
+        type_header = types.get(kind)
         if type_header is None:
-            type_header = ("ce_type", _type_of(kind).encode())
-            if isinstance(kind, str):
-                types[kind] = type_header
-        id_header = ("ce_id", id_head + field.encode())
-        sequence = ("ce_sequence", b"%020d" % seq)
-        if target is None:
-            all_headers.append([*shared_head, id_header, source, type_header, *shared_tail, sequence])
-            continue
-        pair = targets.get(target)
-        if pair is None:
-            encoded = target.encode()
-            pair = targets[target] = (("ce_subject", encoded), ("ce_partitionkey", encoded))
+            type_header = types[kind] = ("ce_type", (kind or OUTBOX_TYPE).encode())
+        around = targets.get(target)
+        if around is None:
+            encoded = str(target).encode()  # None is in ``targets`` from the start
+            around = targets[target] = (
+                (("ce_subject", encoded), time, content),
+                (("ce_partitionkey", encoded),),
+            )
+        seq = field.encode()
         all_headers.append(
-            [*shared_head, id_header, source, type_header, pair[0], *shared_tail, sequence, pair[1]]
+            [
+                specversion,
+                ("ce_id", id_head + seq),
+                source,
+                type_header,
+                *around[0],
+                ("ce_sequence", seq.zfill(SEQUENCE_DIGITS)),
+                *around[1],
+            ]
         )
     return values, all_headers
 
@@ -373,7 +383,7 @@ def structured_renderer(output_format: OutputFormat, source_template: str) -> Ca
 
     def render_structured(batch: Batch) -> list[bytes]:
         if isinstance(batch, OutboxWindow):
-            return _structured_window(batch, source_template)
+            return _structured_window(batch, source_template)[0]
         return [event.structured for event in render(batch, source_template=source_template)]
 
     return render_structured
