@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import ClassVar, Final, Literal, TypeVar
 from urllib.parse import quote
 
 import msgspec
@@ -123,7 +123,10 @@ class _TraceFields(msgspec.Struct):
 
 
 class _Parts(msgspec.Struct):
-    """The fields of an outbox event its CloudEvent needs: one decode, every other one skipped."""
+    """The fields of an outbox event its CloudEvent needs: one decode, every other one skipped.
+    An event whose ``data`` names a trace context (or that does not decode: a window is checked
+    at read, a hand-made one may not be) goes the whole way, ``_render_window``; the window
+    loops decode inline, as a call per entry costs what the decode does."""
 
     kind: str = ""
     data: _TraceFields | None = None
@@ -132,71 +135,81 @@ class _Parts(msgspec.Struct):
 _PARTS: Final = msgspec.json.Decoder(_Parts)
 
 
-def _plain(event: bytes) -> _Parts | None:
-    """The event's parts, or None for one that names a trace context or does not have the
-    engine's shape (a window is checked at read, a hand-made one is not): those go the whole
-    way, ``_render_window``."""
-    try:
-        parts = _PARTS.decode(event)
-    except msgspec.ValidationError:
-        return None
-    data = parts.data
-    return None if data is not None and data.traceparent is not None else parts
+#: Most values a ``_Cache`` dict keeps; a full one starts again empty.
+_CACHED: Final = 10_000
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+class _Cache:
+    """Parts of the window path that depend on one value only, kept across windows: a stream
+    call of 200 entries may name 100 targets, the same in every call (``relayd bench --format
+    cloudevents``). A full dict is cleared, so many distinct targets cannot grow it unbounded."""
+
+    #: kind → the ``type`` JSON string; kind → the ``ce_type`` header
+    type_json: ClassVar[dict[str, bytes]] = {}
+    type_header: ClassVar[dict[str, tuple[str, bytes]]] = {}
+    #: target → the ``subject`` member and the ``partitionkey`` member up to the data
+    target_json: ClassVar[dict[str | None, tuple[bytes, bytes]]] = {}
+    #: target → the ``ce_subject`` and ``ce_partitionkey`` headers (none without a target)
+    target_headers: ClassVar[dict[str | None, tuple[tuple[tuple[str, bytes], ...], ...]]] = {}
+
+    @staticmethod
+    def put(cache: dict[_K, _V], key: _K, value: _V) -> _V:
+        if len(cache) >= _CACHED:
+            cache.clear()
+        cache[key] = value
+        return value
+
+
+def _target_json(target: str | None) -> tuple[bytes, bytes]:
+    if target is None:
+        return b"", b'","data":'
+    encoded = orjson.dumps(target)
+    return b',"subject":' + encoded, b'","partitionkey":' + encoded + b',"data":'
+
+
+def _target_headers(target: str | None) -> tuple[tuple[tuple[str, bytes], ...], ...]:
+    if target is None:
+        return (), ()
+    encoded = target.encode()
+    return (("ce_subject", encoded),), (("ce_partitionkey", encoded),)
 
 
 def _structured_window(window: OutboxWindow, source_template: str) -> tuple[list[bytes], list[int]]:
     """Each structured event of an outbox read window, written from parts: what the window
-    shares (the head, source and time) once, a target's and a type's JSON once per window, and
+    shares (the head, source and time) once, a target's and a type's JSON from ``_Cache``, and
     per entry only its ``kind`` decoded. The same JSON as ``_render_window`` gives, which this
     calls for an event naming a trace context; those events' indexes come second (``relayd
     bench --format cloudevents``)."""
-    dumps, plain = orjson.dumps, _plain
+    dumps, decode, put = orjson.dumps, _PARTS.decode, _Cache.put
     head = b'{"specversion":"1.0","id":' + dumps(f"{window.prefix}:outbox:")[:-1]
     after_id = b'","source":' + dumps(source_of(source_template, window.prefix)) + b',"type":'
-    time = (
-        b',"time":'
-        + dumps(_rfc3339(window.relayed_at))
-        + b',"datacontenttype":"application/json","sequence":"'
+    time = b',"time":%b,"datacontenttype":"application/json","sequence":"' % dumps(
+        _rfc3339(window.relayed_at)
     )
-    types: dict[str, bytes] = {}
-    # per target: what comes between type and sequence, and between sequence and data
-    targets: dict[str | None, tuple[bytes, bytes]] = {None: (time, b'","data":')}
+    types, targets = _Cache.type_json, _Cache.target_json
     rendered: list[bytes] = []
     append = rendered.append
     whole: list[int] = []
     for index, (field, target, event) in enumerate(
         zip(window.fields, window.targets, window.events, strict=True)
     ):
-        parts = plain(event)
-        if parts is None:
+        try:
+            parts: _Parts | None = decode(event)
+        except msgspec.ValidationError:  # a window is checked at read, a hand-made one may not be
+            parts = None
+        if parts is None or (parts.data is not None and parts.data.traceparent is not None):
             append(_render_window(window[index : index + 1], source_template)[0].structured)
             whole.append(index)
             continue
         kind = parts.kind
-        type_json = types.get(kind)
-        if type_json is None:
-            type_json = types[kind] = dumps(kind or OUTBOX_TYPE)
-        around = targets.get(target)
-        if around is None:
-            target_json = dumps(target)
-            around = targets[target] = (
-                b',"subject":' + target_json + time,
-                b'","partitionkey":' + target_json + b',"data":',
-            )
+        type_json = types.get(kind) or put(types, kind, dumps(kind or OUTBOX_TYPE))
+        subject, tail = targets.get(target) or put(targets, target, _target_json(target))
         seq = field.encode()  # canonical decimal: the id's tail, and the sequence unpadded
         append(
             b"".join(
-                (
-                    head,
-                    seq,
-                    after_id,
-                    type_json,
-                    around[0],
-                    seq.zfill(SEQUENCE_DIGITS),
-                    around[1],
-                    event,
-                    b"}",
-                )
+                (head, seq, after_id, type_json, subject, time, seq.zfill(SEQUENCE_DIGITS), tail, event, b"}")
             )
         )
     return rendered, whole
@@ -214,40 +227,31 @@ def _kafka_window(
         for index in whole:
             headers[index] = _kafka_one(window, index, mode, source_template)[1]
         return bodies, headers
-    plain = _plain
+    decode, put = _PARTS.decode, _Cache.put
     id_head = f"{window.prefix}:outbox:".encode()
     specversion = ("ce_specversion", SPEC_VERSION.encode())
     source = ("ce_source", source_of(source_template, window.prefix).encode())
     time = ("ce_time", _rfc3339(window.relayed_at).encode())
     content = ("content-type", DATA_CONTENT_TYPE.encode())
-    types: dict[str, tuple[str, bytes]] = {}
-    # per target: the headers between type and sequence, and after sequence
-    targets: dict[str | None, tuple[tuple[tuple[str, bytes], ...], tuple[tuple[str, bytes], ...]]] = {
-        None: ((time, content), ())
-    }
+    types, targets = _Cache.type_header, _Cache.target_headers
     all_headers: list[list[tuple[str, bytes]]] = []
     values: list[bytes] = []
     for index, (field, target, event) in enumerate(
         zip(window.fields, window.targets, window.events, strict=True)
     ):
-        parts = plain(event)
-        if parts is None:
+        try:
+            parts = decode(event)
+        except msgspec.ValidationError:
+            parts = None
+        if parts is None or (parts.data is not None and parts.data.traceparent is not None):
             value, one = _kafka_one(window, index, mode, source_template)
             values.append(value)
             all_headers.append(one)
             continue
         values.append(event)
         kind = parts.kind
-        type_header = types.get(kind)
-        if type_header is None:
-            type_header = types[kind] = ("ce_type", (kind or OUTBOX_TYPE).encode())
-        around = targets.get(target)
-        if around is None:
-            encoded = str(target).encode()  # None is in ``targets`` from the start
-            around = targets[target] = (
-                (("ce_subject", encoded), time, content),
-                (("ce_partitionkey", encoded),),
-            )
+        type_header = types.get(kind) or put(types, kind, ("ce_type", (kind or OUTBOX_TYPE).encode()))
+        subject, partition = targets.get(target) or put(targets, target, _target_headers(target))
         seq = field.encode()
         all_headers.append(
             [
@@ -255,9 +259,11 @@ def _kafka_window(
                 ("ce_id", id_head + seq),
                 source,
                 type_header,
-                *around[0],
+                *subject,
+                time,
+                content,
                 ("ce_sequence", seq.zfill(SEQUENCE_DIGITS)),
-                *around[1],
+                *partition,
             ]
         )
     return values, all_headers

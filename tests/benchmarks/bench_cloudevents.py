@@ -1,0 +1,105 @@
+"""Benchmark: what ``--format cloudevents`` costs the relay against ``--format relayd``, alternating.
+
+The issue's budget is 10 % of the relay's rate on the stream and Kafka sinks. Each round drains
+one ``--backlog`` of outbox entries per format, in turn, with ``relayd bench``'s own drain
+(``Bench.relay_drain``: seed, then ``run_relay(once=True)`` into the sink) on one throwaway
+redis-server: the default trimmed stream on it, or a Kafka topic on a tansu broker this script
+starts. Alternating in one run puts both formats under the same machine load; it prints every
+run, then the medians: entries/s, the relay's CPU per entry, and cloudevents/relayd.
+
+Run under the bench lock: ``flock /tmp/relayd-bench.lock python tests/benchmarks/bench_cloudevents.py
+stream [--backlog 100000] [--rounds 3] [--mode binary]`` (or ``kafka``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import statistics
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support
+
+from relayd.bench.runner import DEFAULT_SINK, Bench, BenchConfig
+from relayd.bench.server import throwaway_redis_server
+from relayd.logs import configure_logging
+from relayd.sinks.base import SinkOptions
+
+FORMATS: tuple[Literal["relayd", "cloudevents"], ...] = ("relayd", "cloudevents")
+
+
+@contextlib.contextmanager
+def sink_spec(sink: str) -> Iterator[str]:
+    """The sink's spec (the bench fills ``{redis_url}`` and ``{prefix}`` in), its broker started."""
+    if sink == "stream":
+        yield DEFAULT_SINK
+        return
+    from support.kafka import start_kafka
+
+    broker = start_kafka()
+    try:
+        broker.create_topic("bench", partitions=4)
+        yield f"kafka:{broker.bootstrap}?topic=bench"
+    finally:
+        broker.stop()
+
+
+def main(sink: str, backlog: int, rounds: int, mode: Literal["binary", "structured"]) -> None:
+    configure_logging(log_format="console", log_level="warning", secrets=())
+    with throwaway_redis_server() as (_, port), sink_spec(sink) as spec:
+        asyncio.run(measure(spec, f"redis://127.0.0.1:{port}/0", backlog=backlog, rounds=rounds, mode=mode))
+
+
+async def measure(
+    spec: str, url: str, *, backlog: int, rounds: int, mode: Literal["binary", "structured"]
+) -> None:
+    benches = {
+        output_format: Bench(
+            BenchConfig(
+                redis_url=url,
+                sink=spec,
+                backlog=backlog,
+                baseline=False,
+                sink_options=SinkOptions(output_format=output_format, cloudevents_mode=mode),
+            ),
+            url,
+        )
+        for output_format in FORMATS
+    }
+    await benches["relayd"].relay_drain("outbox", min(backlog, 10_000))  # warm-up, unmeasured
+    rates: dict[str, list[float]] = {name: [] for name in FORMATS}
+    cpu: dict[str, list[float]] = {name: [] for name in FORMATS}
+    for n in range(rounds):
+        for output_format, bench in benches.items():
+            figures = await bench.relay_drain("outbox", backlog)
+            assert figures.left == 0, f"{output_format} left {figures.left} entries"
+            rates[output_format].append(backlog / figures.duration_s)
+            cpu[output_format].append(figures.cpu_s / backlog * 1e6)
+            print(
+                f"round {n + 1} {output_format}: {rates[output_format][-1]:,.0f} entries/s, "
+                f"{cpu[output_format][-1]:.2f} us CPU/entry"
+            )
+    for bench in benches.values():
+        await bench.close()
+    rate = {name: statistics.median(values) for name, values in rates.items()}
+    per_entry = {name: statistics.median(values) for name, values in cpu.items()}
+    print(
+        f"{spec.partition(':')[0]} ({mode}) medians over {rounds} rounds of {backlog}: "
+        + ", ".join(f"{name} {rate[name]:,.0f}/s ({per_entry[name]:.2f} us CPU/entry)" for name in FORMATS)
+        + f"; cloudevents/relayd rate {rate['cloudevents'] / rate['relayd']:.3f}, "
+        f"CPU {per_entry['cloudevents'] / per_entry['relayd']:.3f}"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sink", choices=["stream", "kafka"])
+    parser.add_argument("--backlog", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--mode", choices=["binary", "structured"], default="binary")
+    args = parser.parse_args()
+    main(args.sink, args.backlog, args.rounds, args.mode)
