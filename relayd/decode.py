@@ -19,7 +19,7 @@ from relayd.entry_faults import outbox_fault, spawn_fault
 from relayd.envelope import ENVELOPE_VERSION, Envelope
 from relayd.outbox_envelope import OutboxEnvelope
 from relayd.outbox_window import OutboxWindow
-from relayd.stored import EVENT_SHAPE, MAX_ENTRY_BYTES, bytes_fault
+from relayd.stored import EVENT_SHAPE, MAX_ENTRY_BYTES, EventShape, bytes_fault
 from store import MalformedEntry, RawEntry, RawTimer, parse_timer_member
 
 #: Line breaks to spaces: in JSON text they can only be whitespace between tokens.
@@ -62,7 +62,8 @@ def outbox_envelopes(
     # only an entry that fails them goes through ``outbox_fault`` to learn which reason to
     # dead-letter with. The event is checked here (``relayd.stored``: the engine's shape, its
     # depth bounded), so a malformed one is caught at read, not by the sink.
-    window = OutboxWindow(prefix, attempt, relayed_at, [], [], [], [])
+    shapes: list[EventShape] = []
+    window = OutboxWindow(prefix, attempt, relayed_at, [], [], [], [], shapes)
     fields, seqs, targets, events = window.fields, window.seqs, window.targets, window.events
     good: list[RawEntry] = []
     malformed: list[tuple[RawEntry, MalformedEntry]] = []
@@ -75,7 +76,7 @@ def outbox_envelopes(
                 value = loads(stored)
                 target_id, event_text = value["t"], value["e"]
                 event_json = event_text.encode()
-                check(event_json)
+                shape = check(event_json)
                 well_formed = target_id is None or type(target_id) is str
             # RecursionError: an event nested past msgspec's limit (the interpreter's).
             except (
@@ -98,6 +99,7 @@ def outbox_envelopes(
         seqs.append(seq)
         targets.append(target_id)
         events.append(event_json)
+        shapes.append(shape)
         good.append(entry)
     return window, good, malformed
 

@@ -8,6 +8,7 @@ from relayd.batch import Batch
 from relayd.envelope import Kind
 from relayd.outbox_envelope import OutboxEnvelope
 from relayd.outbox_json import OutboxFrame
+from relayd.stored import EventShape
 
 
 class OutboxWindow(Batch):
@@ -16,13 +17,14 @@ class OutboxWindow(Batch):
     A drain hands a sink a thousand outbox envelopes per call; as objects they cost more to
     build, stamp, render and free than the columns, and drains are faster without them
     (``relayd bench --kinds outbox``). A window keeps the columns ``outbox_envelopes`` parsed
-    (fields, seqs, targets, events as stored) and one stamp, and is a ``Batch`` like any other:
+    (fields, seqs, targets, events as stored, and the events' checked ``EventShape``, or None
+    for a window made by hand) and one stamp, and is a ``Batch`` like any other:
     indexing it makes that entry's ``OutboxEnvelope`` (equal, not identical, on each access), a
     slice is a window, and ``render``, ``ids`` and ``keys`` read the columns without making
     envelopes, so every sink's bytes come from the same ``OutboxFrame.render``.
     """
 
-    __slots__ = ("attempt", "events", "fields", "prefix", "relayed_at", "seqs", "targets")
+    __slots__ = ("attempt", "events", "fields", "prefix", "relayed_at", "seqs", "shapes", "targets")
 
     def __init__(  # noqa: PLR0917 - the columns, in the order of an OutboxEnvelope's parts
         self,
@@ -33,6 +35,7 @@ class OutboxWindow(Batch):
         seqs: list[int],
         targets: list[str | None],
         events: list[bytes],
+        shapes: list[EventShape] | None = None,
     ) -> None:
         self.prefix = prefix
         self.attempt = attempt
@@ -41,6 +44,7 @@ class OutboxWindow(Batch):
         self.seqs = seqs
         self.targets = targets
         self.events = events
+        self.shapes = shapes
 
     @property
     def kind(self) -> Kind:
@@ -63,6 +67,7 @@ class OutboxWindow(Batch):
                 self.seqs[index],
                 self.targets[index],
                 self.events[index],
+                None if self.shapes is None else self.shapes[index],
             )
         return OutboxEnvelope(
             self.prefix,
@@ -84,6 +89,10 @@ class OutboxWindow(Batch):
         self.seqs += other.seqs
         self.targets += other.targets
         self.events += other.events
+        if self.shapes is not None and other.shapes is not None:
+            self.shapes += other.shapes
+        else:
+            self.shapes = None
 
     def render(self) -> list[bytes]:
         """Every envelope's JSON, in order (what they share rendered once)."""

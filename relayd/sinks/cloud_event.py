@@ -39,6 +39,7 @@ from relayd.batch import Batch
 from relayd.envelope import Envelope
 from relayd.outbox_window import OutboxWindow
 from relayd.sinks import trace_context
+from relayd.stored import EVENT_SHAPE, EventShape
 
 SPEC_VERSION: Final = "1.0"
 DATA_CONTENT_TYPE: Final = "application/json"
@@ -116,23 +117,18 @@ def _render_window(window: OutboxWindow, source_template: str) -> list[Rendered]
     return rendered
 
 
-class _TraceFields(msgspec.Struct):
-    """Whether an event's ``data`` names a trace context (``trace_context`` reads it)."""
-
-    traceparent: object = None
-
-
-class _Parts(msgspec.Struct):
-    """The fields of an outbox event its CloudEvent needs: one decode, every other one skipped.
-    An event whose ``data`` names a trace context (or that does not decode: a window is checked
-    at read, a hand-made one may not be) goes the whole way, ``_render_window``; the window
-    loops decode inline, as a call per entry costs what the decode does."""
-
-    kind: str = ""
-    data: _TraceFields | None = None
-
-
-_PARTS: Final = msgspec.json.Decoder(_Parts)
+def _shapes(window: OutboxWindow) -> list[EventShape] | list[EventShape | None]:
+    """The window's events' shapes as checked at read; decoded here for a window made by hand
+    (None for an event that does not decode)."""
+    if window.shapes is not None:
+        return window.shapes
+    shapes: list[EventShape | None] = []
+    for event in window.events:
+        try:
+            shapes.append(EVENT_SHAPE.decode(event))
+        except (msgspec.DecodeError, RecursionError):
+            shapes.append(None)
+    return shapes
 
 
 #: Most values a ``_Cache`` dict keeps; a full one starts again empty.
@@ -178,11 +174,11 @@ def _target_headers(target: str | None) -> tuple[tuple[tuple[str, bytes], ...], 
 
 def _structured_window(window: OutboxWindow, source_template: str) -> tuple[list[bytes], list[int]]:
     """Each structured event of an outbox read window, written from parts: what the window
-    shares (the head, source and time) once, a target's and a type's JSON from ``_Cache``, and
-    per entry only its ``kind`` decoded. The same JSON as ``_render_window`` gives, which this
-    calls for an event naming a trace context; those events' indexes come second (``relayd
-    bench --format cloudevents``)."""
-    dumps, decode, put = orjson.dumps, _PARTS.decode, _Cache.put
+    shares (the head, source and time) once, a target's and a type's JSON from ``_Cache``, the
+    kind from the shape checked at read (no decode per event). The same JSON as
+    ``_render_window`` gives, which this calls for an event whose data names a trace context;
+    those events' indexes come second (``relayd bench --format cloudevents``)."""
+    dumps, put, unset = orjson.dumps, _Cache.put, msgspec.UNSET
     head = b'{"specversion":"1.0","id":' + dumps(f"{window.prefix}:outbox:")[:-1]
     after_id = b'","source":' + dumps(source_of(source_template, window.prefix)) + b',"type":'
     time = b',"time":%b,"datacontenttype":"application/json","sequence":"' % dumps(
@@ -192,18 +188,14 @@ def _structured_window(window: OutboxWindow, source_template: str) -> tuple[list
     rendered: list[bytes] = []
     append = rendered.append
     whole: list[int] = []
-    for index, (field, target, event) in enumerate(
-        zip(window.fields, window.targets, window.events, strict=True)
+    for index, (field, target, event, shape) in enumerate(
+        zip(window.fields, window.targets, window.events, _shapes(window), strict=True)
     ):
-        try:
-            parts: _Parts | None = decode(event)
-        except msgspec.ValidationError:  # a window is checked at read, a hand-made one may not be
-            parts = None
-        if parts is None or (parts.data is not None and parts.data.traceparent is not None):
+        if shape is None or ((data := shape.data) is not unset and data.traceparent is not None):
             append(_render_window(window[index : index + 1], source_template)[0].structured)
             whole.append(index)
             continue
-        kind = parts.kind
+        kind = shape.kind
         type_json = types.get(kind) or put(types, kind, dumps(kind or OUTBOX_TYPE))
         subject, tail = targets.get(target) or put(targets, target, _target_json(target))
         seq = field.encode()  # canonical decimal: the id's tail, and the sequence unpadded
@@ -227,7 +219,7 @@ def _kafka_window(
         for index in whole:
             headers[index] = _kafka_one(window, index, mode, source_template)[1]
         return bodies, headers
-    decode, put = _PARTS.decode, _Cache.put
+    put, unset = _Cache.put, msgspec.UNSET
     id_head = f"{window.prefix}:outbox:".encode()
     specversion = ("ce_specversion", SPEC_VERSION.encode())
     source = ("ce_source", source_of(source_template, window.prefix).encode())
@@ -236,20 +228,16 @@ def _kafka_window(
     types, targets = _Cache.type_header, _Cache.target_headers
     all_headers: list[list[tuple[str, bytes]]] = []
     values: list[bytes] = []
-    for index, (field, target, event) in enumerate(
-        zip(window.fields, window.targets, window.events, strict=True)
+    for index, (field, target, event, shape) in enumerate(
+        zip(window.fields, window.targets, window.events, _shapes(window), strict=True)
     ):
-        try:
-            parts = decode(event)
-        except msgspec.ValidationError:
-            parts = None
-        if parts is None or (parts.data is not None and parts.data.traceparent is not None):
+        if shape is None or ((data := shape.data) is not unset and data.traceparent is not None):
             value, one = _kafka_one(window, index, mode, source_template)
             values.append(value)
             all_headers.append(one)
             continue
         values.append(event)
-        kind = parts.kind
+        kind = shape.kind
         type_header = types.get(kind) or put(types, kind, ("ce_type", (kind or OUTBOX_TYPE).encode()))
         subject, partition = targets.get(target) or put(targets, target, _target_headers(target))
         seq = field.encode()

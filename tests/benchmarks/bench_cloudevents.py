@@ -1,10 +1,9 @@
 """Benchmark: what ``--format cloudevents`` costs the relay against ``--format relayd``, alternating.
 
-The issue's budget is 10 % of the relay's rate on the stream and Kafka sinks. Each round drains
-one ``--backlog`` of outbox entries per format, in turn, with ``relayd bench``'s own drain
-(``Bench.relay_drain``: seed, then ``run_relay(once=True)`` into the sink) on one throwaway
-redis-server: the default trimmed stream on it, or a Kafka topic on a tansu broker this script
-starts. Alternating in one run puts both formats under the same machine load; it prints every
+Each round drains one ``--backlog`` of outbox entries per format, in turn, with ``relayd
+bench``'s own drain (``Bench.relay_drain``: seed, then ``run_relay(once=True)`` into the sink)
+on one throwaway redis-server: the default trimmed stream on it, or a Kafka topic on a tansu
+broker this script starts. Alternating in one run puts both formats under the same machine load; it prints every
 run, then the medians: entries/s, the relay's CPU per entry, and cloudevents/relayd.
 
 Run under the bench lock: ``flock /tmp/relayd-bench.lock python tests/benchmarks/bench_cloudevents.py

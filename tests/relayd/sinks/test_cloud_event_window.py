@@ -9,8 +9,10 @@ import orjson
 import pytest
 
 from relayd.batch import Batch
-from relayd.envelope import OutboxWindow
+from relayd.decode import outbox_envelopes
+from relayd.outbox_window import OutboxWindow
 from relayd.sinks import cloud_event as ce
+from store import RawEntry
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 SOURCES = (ce.DEFAULT_SOURCE, 'urn:"shop"/ü/{prefix}')
@@ -35,14 +37,32 @@ def window() -> OutboxWindow:
     return OutboxWindow('{p}"ü', 3, 1_700_000_000.25, [str(s) for s in seqs], seqs, targets, texts)
 
 
+def read(columns: OutboxWindow) -> OutboxWindow:
+    """The same entries as a drain reads them: a window carrying the shapes checked at read."""
+    entries = [
+        RawEntry(field, seq, orjson.dumps({"t": target, "e": event.decode()}))
+        for field, seq, target, event in zip(
+            columns.fields, columns.seqs, columns.targets, columns.events, strict=True
+        )
+    ]
+    window, _, malformed = outbox_envelopes(
+        entries, prefix=columns.prefix, attempt=columns.attempt, relayed_at=columns.relayed_at
+    )
+    assert not malformed
+    assert window.shapes is not None
+    return window
+
+
 def one_by_one(columns: OutboxWindow) -> Batch:
     """The window's envelopes as a plain batch: rendered one envelope at a time."""
     return Batch.of([columns[index] for index in range(len(columns))])
 
 
+@pytest.mark.parametrize("made", ["by hand", "by a read"])
 @pytest.mark.parametrize("source", SOURCES)
-def test_structured_events_of_a_window_are_those_of_its_envelopes(source: str) -> None:
-    columns = window()
+def test_structured_events_of_a_window_are_those_of_its_envelopes(source: str, made: str) -> None:
+    """A window read from the store brings its events' shapes; one made by hand has none."""
+    columns = window() if made == "by hand" else read(window())
 
     fast = ce.structured_renderer("cloudevents", source)(columns)
 
@@ -54,10 +74,11 @@ def test_structured_events_of_a_window_are_those_of_its_envelopes(source: str) -
     assert "traceparent" not in orjson.loads(fast[4])
 
 
+@pytest.mark.parametrize("made", ["by hand", "by a read"])
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("mode", ["binary", "structured"])
-def test_kafka_records_of_a_window_are_those_of_its_envelopes(source: str, mode: Any) -> None:
-    columns = window()
+def test_kafka_records_of_a_window_are_those_of_its_envelopes(source: str, mode: Any, made: str) -> None:
+    columns = window() if made == "by hand" else read(window())
 
     values, headers = ce.kafka_records(columns, mode, source)
 
@@ -78,3 +99,17 @@ def test_an_event_the_window_was_not_checked_for_still_renders() -> None:
 
     assert orjson.loads(body)["data"] == {"id": "e", "kind": "K", "data": [1]}
     assert orjson.loads(body)["type"] == "K"
+
+
+def test_slices_and_extensions_of_a_read_window_keep_each_event_with_its_shape() -> None:
+    whole = read(window())
+    front, back = whole[:3], whole[3:]
+    front.extend(back)
+    mixed = whole[:3]
+    mixed.extend(window()[3:])  # one part made by hand: the shapes are dropped, not misaligned
+
+    assert front.shapes == whole.shapes
+    assert mixed.shapes is None
+    render = ce.structured_renderer("cloudevents", ce.DEFAULT_SOURCE)
+    assert render(front) == render(whole)
+    assert [orjson.loads(body) for body in render(mixed)] == [orjson.loads(body) for body in render(whole)]
