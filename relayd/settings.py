@@ -53,6 +53,7 @@ from relayd.sink_settings import (
     option_names,
     split_sink_option,
 )
+from relayd.sinks import cloud_event
 from relayd.sinks.base import SinkOptions
 from relayd.sinks.families import BUILT_IN_OPTIONS
 
@@ -151,6 +152,11 @@ class Settings(BaseSettings):
     def _host_port(cls, value: str) -> str:
         parse_host_port(value)
         return value
+
+    @field_validator("cloudevents_source")
+    @classmethod
+    def _source_template(cls, value: str) -> str:
+        return cloud_event.check_source_template(value)
 
     @field_validator("sink", "outbox_sink", "spawn_sink", "timer_sink")
     @classmethod

@@ -27,6 +27,7 @@ the structured mode, ``application/cloudevents+json``). No I/O and no clock.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Final, Literal, TypeVar
@@ -60,6 +61,9 @@ _TRACE_HEADERS: Final[tuple[str, ...]] = ("traceparent", "tracestate")
 #: What an HTTP binary-mode header value keeps unencoded: printable ASCII but space, ``"`` and ``%``.
 _HEADER_SAFE: Final = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"%')
 
+#: What a ``--cloudevents-source`` may hold (``check_source_template``).
+_SOURCE: Final = re.compile(r"[!-~]+")
+
 OutputFormat = Literal["relayd", "cloudevents"]
 Mode = Literal["binary", "structured"]
 
@@ -72,6 +76,22 @@ class Rendered:
     attributes: dict[str, str]
     data: bytes
     structured: bytes
+
+
+def check_source_template(template: str) -> str:
+    """``template`` when it can give a ``source``: a URI reference (RFC 3986), which the
+    attribute requires and a receiver rejects otherwise, so non-empty printable ASCII without
+    spaces (a character outside it is written percent-encoded).
+
+    Raises:
+        ValueError: naming the rule, never the value.
+    """
+    if not _SOURCE.fullmatch(template):
+        raise ValueError(
+            "the CloudEvents source must be a non-empty URI reference: printable ASCII without "
+            "spaces (percent-encode anything else)"
+        )
+    return template
 
 
 def source_of(template: str, prefix: str) -> str:

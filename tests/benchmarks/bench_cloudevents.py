@@ -3,8 +3,9 @@
 Each round drains one ``--backlog`` of outbox entries per format, in turn, with ``relayd
 bench``'s own drain (``Bench.relay_drain``: seed, then ``run_relay(once=True)`` into the sink)
 on one throwaway redis-server: the default trimmed stream on it, or a Kafka topic on a tansu
-broker this script starts. Alternating in one run puts both formats under the same machine load; it prints every
-run, then the medians: entries/s, the relay's CPU per entry, and cloudevents/relayd.
+broker this script starts. Alternating in one run puts both formats under the same machine
+load; it prints every run, then the medians: entries/s, the relay's CPU per entry, and
+cloudevents/relayd.
 
 Run under the bench lock: ``flock /tmp/relayd-bench.lock python tests/benchmarks/bench_cloudevents.py
 stream [--backlog 100000] [--rounds 3] [--mode binary]`` (or ``kafka``).
