@@ -61,8 +61,14 @@ def test_a_bad_standards_option_is_one_line_and_exit_2(
 
 @pytest.mark.parametrize(
     "content",
-    ["whsec_", "whsec_hunter2!!", "whsec_aHVudGVyMg==\nhunter2", "v1,whsec_aHVudGVyMg=="],
-    ids=["empty", "not-base64", "second-line-raw", "prefixed"],
+    [
+        "whsec_",
+        "whsec_hunter2!!",
+        "whsec_aHVudGVyMg==\nhunter2",
+        "v1,whsec_aHVudGVyMg==",
+        "whsk_aHVudGVyMg==",
+    ],
+    ids=["empty", "not-base64", "second-line-raw", "prefixed", "ed25519-wrong-size"],
 )
 def test_a_malformed_whsec_secret_is_one_line_and_exit_2_without_the_secret(
     tmp_path: Path, content: str
@@ -75,7 +81,7 @@ def test_a_malformed_whsec_secret_is_one_line_and_exit_2_without_the_secret(
     assert code == 2, output
     assert len(lines) == 1, output
     assert lines[0].startswith("relayd: error: --webhook-secret-file: ")
-    assert "'whsec_" in lines[0]
+    assert "'whsec_" in lines[0] or "'whsk_" in lines[0]
     assert "hunter2" not in output
     assert "aHVudGVyMg" not in output
 
