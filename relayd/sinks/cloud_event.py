@@ -169,6 +169,9 @@ class _Cache:
     target_json: ClassVar[dict[str | None, tuple[bytes, bytes]]] = {}
     #: target → the ``ce_subject`` and ``ce_partitionkey`` headers (none without a target)
     target_headers: ClassVar[dict[str | None, tuple[tuple[tuple[str, bytes], ...], ...]]] = {}
+    #: (header prefix, kind) → the type header's value; (header prefix, target) → its headers
+    binary_type: ClassVar[dict[tuple[str, str], str]] = {}
+    binary_target: ClassVar[dict[tuple[str, str | None], dict[str, str]]] = {}
 
     @staticmethod
     def put(cache: dict[_K, _V], key: _K, value: _V) -> _V:
@@ -277,6 +280,67 @@ def _kafka_window(
     return values, all_headers
 
 
+def _header_window(
+    window: OutboxWindow,
+    source_template: str,
+    binding: tuple[str, Callable[[str], str], bool],
+    whole_way: Callable[[Rendered], dict[str, str]],
+) -> tuple[list[bytes], list[dict[str, str]]]:
+    """The data and binary-mode headers of each event of an outbox read window for a binding
+    given as (header prefix, how a value is written, whether ``datacontenttype`` is a header):
+    what the window shares made once, a kind's and a target's headers from ``_Cache``, and per
+    event a copy of the shared ones and three more. An event whose data names a trace context
+    goes the whole way, ``whole_way`` of its ``Rendered`` (``nats_renderer``, ``amqp_renderer``)."""
+    prefix, encode, with_content_type = binding
+    put, unset = _Cache.put, msgspec.UNSET
+    shared = {
+        f"{prefix}specversion": SPEC_VERSION,
+        f"{prefix}source": encode(source_of(source_template, window.prefix)),
+        f"{prefix}time": encode(_rfc3339(window.relayed_at)),
+    }
+    if with_content_type:
+        shared[f"{prefix}datacontenttype"] = DATA_CONTENT_TYPE
+    id_name, type_name, sequence_name = f"{prefix}id", f"{prefix}type", f"{prefix}sequence"
+    subject_name, partition_name = f"{prefix}subject", f"{prefix}partitionkey"
+    id_head = encode(f"{window.prefix}:outbox:")  # the field is digits: nothing to encode
+    types, targets = _Cache.binary_type, _Cache.binary_target
+    values: list[bytes] = []
+    all_headers: list[dict[str, str]] = []
+    for index, (field, target, event, shape) in enumerate(
+        zip(window.fields, window.targets, window.events, _shapes(window), strict=True)
+    ):
+        if shape is None or ((data := shape.data) is not unset and data.traceparent is not None):
+            (whole,) = _render_window(window[index : index + 1], source_template)
+            values.append(whole.data)
+            all_headers.append(whole_way(whole))
+            continue
+        values.append(event)
+        kind = shape.kind
+        type_value = types.get((prefix, kind)) or put(types, (prefix, kind), encode(kind or OUTBOX_TYPE))
+        by_target = targets.get((prefix, target))
+        if by_target is None:
+            by_target = (
+                {} if target is None else {subject_name: encode(target), partition_name: encode(target)}
+            )
+            put(targets, (prefix, target), by_target)
+        headers = shared.copy()
+        headers[id_name] = id_head + field
+        headers[type_name] = type_value
+        headers[sequence_name] = field.zfill(SEQUENCE_DIGITS)
+        headers.update(by_target)
+        all_headers.append(headers)
+    return values, all_headers
+
+
+def _percent_encoded(value: str) -> str:
+    return quote(value, safe=_HEADER_SAFE)
+
+
+#: The NATS and the AMQP binding's binary mode, for ``_header_window``.
+_NATS_BINARY: Final = ("ce-", _percent_encoded, True)
+_AMQP_BINARY: Final = ("cloudEvents_", str, False)
+
+
 def _kafka_one(
     window: OutboxWindow, index: int, mode: Mode, source_template: str
 ) -> tuple[bytes, list[tuple[str, bytes]]]:
@@ -364,6 +428,14 @@ def nats_headers(event: Rendered, mode: Mode) -> dict[str, str]:
     return {f"ce-{name}": quote(value, safe=_HEADER_SAFE) for name, value in event.attributes.items()}
 
 
+def _nats_binary(event: Rendered) -> dict[str, str]:
+    return nats_headers(event, "binary")
+
+
+def _amqp_binary(event: Rendered) -> dict[str, str]:
+    return amqp_properties(event, "binary")[1]
+
+
 def amqp_properties(event: Rendered, mode: Mode) -> tuple[str, dict[str, str]]:
     """The AMQP binding's content type and application properties: binary, ``datacontenttype``
     as the content type and ``cloudEvents_<name>`` per other attribute (RabbitMQ keeps them as
@@ -416,8 +488,10 @@ def nats_renderer(
         return lambda batch: (structured(batch), [content_type] * len(batch))
 
     def render_binary(batch: Batch) -> tuple[list[bytes], list[dict[str, str]] | None]:
+        if isinstance(batch, OutboxWindow):
+            return _header_window(batch, source_template, _NATS_BINARY, _nats_binary)
         events = render(batch, source_template=source_template)
-        return [event.data for event in events], [nats_headers(event, "binary") for event in events]
+        return [event.data for event in events], [_nats_binary(event) for event in events]
 
     return render_binary
 
@@ -434,12 +508,11 @@ def amqp_renderer(
         return lambda batch: (structured(batch), STRUCTURED_CONTENT_TYPE, None)
 
     def render_binary(batch: Batch) -> tuple[list[bytes], str, list[dict[str, str]] | None]:
+        if isinstance(batch, OutboxWindow):
+            values, headers = _header_window(batch, source_template, _AMQP_BINARY, _amqp_binary)
+            return values, DATA_CONTENT_TYPE, headers
         events = render(batch, source_template=source_template)
-        return (
-            [event.data for event in events],
-            DATA_CONTENT_TYPE,
-            [amqp_properties(event, "binary")[1] for event in events],
-        )
+        return [event.data for event in events], DATA_CONTENT_TYPE, [_amqp_binary(event) for event in events]
 
     return render_binary
 

@@ -91,6 +91,35 @@ def test_kafka_records_of_a_window_are_those_of_its_envelopes(source: str, mode:
     assert all(name != "traceparent" for name, _ in headers[4])
 
 
+@pytest.mark.parametrize("made", ["by hand", "by a read"])
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("binding", ["nats", "amqp"])
+def test_nats_and_amqp_binary_messages_of_a_window_are_those_of_its_envelopes(
+    source: str, binding: str, made: str
+) -> None:
+    """The data as committed, and every header (percent-encoded for NATS) as one envelope gives."""
+    columns = window() if made == "by hand" else read(window())
+
+    if binding == "nats":
+        render = ce.nats_renderer("cloudevents", "binary", source)
+        (values, headers), (slow_values, slow_headers) = render(columns), render(one_by_one(columns))
+    else:
+        render_amqp = ce.amqp_renderer("cloudevents", "binary", source)
+        (values, content, headers), (slow_values, _, slow_headers) = (
+            render_amqp(columns),
+            render_amqp(one_by_one(columns)),
+        )
+        assert content == "application/json"
+
+    assert headers == slow_headers
+    assert values[:3] == columns.events[:3]  # untraced: the event as committed
+    assert [orjson.loads(v) for v in values] == [orjson.loads(v) for v in slow_values]
+    assert headers is not None
+    name = "ce-traceparent" if binding == "nats" else "cloudEvents_traceparent"
+    assert name in headers[3]
+    assert name not in headers[4]
+
+
 def test_an_event_the_window_was_not_checked_for_still_renders() -> None:
     """A hand-made window skips the read checks: a ``data`` that is no object goes the whole way."""
     columns = OutboxWindow("p", 1, 1.5, ["1"], [1], ["t"], [b'{"id":"e","kind":"K","data":[1]}'])
