@@ -2,13 +2,13 @@
 
 Each round drains one ``--backlog`` of outbox entries per format, in turn, with ``relayd
 bench``'s own drain (``Bench.relay_drain``: seed, then ``run_relay(once=True)`` into the sink)
-on one throwaway redis-server: the default trimmed stream on it, or a Kafka topic on a tansu
-broker this script starts. Alternating in one run puts both formats under the same machine
-load; it prints every run, then the medians: entries/s, the relay's CPU per entry, and
-cloudevents/relayd.
+on one throwaway redis-server: the default trimmed stream on it, or a Kafka topic (tansu), a
+JetStream stream or a RabbitMQ queue on a broker this script starts. Alternating in one run
+puts both formats under the same machine load; it prints every run, then the medians:
+entries/s, the relay's CPU per entry, and cloudevents/relayd.
 
 Run under the bench lock: ``flock /tmp/relayd-bench.lock python tests/benchmarks/bench_cloudevents.py
-stream [--backlog 100000] [--rounds 3] [--mode binary]`` (or ``kafka``).
+stream [--backlog 100000] [--rounds 3] [--mode binary]`` (or ``kafka``, ``nats``, ``amqp``).
 """
 
 from __future__ import annotations
@@ -38,6 +38,12 @@ def sink_spec(sink: str) -> Iterator[str]:
     if sink == "stream":
         yield DEFAULT_SINK
         return
+    if sink == "nats":
+        yield from _nats()
+        return
+    if sink == "amqp":
+        yield from _amqp()
+        return
     from support.kafka import start_kafka
 
     broker = start_kafka()
@@ -46,6 +52,50 @@ def sink_spec(sink: str) -> Iterator[str]:
         yield f"kafka:{broker.bootstrap}?topic=bench"
     finally:
         broker.stop()
+
+
+def _nats() -> Iterator[str]:
+    """A JetStream server with a stream on ``bench.>`` (limits: the oldest messages go)."""
+    import nats
+    from nats.js.api import StreamConfig
+    from support.nats import start_nats
+
+    server = start_nats()
+
+    async def create() -> None:
+        connection = await nats.connect(server.url)
+        await connection.jetstream().add_stream(
+            StreamConfig(name="bench", subjects=["bench.>"], max_msgs=10_000)
+        )
+        await connection.close()
+
+    try:
+        asyncio.run(create())
+        yield f"nats:{server.url}?subject=bench.events"
+    finally:
+        server.cleanup()
+
+
+def _amqp() -> Iterator[str]:
+    """A RabbitMQ node with an exchange and one queue bound to everything (at most 10,000 kept)."""
+    import aiormq
+    from support.rabbitmq import start_rabbitmq
+
+    rabbit = start_rabbitmq()
+
+    async def declare() -> None:
+        connection = await aiormq.connect(rabbit.url.replace("guest@", "guest:guest@"))
+        channel = await connection.channel()
+        await channel.exchange_declare("bench", exchange_type="topic", durable=True)
+        await channel.queue_declare("bench", durable=True, arguments={"x-max-length": 10_000})
+        await channel.queue_bind("bench", "bench", routing_key="#")
+        await connection.close()
+
+    try:
+        asyncio.run(declare())
+        yield f"amqp:{rabbit.url}?exchange=bench&routing_key={{kind}}.{{target}}"
+    finally:
+        rabbit.cleanup()
 
 
 def main(sink: str, backlog: int, rounds: int, mode: Literal["binary", "structured"]) -> None:
@@ -97,7 +147,7 @@ async def measure(
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sink", choices=["stream", "kafka"])
+    parser.add_argument("sink", choices=["stream", "kafka", "nats", "amqp"])
     parser.add_argument("--backlog", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--mode", choices=["binary", "structured"], default="binary")
