@@ -283,23 +283,23 @@ def _kafka_window(
 def _header_window(
     window: OutboxWindow,
     source_template: str,
-    binding: tuple[str, Callable[[str], str], bool],
+    binding: tuple[str, Callable[[str], str], str | None],
     whole_way: Callable[[Rendered], dict[str, str]],
 ) -> tuple[list[bytes], list[dict[str, str]]]:
     """The data and binary-mode headers of each event of an outbox read window for a binding
-    given as (header prefix, how a value is written, whether ``datacontenttype`` is a header):
+    given as (header prefix, how a value is written, the header ``datacontenttype`` goes in):
     what the window shares made once, a kind's and a target's headers from ``_Cache``, and per
     event a copy of the shared ones and three more. An event whose data names a trace context
     goes the whole way, ``whole_way`` of its ``Rendered`` (``nats_renderer``, ``amqp_renderer``)."""
-    prefix, encode, with_content_type = binding
+    prefix, encode, content_type_header = binding
     put, unset = _Cache.put, msgspec.UNSET
     shared = {
         f"{prefix}specversion": SPEC_VERSION,
         f"{prefix}source": encode(source_of(source_template, window.prefix)),
         f"{prefix}time": encode(_rfc3339(window.relayed_at)),
     }
-    if with_content_type:
-        shared[f"{prefix}datacontenttype"] = DATA_CONTENT_TYPE
+    if content_type_header is not None:
+        shared[content_type_header] = DATA_CONTENT_TYPE
     id_name, type_name, sequence_name = f"{prefix}id", f"{prefix}type", f"{prefix}sequence"
     subject_name, partition_name = f"{prefix}subject", f"{prefix}partitionkey"
     id_head = encode(f"{window.prefix}:outbox:")  # the field is digits: nothing to encode
@@ -336,9 +336,10 @@ def _percent_encoded(value: str) -> str:
     return quote(value, safe=_HEADER_SAFE)
 
 
-#: The NATS and the AMQP binding's binary mode, for ``_header_window``.
-_NATS_BINARY: Final = ("ce-", _percent_encoded, True)
-_AMQP_BINARY: Final = ("cloudEvents_", str, False)
+#: The HTTP, NATS and AMQP bindings' binary mode, for ``_header_window``.
+_HTTP_BINARY: Final = ("ce-", _percent_encoded, "Content-Type")
+_NATS_BINARY: Final = ("ce-", _percent_encoded, "ce-datacontenttype")
+_AMQP_BINARY: Final = ("cloudEvents_", str, None)
 
 
 def _kafka_one(
@@ -448,6 +449,26 @@ def amqp_properties(event: Rendered, mode: Mode) -> tuple[str, dict[str, str]]:
         f"cloudEvents_{name}": value for name, value in attributes.items() if name != "datacontenttype"
     }
     return attributes["datacontenttype"], properties
+
+
+def http_messages(batch: Batch, mode: Mode, source_template: str) -> tuple[list[bytes], list[dict[str, str]]]:
+    """Each HTTP request's body and headers by the HTTP binding in ``mode`` (``http_headers``)."""
+    if isinstance(batch, OutboxWindow):
+        if mode == "binary":
+            return _header_window(batch, source_template, _HTTP_BINARY, _http_binary)
+        bodies, whole = _structured_window(batch, source_template)
+        headers = [{"Content-Type": STRUCTURED_CONTENT_TYPE}] * len(bodies)
+        for index in whole:  # an event naming a trace context adds its trace headers
+            (event,) = _render_window(batch[index : index + 1], source_template)
+            headers[index] = http_headers(event, mode)
+        return bodies, headers
+    events = render(batch, source_template=source_template)
+    bodies = [event.data if mode == "binary" else event.structured for event in events]
+    return bodies, [http_headers(event, mode) for event in events]
+
+
+def _http_binary(event: Rendered) -> dict[str, str]:
+    return http_headers(event, "binary")
 
 
 def kafka_records(

@@ -255,10 +255,8 @@ class WebhookSink(ReadyByReason):
         ids = batch.ids()
         format_headers: list[dict[str, str]] = []
         if self._cloudevents:
-            events = cloud_event.render(batch, source_template=self._cloudevents_source)
-            binary = self._cloudevents_mode == "binary"
-            bodies = [event.data if binary else event.structured for event in events]
-            format_headers = [cloud_event.http_headers(event, self._cloudevents_mode) for event in events]
+            mode, source = self._cloudevents_mode, self._cloudevents_source
+            bodies, format_headers = cloud_event.http_messages(batch, mode, source)
         else:
             bodies = batch.render()
             format_headers = [trace_context.from_envelope_json(body) for body in bodies]
@@ -273,8 +271,7 @@ class WebhookSink(ReadyByReason):
         ids = batch.ids()
         to_body: Callable[[Sequence[bytes]], bytes]
         if self._cloudevents:
-            events = cloud_event.render(batch, source_template=self._cloudevents_source)
-            entries = [event.structured for event in events]
+            entries = cloud_event.structured_renderer("cloudevents", self._cloudevents_source)(batch)
             content = {"Content-Type": cloud_event.BATCH_CONTENT_TYPE}
             to_body = cloud_event.structured_array
         else:

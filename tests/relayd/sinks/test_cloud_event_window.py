@@ -120,6 +120,24 @@ def test_nats_and_amqp_binary_messages_of_a_window_are_those_of_its_envelopes(
     assert name not in headers[4]
 
 
+@pytest.mark.parametrize("made", ["by hand", "by a read"])
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("mode", ["binary", "structured"])
+def test_http_requests_of_a_window_are_those_of_its_envelopes(source: str, mode: Any, made: str) -> None:
+    columns = window() if made == "by hand" else read(window())
+
+    bodies, headers = ce.http_messages(columns, mode, source)
+
+    slow_bodies, slow_headers = ce.http_messages(one_by_one(columns), mode, source)
+    assert headers == slow_headers
+    assert [orjson.loads(body) for body in bodies] == [orjson.loads(body) for body in slow_bodies]
+    assert headers[3]["traceparent"] == TRACEPARENT  # the W3C header, in either mode
+    assert "traceparent" not in headers[4]
+    if mode == "binary":
+        assert bodies[:3] == columns.events[:3]
+        assert headers[0]["Content-Type"] == "application/json"
+
+
 def test_an_event_the_window_was_not_checked_for_still_renders() -> None:
     """A hand-made window skips the read checks: a ``data`` that is no object goes the whole way."""
     columns = OutboxWindow("p", 1, 1.5, ["1"], [1], ["t"], [b'{"id":"e","kind":"K","data":[1]}'])
