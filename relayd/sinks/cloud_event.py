@@ -21,7 +21,16 @@ An envelope becomes one CloudEvent:
 
 ``render`` gives each envelope's ``Rendered``: its attributes (for a binding's binary mode,
 which sends ``data`` as the body and each attribute as a header) and its structured JSON (for
-the structured mode, ``application/cloudevents+json``). No I/O and no clock.
+the structured mode, ``application/cloudevents+json``). The bindings (``http_headers``,
+``kafka_headers``, ``nats_headers``, ``amqp_properties``) write a ``Rendered`` for their
+protocol, and what the sinks call (``structured_renderer``, ``http_messages``, ``kafka_records``,
+``nats_renderer``, ``amqp_renderer``) gives a whole batch's bodies and headers.
+
+An outbox read window (``OutboxWindow``, the drain's batch) takes a faster path to the same
+bytes: no ``Rendered`` and no dict per event, but the window's shared parts made once, a kind's
+and a target's parts cached across windows (``_Cache``), and the kind read from the shape the
+read already checked; an event whose data names a trace context goes the whole way. The window
+tests hold the two paths to the same output. No I/O and no clock.
 """
 
 from __future__ import annotations
