@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 from typing import Any, Final
@@ -74,6 +75,12 @@ def _base64(encoded: str, prefix: str) -> bytes:
     return key
 
 
+#: ed25519 keys kept made: the secret file is read again for every request, and making a key
+#: (and checking a pair's public half) costs more than the signature itself.
+_KEYS_KEPT: Final = 64
+
+
+@functools.lru_cache(maxsize=_KEYS_KEPT)
 def _ed25519_key(raw: bytes) -> Ed25519Key:
     if len(raw) not in {_SEED_BYTES, _PAIR_BYTES}:
         raise ValueError(f"holds a 'whsk_' key of {len(raw)} bytes, not an ed25519 seed (32) or pair (64)")
@@ -83,6 +90,7 @@ def _ed25519_key(raw: bytes) -> Ed25519Key:
     return key
 
 
+@functools.lru_cache(maxsize=_KEYS_KEPT)
 def _private_key(key: Ed25519Key) -> Any:
     try:
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
