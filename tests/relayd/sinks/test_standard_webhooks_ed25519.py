@@ -14,10 +14,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from support.http_receiver import serve_on_this_loop
 
-from relayd.settings import Settings
-from relayd.sinks import DELIVERED, SinkSpec
-from relayd.sinks import standard_webhooks as sw
-from relayd.sinks.webhook import WebhookSink
+from relayd.settings import load_settings
+from relayd.sinks import DELIVERED, resolve_sink
+from relayd.sinks.webhook import standard_webhooks as sw
 
 from .conftest import deliver_runs, outbox
 
@@ -95,7 +94,7 @@ async def test_a_file_of_both_kinds_signs_each_request_v1_and_v1a_for_either_rec
     """Moving from a shared secret to a key pair: the HMAC receiver and the public-key one both accept."""
     secrets = tmp_path / "secrets"
     secrets.write_text(f"{HMAC_SECRET}\n{SECRET}\n")
-    options = Settings(webhook_secret_file=secrets).sink_options()
+    options = load_settings(webhook_secret_file=secrets).sink_options()
     received: list[tuple[dict[str, str], bytes]] = []
 
     async def receive(request: web.Request) -> web.Response:
@@ -104,7 +103,7 @@ async def test_a_file_of_both_kinds_signs_each_request_v1_and_v1a_for_either_rec
 
     batch = [outbox("ed", 1, "exe-1")]
     async with serve_on_this_loop(receive) as url:
-        sink = WebhookSink(SinkSpec("webhook", url), options)
+        sink = resolve_sink(f"webhook:{url}", options)  # as the relay does: with the sink's own options
         await sink.start()
         outcomes = await deliver_runs(sink, batch)
         await sink.close()
