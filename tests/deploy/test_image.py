@@ -121,7 +121,16 @@ def _check_long_running_sweep(dockerd: PrivateDockerd, image: str, server: Redis
         image, *_sweep_args(server, prefix),
     )  # fmt: skip
     try:
-        _wait_for(lambda: _inspect(dockerd, name, "{{.State.Health.Status}}") == "healthy", 120, "healthy")
+
+        def healthy() -> bool:
+            return _inspect(dockerd, name, "{{.State.Health.Status}}") == "healthy"
+
+        try:
+            _wait_for(healthy, 120, "healthy")
+        except AssertionError as exc:  # say why: the probes' own output and the container's log
+            health = _inspect(dockerd, name, "{{json .State.Health}}")[-1500:]
+            log = dockerd.docker("logs", name).stderr[-1500:]
+            raise AssertionError(f"{exc}: {health}; log: {log}") from None
         _seed(client, prefix, outbox=3, first_seq=100)
         _wait_for(lambda: _pending(client, prefix) == (0, 0, 0), 60, "relaying while it runs")
         uid = dockerd.docker("exec", name, "python", "-c", "import os; print(os.getuid(), os.getgid())")
