@@ -1,7 +1,8 @@
 """Pure figures of ``relayd bench``: latencies, percentiles, command deltas, ratios, report rows.
 
-Nothing here touches Redis, a clock or a terminal: the I/O shells in ``relayd.bench.runner`` measure,
-these functions turn measurements into the numbers the table and ``--json`` print.
+Nothing here touches Redis, a clock or a terminal: the I/O shells (``relayd.bench.meter`` and
+the suites) measure, these functions turn measurements into the numbers the table and ``--json``
+print.
 """
 
 from __future__ import annotations

@@ -17,42 +17,32 @@ from typing import Any
 
 import redis
 
+from relayd.bench.harness import Bench
 from relayd.bench.stats import COMMITTED_AT, latency_figures
-from relayd.bench.wake_bench import WakeBench
-from relayd.engine.notify import NEEDED_FLAGS, configured_flags, notifications_ready
 from store import Event, Execution, RedisStore
 
 #: Seconds between two commits: drawn uniformly from this band (never in step with the poll).
 _GAP_S = (0.4, 1.6)
 
 
-async def wake_suite(bench: WakeBench, *, owned: bool) -> dict[str, Any]:
-    """Measure with wake-up on and off; ``owned``: the bench started this Redis and may configure it."""
+async def wake_suite(bench: Bench) -> dict[str, Any]:
+    """Measure with wake-up on and off (``bench.owned``: the bench may configure this Redis)."""
     config = bench.config
-    before = configured_flags(await bench.client.config_get("notify-keyspace-events"))
-    changed = False
-    if owned and not notifications_ready(before):
-        await bench.client.config_set("notify-keyspace-events", before + NEEDED_FLAGS)
-        changed = True
-    try:
-        ready = notifications_ready(configured_flags(await bench.client.config_get("notify-keyspace-events")))
+    async with bench.keyspace_events() as notifications:
         out: dict[str, Any] = {
             "poll_interval_s": config.poll_interval_s,
             "commits": config.wake_commits,
-            "notifications": ready,
-            "configured_by_bench": changed,
+            "notifications": notifications.ready,
+            "configured_by_bench": notifications.configured_by_bench,
         }
         for wake in (True, False):
             bench.log(f"wake: {config.wake_commits} single commits, wake {'on' if wake else 'off'}")
             latencies_s = await _run(bench, wake=wake)
             out["on" if wake else "off"] = {"delivered": len(latencies_s), **latency_figures(latencies_s)}
         return out
-    finally:
-        if changed:
-            await bench.client.config_set("notify-keyspace-events", before)
 
 
-async def _run(bench: WakeBench, *, wake: bool) -> list[float]:
+async def _run(bench: Bench, *, wake: bool) -> list[float]:
     config, rng = bench.config, random.Random()
     async with bench.prefix() as prefix:
         sink = bench.sink_for(prefix, sample_every=1)  # a latency per commit: few, and each counts

@@ -115,7 +115,8 @@ def bench(  # noqa: PLR0917 - Typer passes one keyword per option
     """Seed throwaway backlogs, drain them with the real engine and the baseline, print the figures."""
     from rich.console import Console
 
-    from relayd.bench.runner import DEFAULT_SINK, SUITES, BenchConfig, run_bench
+    from relayd.bench.harness import DEFAULT_SINK, BenchConfig
+    from relayd.bench.runner import SUITES, run_bench
     from relayd.envelope import KINDS
     from relayd.logs import configure_logging
 

@@ -5,7 +5,7 @@ sink's server itself (RabbitMQ, or moto for AWS) and a redis-server on loopback,
 destination before every run (moto slows down as a queue grows, so without that whichever runs
 last is slowest). It alternates, ``--rounds`` times:
 
-- the relay: ``relayd bench``'s own drain (``Bench.relay_drain``: seed ``--backlog`` outbox
+- the relay: ``relayd bench``'s own drain (``relayd.bench.drain.relay_drain``: seed ``--backlog`` outbox
   entries, ``run_relay(once=True)`` into the sink), wall time and this process's CPU;
 - the baseline: ``relayd.bench.baselines.<scheme>.publish`` sending the bodies the relay
   delivered (recorded in an unmeasured warm-up drain) with the sink's own client library.
@@ -33,7 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support
 
 from relayd.batch import Batch
 from relayd.bench.baselines import baseline_for
-from relayd.bench.runner import Bench, BenchConfig, TimingSink
+from relayd.bench.drain import relay_drain
+from relayd.bench.harness import Bench, BenchConfig
+from relayd.bench.meter import TimingSink
 from relayd.bench.server import throwaway_redis_server
 from relayd.logs import configure_logging
 from relayd.sinks import resolve_sink
@@ -120,13 +122,13 @@ async def measure(
     recorder = Recorder(resolve_sink(spec, SinkOptions()))
     original = bench.sink_for
     bench.sink_for = lambda prefix, **_: TimingSink(recorder)  # type: ignore[method-assign,arg-type]
-    warm = await bench.relay_drain("outbox", backlog)
+    warm = await relay_drain(bench, "outbox", backlog)
     bench.sink_for = original  # type: ignore[method-assign]
     print(f"warm-up: {warm.delivered}/{backlog} delivered, {len(recorder.bodies)} bodies recorded")
     relay_rates, relay_cpu, base_rates, base_cpu = [], [], [], []
     for n in range(rounds):
         await reset(scheme, handle)
-        figures = await bench.relay_drain("outbox", backlog)
+        figures = await relay_drain(bench, "outbox", backlog)
         assert figures.delivered == backlog, f"relay delivered {figures.delivered}/{backlog}"
         relay_rates.append(backlog / figures.duration_s)
         relay_cpu.append(figures.cpu_s / backlog * 1e6)

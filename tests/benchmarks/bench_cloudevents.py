@@ -24,7 +24,8 @@ from typing import Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support
 
-from relayd.bench.runner import DEFAULT_SINK, Bench, BenchConfig
+from relayd.bench.drain import relay_drain
+from relayd.bench.harness import DEFAULT_SINK, Bench, BenchConfig
 from relayd.bench.server import throwaway_redis_server
 from relayd.logs import configure_logging
 from relayd.sinks.base import SinkOptions
@@ -120,12 +121,12 @@ async def measure(
         )
         for output_format in FORMATS
     }
-    await benches["relayd"].relay_drain("outbox", min(backlog, 10_000))  # warm-up, unmeasured
+    await relay_drain(benches["relayd"], "outbox", min(backlog, 10_000))  # warm-up, unmeasured
     rates: dict[str, list[float]] = {name: [] for name in FORMATS}
     cpu: dict[str, list[float]] = {name: [] for name in FORMATS}
     for n in range(rounds):
         for output_format, bench in benches.items():
-            figures = await bench.relay_drain("outbox", backlog)
+            figures = await relay_drain(bench, "outbox", backlog)
             assert figures.left == 0, f"{output_format} left {figures.left} entries"
             rates[output_format].append(backlog / figures.duration_s)
             cpu[output_format].append(figures.cpu_s / backlog * 1e6)

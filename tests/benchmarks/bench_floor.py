@@ -34,7 +34,8 @@ import orjson
 import redis
 import redis.asyncio as aioredis
 
-from relayd.bench.runner import Bench, BenchConfig, new_prefix
+from relayd.bench.drain import relay_drain
+from relayd.bench.harness import Bench, BenchConfig, new_prefix
 from relayd.bench.seed import seed
 from relayd.bench.server import delete_prefix, server_cpu_s, throwaway_redis_server
 from relayd.logs import configure_logging
@@ -43,7 +44,7 @@ from relayd.sinks.redis_stream.sink import CALL_SIZE, XADD_BATCH
 from store import Keyspace
 
 WINDOW = 1000
-#: The trim of the bench's default stream sink (``relayd.bench.runner.DEFAULT_SINK``): the same Redis work.
+#: The trim of the bench's default stream sink (``relayd.bench.harness.DEFAULT_SINK``): the same Redis work.
 MAXLEN = "10000"
 #: The check the relay makes of each passed-through event: one JSON document, not built.
 _CHECK_JSON = msgspec.json.Decoder(msgspec.Raw)
@@ -137,7 +138,7 @@ async def measure_floor(url: str, sync: redis.Redis, count: int) -> Drain:
 
 
 async def measure_relay(bench: Bench, count: int) -> Drain:
-    run = await bench.relay_drain("outbox", count)
+    run = await relay_drain(bench, "outbox", count)
     if run.left or run.delivered < count:
         raise SystemExit(f"relay: {run.left} entries left, {run.delivered} of {count} delivered")
     return Drain("relay", run.rate_per_s, run.cpu_s / count * 1e6, (run.redis_cpu_s or 0.0) / count * 1e6)

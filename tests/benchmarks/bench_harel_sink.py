@@ -26,7 +26,7 @@ import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
 from relayd.bench.baselines.harel import drain_backlog
-from relayd.bench.runner import new_prefix
+from relayd.bench.harness import new_prefix
 from relayd.bench.seed import live_count, seed
 from relayd.bench.server import bench_redis, command_calls, delete_prefix
 from relayd.bench.stats import commands_delta

@@ -12,7 +12,8 @@ import time
 
 from pyinstrument import Profiler
 
-from relayd.bench.runner import Bench, BenchConfig
+from relayd.bench.drain import relay_drain
+from relayd.bench.harness import Bench, BenchConfig
 from relayd.bench.seed import seed
 from relayd.bench.server import bench_redis
 from relayd.logs import configure_logging
@@ -21,11 +22,8 @@ from relayd.logs import configure_logging
 async def main(backlog: int, kind: str) -> None:
     with bench_redis(None) as target:
         bench = Bench(BenchConfig(), target.url)
-        original = bench.relay_drain
-
         async with bench.prefix() as prefix:
             seed(bench.sync, prefix, kind, backlog, clock=time.time)  # type: ignore[arg-type]
-        del original
         profiler = Profiler(interval=0.0005, async_mode="enabled")
         real_seed = seed
 
@@ -33,10 +31,10 @@ async def main(backlog: int, kind: str) -> None:
             real_seed(*args, **kwargs)
             profiler.start()
 
-        import relayd.bench.runner as bench_module
+        import relayd.bench.drain as bench_module
 
         bench_module.seed = no_seed  # type: ignore[attr-defined]
-        figures = await bench.relay_drain(kind, backlog)  # type: ignore[arg-type]
+        figures = await relay_drain(bench, kind, backlog)  # type: ignore[arg-type]
         profiler.stop()
         await bench.close()
         print(f"{figures.rate_per_s:,.0f} entries/s, cpu {figures.cpu_s:.2f}s", file=sys.stderr)

@@ -13,7 +13,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from relayd.batch import Batch
-from relayd.bench.runner import TimingSink
+from relayd.bench.meter import TimingSink
 from relayd.bench.stats import (
     COMMITTED_AT,
     RunFigures,

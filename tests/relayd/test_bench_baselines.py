@@ -9,7 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 from typer.testing import CliRunner
 
-from relayd.bench import runner
+from relayd.bench import harness
 from relayd.bench.baselines import ClientBaseline, _with_options, baseline_for
 from relayd.bench.seed import drain_like_incumbent
 from relayd.cli.app import app
@@ -93,7 +93,7 @@ def test_a_drain_backlog_baseline_drains_an_identical_backlog(redis_server, monk
             await client.aclose()
 
     found = ClientBaseline("null", drain_backlog=drain_backlog)
-    monkeypatch.setattr(runner, "baseline_for", lambda spec: found)
+    monkeypatch.setattr(harness, "baseline_for", lambda spec: found)
 
     report = _bench(
         "--redis-url", redis_server.url, "--sink", "null", "--kinds", "outbox,timer", "--backlog", "40"
