@@ -1,7 +1,7 @@
 """The harness every suite of ``relayd bench`` runs on: its configuration, throwaway prefixes, sinks
 and a long-running relay.
 
-A suite (``relayd.bench.drain``, ``scale``, ``timers``, ``idle``, ``wake``) is a
+A suite (``relayd.bench.drain``, ``scale``, ``timers``, ``idle``, ``wake``, ``steady``) is a
 coroutine taking a ``Bench``; ``relayd.bench.runner`` picks the suites and assembles the report.
 Every prefix is ``bench<hex>`` and every key under it is deleted when its scenario ends, even on
 failure.
@@ -54,6 +54,9 @@ class BenchConfig:
     timer_duration_s: float = 30.0
     idle_duration_s: float = 10.0
     wake_commits: int = 20
+    steady_rates: tuple[int, ...] = (1_000, 5_000, 20_000)
+    steady_seconds: float = 8.0
+    steady_warmup_s: float = 2.0
     poll_interval_s: float = SweepOptions().poll_interval_s
     sink_options: SinkOptions = field(default_factory=SinkOptions)
     http_server: str = "aiohttp"  # the server behind ``webhook:local`` (relayd.bench.http_target)

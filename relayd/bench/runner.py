@@ -7,6 +7,7 @@ Suites (``--suite``, comma-separated or ``all``), each a module of its own:
 - ``timers`` (``relayd.bench.timers``): timers coming due at a steady rate, their lag.
 - ``idle`` (``relayd.bench.idle``): Redis commands per second and CPU of an idle relay.
 - ``wake`` (``relayd.bench.wake``): single commits to an idle relay, wake-up on and off.
+- ``steady`` (``relayd.bench.steady``): latency and relay CPU under a steady writer, per rate.
 
 The sink spec may name what the bench provides: ``{redis_url}`` (the benchmarked Redis),
 ``{prefix}`` (the scenario's prefix), ``{tmpdir}`` (a temporary directory, deleted after) and,
@@ -30,6 +31,7 @@ from relayd.bench.http_target import LOCAL_PLACEHOLDER, http_target
 from relayd.bench.idle import idle_suite
 from relayd.bench.scale import scale_suite
 from relayd.bench.server import bench_redis
+from relayd.bench.steady import steady_suite
 from relayd.bench.timers import timers_suite
 from relayd.bench.wake import wake_suite
 
@@ -41,6 +43,7 @@ SUITE_RUNS: Final[Mapping[str, tuple[str, Suite]]] = {
     "timers": ("timers", timers_suite),
     "idle": ("idle", idle_suite),
     "wake": ("wake", wake_suite),
+    "steady": ("steady", steady_suite),
 }
 SUITES: Final = tuple(SUITE_RUNS)
 
@@ -62,7 +65,8 @@ async def _run(
                 report[key] = await suite(bench)
     finally:
         await bench.close()
-    report["problems"] = [p for row in report.get("kinds", []) for p in row.pop("problems")]
+    problems = [p for row in report.get("kinds", []) for p in row.pop("problems")]
+    report["problems"] = problems + report.get("steady", {}).pop("problems", [])
     return report
 
 

@@ -91,7 +91,7 @@ def bench(  # noqa: PLR0917 - Typer passes one keyword per option
         ),
     ] = 1,
     suite: Annotated[
-        str, _opt("SUITE", "drain, scale, timers, idle, wake (comma-separated) or all.")
+        str, _opt("SUITE", "drain, scale, timers, idle, wake, steady (comma-separated) or all.")
     ] = "drain",
     scale_backlog: Annotated[
         int, _opt("SCALE_BACKLOG", "The large backlog of the scale suite.", min=1000)
@@ -102,6 +102,15 @@ def bench(  # noqa: PLR0917 - Typer passes one keyword per option
     wake_commits: Annotated[
         int, _opt("WAKE_COMMITS", "Single commits per run of the wake suite.", min=1)
     ] = 20,
+    steady_rates: Annotated[
+        str, _opt("STEADY_RATES", "Commits per second of the steady suite's runs, comma-separated.")
+    ] = "1000,5000,20000",
+    steady_seconds: Annotated[
+        float, _opt("STEADY_SECONDS", "Measured seconds per rate of the steady suite.", min=0.5)
+    ] = 8.0,
+    steady_warmup: Annotated[
+        float, _opt("STEADY_WARMUP", "Unmeasured seconds before each steady run.", min=0.0)
+    ] = 2.0,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -126,6 +135,7 @@ def bench(  # noqa: PLR0917 - Typer passes one keyword per option
     suites = SUITES if suite == "all" else tuple(s.strip() for s in suite.split(",") if s.strip())
     if not suites or any(s not in SUITES for s in suites):
         raise ConfigError(f"--suite takes a comma-separated subset of {','.join(SUITES)}, or 'all'")
+    rates = _steady_rates(steady_rates)
     secret = None
     if webhook_secret_file is not None:
         from relayd.settings import read_secret_file
@@ -148,6 +158,9 @@ def bench(  # noqa: PLR0917 - Typer passes one keyword per option
         timer_duration_s=timer_duration,
         idle_duration_s=idle_duration,
         wake_commits=wake_commits,
+        steady_rates=rates,
+        steady_seconds=steady_seconds,
+        steady_warmup_s=steady_warmup,
         sink_options=_sink_options(
             webhook_secret=secret,
             webhook_concurrency=webhook_concurrency,
@@ -165,6 +178,17 @@ def bench(  # noqa: PLR0917 - Typer passes one keyword per option
     else:
         render(report, Console())
     raise typer.Exit(1 if report["problems"] else 0)
+
+
+def _steady_rates(text: str) -> tuple[int, ...]:
+    """``--steady-rates``: positive integers, comma-separated."""
+    try:
+        rates = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        rates = ()
+    if not rates or min(rates) < 1:
+        raise ConfigError("--steady-rates takes commits per second, comma-separated (e.g. 1000,5000)")
+    return rates
 
 
 def _fmt(value: Any, digits: int = 1, scale: float = 1.0) -> str:
@@ -216,6 +240,7 @@ def render(report: dict[str, Any], console: Console) -> None:
             f"of a core at poll interval {i['poll_interval_s']}s"
         )
     _render_wake(report.get("wake"), console)
+    _render_steady(report.get("steady"), console)
     for problem in report["problems"]:
         console.print(f"[red]problem: {problem}[/red]")
 
@@ -231,6 +256,46 @@ def _render_wake(w: dict[str, Any] | None, console: Console) -> None:
             f"{_fmt(fig['p99_latency_s'], 1, 1000)} ms (poll interval {w['poll_interval_s']}s"
             f"{'' if w['notifications'] else '; the server publishes no keyspace events'})"
         )
+
+
+def _render_steady(steady: dict[str, Any] | None, console: Console) -> None:
+    from rich.table import Table
+
+    if steady is None:
+        return
+    polled = "" if steady["notifications"] else "; no keyspace events: the relay polled"
+    table = Table(
+        title=f"steady: a writer at each rate, {steady['seconds']:g} s measured after "
+        f"{steady['warmup_s']:g} s{polled}"
+    )
+    for column in (
+        "commits/s",
+        "delivered",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "max ms",
+        "relay CPU %",
+        "CPU us/entry",
+        "Redis CPU %",
+        "entries/pass",
+    ):
+        table.add_column(column, justify="right")
+    for row in steady["rates"]:
+        delivered = (
+            "all"
+            if row["delivered"] == row["committed"] and not row["duplicates"]
+            else (f"{row['delivered']:,}/{row['committed']:,}")
+        )
+        table.add_row(
+            f"{row['rate_per_s']:,}",
+            delivered,
+            *(_fmt(row[key], 1) for key in ("p50_ms", "p90_ms", "p99_ms", "max_ms", "relay_cpu_pct")),
+            _fmt(row["relay_cpu_us_per_entry"], 0),
+            _fmt(row["redis_cpu_pct"], 1),
+            _fmt(row["entries_per_pass"], 1),
+        )
+    console.print(table)
 
 
 def _render_drain(kinds: list[dict[str, Any]], console: Console) -> None:

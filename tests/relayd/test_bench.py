@@ -25,6 +25,7 @@ from relayd.bench.stats import (
     percentile,
     sane,
 )
+from relayd.bench.steady import SteadyRun
 from relayd.cli.app import app
 from relayd.cli.bench import render
 from relayd.demo.embedded import EmbeddedRedis
@@ -160,6 +161,69 @@ def test_bench_wake_suite_on_a_given_redis_never_changes_its_configuration(redis
     assert wake["off"]["p50_latency_s"] > 0
     assert redis.Redis(port=redis_server.port).config_get("notify-keyspace-events") == before
     assert _bench_keys(redis_server.url) == []
+
+
+def test_bench_steady_suite_delivers_every_commit_once_and_reports_a_row_per_rate(redis_server) -> None:
+    """Two tiny rates for a second each: every commit in the stream once, one table row per rate."""
+    report = _bench(
+        "--redis-url",
+        redis_server.url,
+        "--suite",
+        "steady",
+        "--steady-rates",
+        "20,50",
+        "--steady-seconds",
+        "1",
+        "--steady-warmup",
+        "0.5",
+    )
+
+    steady = report["steady"]
+    assert [row["rate_per_s"] for row in steady["rates"]] == [20, 50]
+    for row in steady["rates"]:
+        assert row["committed"] >= row["rate_per_s"]  # warm-up and measured stretch
+        assert (row["delivered"], row["duplicates"]) == (row["committed"], 0)
+        assert row["entries"] > 0
+        assert 0 <= row["p50_ms"] <= row["p90_ms"] <= row["p99_ms"] <= row["max_ms"]
+        assert row["relay_cpu_pct"] > 0
+        assert row["relay_cpu_us_per_entry"] > 0
+        assert row["entries_per_pass"] > 0
+    assert report["problems"] == []
+    assert _bench_keys(redis_server.url) == []
+    out = StringIO()
+    render(report, Console(file=out, width=200))
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.getvalue().splitlines()]
+    rows = [row for row in rows if row[1:2] == ["all"]]
+    assert [row[0] for row in rows] == ["20", "50"]
+    assert all(len(row) == 10 and "-" not in row for row in rows)
+
+
+def test_a_steady_run_missing_or_repeating_commits_reports_problems() -> None:
+    def run(delivered: int, duplicates: int) -> SteadyRun:
+        return SteadyRun(
+            rate=100,
+            committed=300,
+            delivered=delivered,
+            duplicates=duplicates,
+            latencies_ms=[4.0, 1.0, 2.0, 3.0],
+            relay_cpu_s=0.02,
+            redis_cpu_s=0.01,
+            seconds=2.0,
+            passes=2,
+        )
+
+    assert run(300, 0).problems() == []
+    assert run(299, 1).problems() == [
+        "steady 100/s: delivered 299 of 300 commits",
+        "steady 100/s: 1 commits delivered twice",
+    ]
+    row = run(300, 0).row()
+    assert (row["p50_ms"], row["p99_ms"], row["max_ms"]) == (2.0, 4.0, 4.0)
+    assert (row["relay_cpu_pct"], row["relay_cpu_us_per_entry"], row["entries_per_pass"]) == (
+        1.0,
+        5000.0,
+        2.0,
+    )
 
 
 def test_unknown_kind_is_a_usage_error() -> None:
