@@ -7,6 +7,7 @@ A running relay's epoch clock is the Redis server's (``engine.redis_time.RedisCl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Final, Protocol
 
@@ -39,7 +40,18 @@ async def sleep_until(timeout_s: float, *events: asyncio.Event) -> None:
 
     Not ``wait_for`` + ``suppress(TimeoutError)``: on Python 3.11 a cancel that races the
     timeout comes out as ``TimeoutError`` and would be swallowed, leaving the task running.
+    ``asyncio.timeout`` tells the two apart (its own expiry is the only cancel it turns into
+    ``TimeoutError``): with one event it waits without a task of its own, which a loop that
+    sleeps after every pass would otherwise create and cancel each time.
     """
+    if not events:
+        await asyncio.sleep(max(0.0, timeout_s))
+        return
+    if len(events) == 1:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0.0, timeout_s)):
+                await events[0].wait()
+        return
     waiters = [asyncio.create_task(event.wait()) for event in events]
     try:
         await asyncio.wait(waiters, timeout=max(0.0, timeout_s), return_when=asyncio.FIRST_COMPLETED)

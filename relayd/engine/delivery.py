@@ -20,6 +20,7 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 
 import structlog
+from prometheus_client import Histogram
 
 from relayd.batch import Batch
 from relayd.engine.backoff import retry_delay
@@ -62,6 +63,7 @@ class Delivery:
         self.clock = clock
         self.rng = rng
         self.may_deliver = may_deliver
+        self._sink_latency: dict[Kind, Histogram] = {}  # ``relayd_sink_latency_seconds`` per kind
 
     async def deliver_and_settle(
         self,
@@ -167,7 +169,10 @@ class Delivery:
         except Exception as exc:  # the Sink contract: an exception retries the whole batch
             log.warning("sink_failed", prefix=self.prefix, kind=lane.kind, count=len(batch), error=repr(exc))
             outcomes = [Retry(error=f"sink raised {type(exc).__name__}")] * len(batch)
-        self.metrics.sink_latency.labels(self.prefix, lane.kind).observe(self.clock.monotonic() - started_s)
+        latency = self._sink_latency.get(lane.kind)
+        if latency is None:  # looked up once per kind (a label lookup takes a lock each time)
+            latency = self._sink_latency[lane.kind] = self.metrics.sink_latency.labels(self.prefix, lane.kind)
+        latency.observe(self.clock.monotonic() - started_s)
         return outcomes, lane.guard.record(batch, outcomes)
 
 

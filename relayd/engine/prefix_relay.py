@@ -124,6 +124,7 @@ class PrefixRelay:
         #: kind -> why, for the kinds whose key has the wrong type (``engine.key_types``)
         self.parked: dict[Kind, str] = {}
         self.sweeper: Sweeper | None = None
+        self._stop_waiter: asyncio.Task[bool] | None = None  # ``_stopped``
         metrics.add_prefix(prefix)
 
     # --- the lease ----------------------------------------------------------------------------
@@ -203,6 +204,9 @@ class PrefixRelay:
             # redis-py's wait_for (bpo-42130); the keeper then stops at its next turn.
             self.closing = True
             self.keeper_wake.set()
+            if self._stop_waiter is not None:
+                self._stop_waiter.cancel()
+                self._stop_waiter = None
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
@@ -324,20 +328,22 @@ class PrefixRelay:
     async def _pass(self, sweeper: Sweeper, notified: frozenset[Kind] | None) -> PassResult | None:
         """Run one pass; after ``stop`` it gets ``shutdown_grace_s`` to finish, else is cancelled."""
         work = asyncio.create_task(sweeper.run_pass(self.stop, notified=notified))
-        stopped = asyncio.create_task(self.stop.wait())
-        try:
-            done, _ = await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({work, self._stopped()}, return_when=asyncio.FIRST_COMPLETED)
+        if work not in done:
+            done, _ = await asyncio.wait({work}, timeout=self.options.shutdown_grace_s)
             if work not in done:
-                done, _ = await asyncio.wait({work}, timeout=self.options.shutdown_grace_s)
-                if work not in done:
-                    work.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, *REDIS_ERRORS):
-                        await work
-                    log.warning("shutdown_grace_exceeded", prefix=self.prefix)
-                    return None
-            return work.result()
-        finally:
-            stopped.cancel()
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError, *REDIS_ERRORS):
+                    await work
+                log.warning("shutdown_grace_exceeded", prefix=self.prefix)
+                return None
+        return work.result()
+
+    def _stopped(self) -> asyncio.Task[bool]:
+        """A task that ends when ``stop`` is set: one for the loop's life, not one per pass."""
+        if self._stop_waiter is None:
+            self._stop_waiter = asyncio.create_task(self.stop.wait())
+        return self._stop_waiter
 
     def _fenced(self, fenced: Fenced) -> None:
         """The lease may be gone: report it, forget the lease and the sweeper, stand by."""

@@ -224,9 +224,15 @@ class Settlement:
         gave_up = sum(1 for d in verdicts.dead if d.reason_code == MAX_ATTEMPTS)
         permanent = sum(1 for d in verdicts.dead if d.reason_code == PERMANENT)
         delivered = len(verdicts.ack) + acked_fast
-        m.delivered.labels(p, kind).inc(delivered)
-        m.attempts.labels(p, kind, "delivered").inc(delivered)
-        m.attempts.labels(p, kind, "retry").inc(len(verdicts.retry) + gave_up)
-        m.attempts.labels(p, kind, "permanent").inc(permanent)
+        retried = len(verdicts.retry) + gave_up
+        # Every series exists from the start (``RelayMetrics.add_prefix``): a zero adds nothing,
+        # and skipping it saves the label lookups on every pass.
+        if delivered:
+            m.delivered.labels(p, kind).inc(delivered)
+            m.attempts.labels(p, kind, "delivered").inc(delivered)
+        if retried:
+            m.attempts.labels(p, kind, "retry").inc(retried)
+        if permanent:
+            m.attempts.labels(p, kind, "permanent").inc(permanent)
         for d in verdicts.dead:
             m.dead_lettered.labels(p, kind, d.reason_code).inc()

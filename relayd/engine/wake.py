@@ -122,6 +122,8 @@ class WakeSubscriber:
         self.subscriptions = 0
         #: Confirmed on the current connection: every write to a watched key reaches a target.
         self.live = False
+        #: The subscription's transport (a socket connection), paused while every target is woken.
+        self._transport: asyncio.ReadTransport | None = None
         #: Socket reads that brought replies, and the replies they brought (tests read them).
         self.reads = 0
         self.replies = 0
@@ -205,6 +207,7 @@ class WakeSubscriber:
             await connection.connect()
             await connection.send_command("SUBSCRIBE", *sorted(self.channels))
             read = _socket_reader(connection) or _reply_reader(connection)
+            self._transport = _transport(connection)
             unconfirmed = set(self.channels)
             while True:
                 replies = await read()
@@ -220,6 +223,7 @@ class WakeSubscriber:
                     await self._pause_while_all_woken()
         finally:
             self.live = False
+            self._transport = None
             with contextlib.suppress(Exception):  # closing a connection the server already dropped
                 await connection.disconnect()
 
@@ -228,10 +232,25 @@ class WakeSubscriber:
 
         Nothing a message could say is lost meanwhile: each loop will pass anyway. Under a
         steady load this makes one read per pass of whatever came, instead of one per write.
+        The transport stops reading too: otherwise the event loop would still wake for every
+        message to copy it into the stream's buffer; the kernel holds them instead.
         """
         self._taken.clear()
-        if all(target.event.is_set() for target in self.targets.values()):
+        if not all(target.event.is_set() for target in self.targets.values()):
+            return
+        transport = self._transport
+        if transport is not None:
+            transport.pause_reading()
+        try:
             await sleep_until(PAUSE_AT_MOST_S, self._taken)
+        finally:
+            if transport is not None and not transport.is_closing():
+                transport.resume_reading()
+
+    @property
+    def socket_paused(self) -> bool:
+        """Whether the subscription's socket is left unread now (every target woken)."""
+        return self._transport is not None and not self._transport.is_reading()
 
     def _subscribed(self) -> None:
         self.subscriptions += 1
@@ -286,6 +305,12 @@ def _socket_reader(connection: Any) -> ReadReplies | None:
         return replies
 
     return read
+
+
+def _transport(connection: Any) -> asyncio.ReadTransport | None:
+    """The transport under a redis-py connection's socket (None: no socket, e.g. fakeredis)."""
+    transport = getattr(getattr(connection, "_writer", None), "transport", None)
+    return transport if isinstance(transport, asyncio.ReadTransport) else None
 
 
 def _reply_reader(connection: Any) -> ReadReplies:

@@ -438,6 +438,29 @@ async def test_after_a_pass_that_read_something_a_noticed_write_waits_only_the_l
     assert sweeper.notified[1:3] == [frozenset({"outbox"})] * 2
 
 
+async def test_every_pass_of_a_loop_watches_stop_with_the_same_task(async_client, prefix):
+    """A pass runs beside a watch on ``stop`` (so a stop can cut it short after the grace): one
+    task for the loop's life, not one created and cancelled per pass."""
+    relay, stop, _ = _stub_relay(async_client, prefix, live=True)
+    watchers: list[asyncio.Task] = []
+
+    def working_pass():
+        watchers.append(relay._stopped())
+        return PassResult(read=1, attempted=1, delivered={"outbox": 1})
+
+    def last_pass():
+        stop.set()
+        return PassResult()
+
+    relay._new_sweeper = lambda: _StubSweeper([working_pass] * 3 + [last_pass])  # type: ignore[method-assign]
+
+    await relay.run()
+
+    assert len(watchers) == 3
+    assert len(set(map(id, watchers))) == 1
+    assert watchers[0].done()  # ended with the loop
+
+
 async def test_without_a_live_subscription_the_idle_wait_starts_short_and_no_kinds_are_given(
     async_client, prefix
 ):
@@ -495,3 +518,34 @@ async def test_messages_published_while_the_loop_is_busy_are_read_in_a_few_reads
     assert subscriber.reads < 100
     assert target.take() == {"outbox"}
     assert subscriber.subscriptions == 1
+
+
+async def test_while_every_target_is_woken_the_socket_is_left_unread_until_a_loop_takes_its_wake(
+    relay_and_admin_clients,
+):
+    """Writes while the prefix is already woken stay in the kernel's buffer (the event loop does
+    not wake per message); taking the wake-up resumes reading and they come in one read."""
+    client, admin = relay_and_admin_clients
+    target = WakeTarget()
+    subscriber = WakeSubscriber(client, {"busy": target}, metrics=None)
+    stop = asyncio.Event()
+    task = asyncio.create_task(subscriber.run(stop))
+    try:
+        await until(lambda: subscriber.live, 5.0)
+        await until(lambda: subscriber.socket_paused, 5.0)  # the subscription woke every target
+        replies_before, reads_before = subscriber.replies, subscriber.reads
+        for n in range(50):
+            await admin.hset("busy:outbox", str(n), b"v")
+        await admin.ping()  # every message is published before this reply
+        assert subscriber.socket_paused
+        assert subscriber.replies == replies_before
+
+        target.take()
+        await until(lambda: subscriber.replies - replies_before >= 50, 5.0)
+        assert subscriber.reads - reads_before <= 2
+        await until(lambda: subscriber.socket_paused, 5.0)  # woken again by those writes
+    finally:
+        stop.set()
+        await task
+
+    assert target.take() == {"outbox"}
