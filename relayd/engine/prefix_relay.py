@@ -56,10 +56,14 @@ _ERROR_BACKOFF_CAP_S: Final = 10.0
 _FIRST_IDLE_FRACTION: Final = 1 / 16
 #: The keeper renews this many renewal periods after the last renewal (a beat's included).
 _RENEW_SLACK: Final = 1.1
-#: After a pass that read something, a write noticed during it is followed by this pause (s)
-#: before the next pass, so that pass takes the writes of that moment too (as ``linger.ms``
-#: does for a Kafka producer): an idle relay woken by one commit does not wait it.
-WAKE_LINGER_S: Final = 0.005
+#: After a pass that read something, a write noticed during it makes the next pass start this
+#: long (s) after the one that ended started: the linger is what the pass left of it, so that
+#: pass takes the writes of that moment too (as ``linger.ms`` does for a Kafka producer). A pass
+#: costs about the same whether it takes one entry or ten, so under a steady writer the period,
+#: not the rate, sets the relay's CPU; and a pass slowed by a busy machine lingers less instead
+#: of adding its delay to the next commit's latency. An idle relay woken by one commit does not
+#: wait it.
+BUSY_PERIOD_S: Final = 0.008
 #: Idle waits are this band of their ceiling.
 _IDLE_JITTER: Final = (0.85, 1.0)
 
@@ -230,6 +234,7 @@ class PrefixRelay:
                 self.lease_changed.clear()
                 await self._wait(self.lease.ttl_s / 3, self.lease_changed)
                 continue
+            started_s = self.clock.monotonic()
             try:
                 sweeper = await self._started_sweeper()
                 # Cleared before the pass, not after: a wake-up (new work, a hand-back) that
@@ -264,10 +269,11 @@ class PrefixRelay:
                     return
                 await asyncio.sleep(0)
                 continue
-            idle_streak = await self._pause_after(result, idle_streak)
+            idle_streak = await self._pause_after(result, idle_streak, started_s)
 
-    async def _pause_after(self, result: PassResult, idle_streak: int) -> int:
-        """Wait as long as the pass that ended calls for; return the new idle streak.
+    async def _pause_after(self, result: PassResult, idle_streak: int, started_s: float) -> int:
+        """Wait as long as the pass that ended (begun at ``started_s``) calls for; return the new
+        idle streak.
 
         None at all when more is waiting; a linger when writes are coming one after another;
         else until a wake-up, at most the idle delay.
@@ -280,10 +286,11 @@ class PrefixRelay:
             await self._wait(self._idle_delay(idle_streak, result, live=self.notices_live()), self.loop_wake)
             return idle_streak
         # Written during the pass. When that pass read something too, commits are coming one
-        # after another: gather those of the next moment into one pass (fewer passes, each
-        # costing the same round-trips).
-        if result.read and self.notices_live():
-            await self._wait(WAKE_LINGER_S)
+        # after another: gather those of the rest of the period into one pass (fewer passes,
+        # each costing the same round-trips).
+        linger_s = started_s + BUSY_PERIOD_S - self.clock.monotonic()
+        if result.read and self.notices_live() and linger_s > 0:
+            await self._wait(linger_s)
         else:
             await asyncio.sleep(0)
         return 0

@@ -27,7 +27,7 @@ from relayd.engine.notify import (
 )
 from relayd.engine.options import SweepOptions
 from relayd.engine.passes import PassResult
-from relayd.engine.prefix_relay import WAKE_LINGER_S, PrefixRelay
+from relayd.engine.prefix_relay import BUSY_PERIOD_S, PrefixRelay
 from relayd.engine.wake import WakeSubscriber, WakeTarget
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
@@ -417,11 +417,14 @@ async def test_a_notice_during_a_pass_starts_the_next_pass_without_an_idle_wait(
 
 async def test_after_a_pass_that_read_something_a_noticed_write_waits_only_the_linger(async_client, prefix):
     """Commits one after another: the next pass is put off by the linger (so it takes several),
-    never by an idle wait."""
+    never by an idle wait; passes start a period apart, the linger being what a pass left of it."""
     relay, stop, waits = _stub_relay(async_client, prefix, live=True)
+    clock = _SteppingClock(step_s=0.001)
+    relay.clock = clock
     subscriber = WakeSubscriber(async_client, {prefix: relay.wake})
 
     def working_pass_noticing_a_write():
+        clock.advance()  # the pass took a millisecond
         subscriber._wake(prefix, "outbox")
         return PassResult(read=3, attempted=3, delivered={"outbox": 3})
 
@@ -434,8 +437,51 @@ async def test_after_a_pass_that_read_something_a_noticed_write_waits_only_the_l
 
     await relay._loop()
 
-    assert waits[:2] == [WAKE_LINGER_S, WAKE_LINGER_S]
+    assert waits[:2] == [pytest.approx(BUSY_PERIOD_S - 0.001)] * 2
     assert sweeper.notified[1:3] == [frozenset({"outbox"})] * 2
+
+
+async def test_a_pass_that_took_the_whole_period_is_followed_by_the_next_at_once(async_client, prefix):
+    """A slow pass (a busy machine) adds no linger: its commits have waited long enough."""
+    relay, stop, waits = _stub_relay(async_client, prefix, live=True)
+    subscriber = WakeSubscriber(async_client, {prefix: relay.wake})
+    clock = _SteppingClock(step_s=BUSY_PERIOD_S)  # each pass takes a whole period
+    relay.clock = clock
+
+    def slow_working_pass():
+        clock.advance()
+        subscriber._wake(prefix, "outbox")
+        return PassResult(read=3, attempted=3, delivered={"outbox": 3})
+
+    def last_pass():
+        stop.set()
+        return PassResult()
+
+    sweeper = _StubSweeper([slow_working_pass, slow_working_pass, last_pass])
+    relay._new_sweeper = lambda: sweeper  # type: ignore[method-assign]
+
+    await relay._loop()
+
+    assert sweeper.notified[1:3] == [frozenset({"outbox"})] * 2
+    assert waits == [] or min(waits) >= 0.85 * relay.options.poll_interval_s  # no linger
+
+
+class _SteppingClock:
+    """The system clock's epoch reading; a monotonic one that stands still but for ``advance``."""
+
+    def __init__(self, step_s: float) -> None:
+        self.step_s = step_s
+        self.offset_s = 0.0
+        self.start_s = SYSTEM_CLOCK.monotonic()
+
+    def advance(self) -> None:
+        self.offset_s += self.step_s
+
+    def now(self) -> float:
+        return SYSTEM_CLOCK.now() + self.offset_s
+
+    def monotonic(self) -> float:
+        return self.start_s + self.offset_s
 
 
 async def test_every_pass_of_a_loop_watches_stop_with_the_same_task(async_client, prefix):
