@@ -2,7 +2,9 @@
 
 Each read is one pipelined round-trip (counter GET + one HMGET of gaps and window), plus one
 HSCAN step when the reconcile is due. The persisted cursor ``P:relay:cursor:{kind}`` is the
-only key a reader writes, and only on ``checkpoint()``.
+only key a reader writes, and only on ``checkpoint()``, except that an async read may carry the
+ack of entries it returned before (``AsyncBacklogReader.read_new``'s ``ack``): their HDEL goes
+first in the same round-trip.
 """
 
 from __future__ import annotations
@@ -10,8 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, cast
 
+from redis.exceptions import NoScriptError, ResponseError
+
 from store.backlog import RawEntry, SeqWindow, WindowRead, merge
+from store.fence import Fence, fenced_call, fenced_refusal
 from store.keys import Keyspace
+from store.plans import ack_fields
+from store.scripts import FENCED_HDEL
 
 BacklogKind = Literal["outbox", "spawns"]
 
@@ -122,22 +129,51 @@ class BacklogReader(_ReaderBase):
 class AsyncBacklogReader(_ReaderBase):
     """The asyncio twin of ``BacklogReader`` (same state machine, awaited I/O)."""
 
+    _fenced_hdel: Any = None  # the fenced HDEL script, registered on first use
+
     async def start(self) -> None:
         """Load the persisted cursor (a missing key starts at seq 1)."""
         self._restore(await self.client.get(self.keys.cursor))
 
-    async def read_new(self, limit: int, *, now: float, reconcile: bool = True) -> list[RawEntry]:
+    async def read_new(
+        self,
+        limit: int,
+        *,
+        now: float,
+        reconcile: bool = True,
+        ack: Sequence[str] = (),
+        fence: Fence | None = None,
+    ) -> list[RawEntry]:
         """Entries never returned before, at most ``limit``, in seq order (``seq=None`` last).
 
         ``reconcile=False`` skips the HSCAN step: for a read that runs while entries it returned
         earlier are being acked (a prefetch). Such a scan could see an entry just before its
         HDEL and, finding it resolved by the time the reply is folded, return it again.
+
+        ``ack``: fields this reader returned before, delivered since: deleted first in the same
+        round-trip (with ``fence``, only while the fence holds: else ``StoreFenced``, nothing
+        deleted), then resolved. A reader under a steady writer thus acks one pass's entries
+        with the next pass's read instead of a round-trip of its own.
         """
         read = self.window.plan(limit)
+        names = ack_fields(ack)
         pipe = self.client.pipeline(transaction=False)
+        if names:
+            self._queue_ack(pipe, names, fence)
         pipe.get(self.keys.counter)
         pipe.hmget(self.keys.hash, read.fields)
-        counter, values = await pipe.execute()
+        try:
+            replies = await pipe.execute()
+        except NoScriptError:  # first use on this server, or it lost its scripts: load, retry
+            self._fenced_hdel.sha = await self.client.script_load(self._fenced_hdel.script)
+            return await self.read_new(limit, now=now, reconcile=reconcile, ack=ack, fence=fence)
+        except ResponseError as exc:
+            if (fenced := fenced_refusal(exc, fence)) is not None:
+                raise fenced from exc
+            raise
+        counter, values = replies[-2:]
+        if names:
+            self.resolve(names)
         entries = self._fold_window(read, counter, values, now)
         budget = limit - len(entries)
         if reconcile and budget > 0 and self.window.reconcile_due(now, bool(entries)):
@@ -148,3 +184,14 @@ class AsyncBacklogReader(_ReaderBase):
     async def checkpoint(self) -> None:
         """Persist the low-water mark as the restart point."""
         await self.client.set(self.keys.cursor, self.window.low_water_mark)
+
+    def _queue_ack(self, pipe: Any, names: list[str], fence: Fence | None) -> None:
+        """Queue the HDEL of ``names`` (fenced: the script by its SHA, so the pipeline needs no
+        SCRIPT EXISTS round-trip of its own; a server without it answers NOSCRIPT)."""
+        if fence is None:
+            pipe.hdel(self.keys.hash, *names)
+            return
+        if self._fenced_hdel is None:
+            self._fenced_hdel = self.client.register_script(FENCED_HDEL)
+        keys, args = fenced_call([self.keys.hash], names, fence)
+        pipe.evalsha(self._fenced_hdel.sha, len(keys), *keys, *args)

@@ -9,7 +9,10 @@ the whole batch. Only an entry the sink did not confirm becomes a ``Held`` and i
 
 The ack of a hash lane's window that went through whole on the fast path is left in flight
 while the next window is delivered (``engine.overlap``); one ack per lane is in flight at most,
-awaited and counted before the next settlement of the lane, and by ``settle_pending``.
+awaited and counted before the next settlement of the lane, and by ``settle_pending``. When the
+pass may carry (``may_carry``: the loop says another pass follows at once), the ack of a pass's
+last such window is instead carried to the lane's next read (``Intake.read``'s ``ack``) and
+counted there (``count_carried``), or sent on its own (``send_carried``).
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ class Delivery:
         self.rng = rng
         self.may_deliver = may_deliver
         self._sink_latency: dict[Kind, Histogram] = {}  # ``relayd_sink_latency_seconds`` per kind
+        #: Whether the pass under way may carry its last ack to the next pass's read (``Sweeper.run_pass``).
+        self.may_carry = False
 
     async def deliver_and_settle(
         self,
@@ -96,9 +101,14 @@ class Delivery:
                 verdicts, acked_fast, failed = hold_all(picked, fast, stamp)
             for held in failed:  # fast entries the sink did not confirm join the waiting line
                 lane.held[held.ref] = held
-            if defer_ack and not (picked or failed or malformed) and lane.reader is not None:
-                await self._defer_ack(lane, tally, acked_fast, stamp)
-                return
+            if not (picked or failed or malformed) and lane.reader is not None:
+                if defer_ack:
+                    await self._defer_ack(lane, tally, acked_fast, stamp)
+                    return
+                if self.may_carry and acked_fast:
+                    await self.settled(lane, tally)
+                    lane.overlap.carry(list(acked_fast.refs))
+                    return
         verdicts.dead.extend(malformed)
         await self.settled(lane, tally)  # one settlement of a lane at a time
         await self.settle.apply(lane, verdicts, acked_fast, stamp)
@@ -126,10 +136,26 @@ class Delivery:
             tally.count(kind, verdicts, acked_fast)
         self.settle.count(kind, verdicts, acked_fast)
 
-    async def settle_pending(self, lanes: Iterable[Lane], tally: Tally | None = None) -> None:
-        """Wait for every ack still in flight (a pass that is not full; stop; hand-back)."""
+    async def settle_pending(
+        self, lanes: Iterable[Lane], tally: Tally | None = None, *, carried: bool = True
+    ) -> None:
+        """Wait for every ack still in flight and send the carried ones (a pass that is not full;
+        stop; hand-back). ``carried=False``: leave the carried acks to the next pass's reads."""
         for lane in lanes:
             await self.settled(lane, tally)
+            if carried and lane.overlap.carried:
+                await self.send_carried(lane, tally)
+
+    async def send_carried(self, lane: Lane, tally: Tally | None) -> None:
+        """Send a lane's carried ack on its own round-trip, and count it."""
+        fields = lane.overlap.take_carried()
+        await self.settle.ack_carried(lane, fields)
+        self._count(lane.kind, Verdicts(), len(fields), tally)
+
+    def count_carried(self, lane: Lane, count: int, tally: Tally) -> None:
+        """Count a carried ack the lane's read took along (``Intake.read``)."""
+        self._count(lane.kind, Verdicts(), count, tally)
+        self.settle.failures.flush(self.clock.now())
 
     def abandon(self, lanes: Iterable[Lane]) -> None:
         """Let the acks in flight of a sweeper given up (a Redis error, a lost lease) finish on
@@ -138,6 +164,8 @@ class Delivery:
         its entries again, as anything else unacked."""
         for lane in lanes:
             lane.overlap.abandon(functools.partial(self._count_abandoned, lane.kind), self._abandoned_failed)
+            # Never sent: whoever reads next delivers those entries again (at-least-once).
+            lane.overlap.carried = None
 
     def _count_abandoned(self, kind: Kind, count: int) -> None:
         self._count(kind, Verdicts(), count, None)

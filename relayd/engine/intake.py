@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from typing import Final
+from typing import Final, TypeAlias
 
 from relayd.engine.build import build_fresh
 from relayd.engine.clock import Clock
@@ -37,10 +37,13 @@ from relayd.envelope import Kind
 from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, load_attempts
 from relayd.state.keys import RelayKeys
-from store import AsyncRedisStore, RawEntry, RawTimer
+from store import AsyncRedisStore, Fence, RawEntry, RawTimer
 
 #: Envelopes built between yields to the event loop while a sink call is in flight.
 BUILD_SLICE: Final = 250
+
+#: A carried ack for a read to take along: the hash fields and the lease's fence.
+Acking: TypeAlias = tuple[list[str], Fence | None]
 
 
 class Intake:
@@ -91,13 +94,16 @@ class Intake:
             self.next_timer_at = first_timer_at
         return idle
 
-    async def read(self, lane: Lane, limit: int, blocked: set[str]) -> tuple[FreshBatch, list[Dead], int]:
+    async def read(
+        self, lane: Lane, limit: int, blocked: set[str], *, ack: Acking | None = None
+    ) -> tuple[FreshBatch, list[Dead], int]:
         """Read up to ``limit`` new entries; return the fast ones, the malformed ones, the count.
 
         The window read ahead during the last delivery, if any, is this read. Entries with an
-        attempt history or a blocked key join ``lane.held`` (the waiting line).
+        attempt history or a blocked key join ``lane.held`` (the waiting line). ``ack``: a hash
+        lane's carried ack, deleted first in the same round-trip (only with no window read ahead).
         """
-        fresh, malformed, count, now = lane.overlap.take_read_ahead() or await self._fetch(lane, limit)
+        fresh, malformed, count, now = lane.overlap.take_read_ahead() or await self._fetch(lane, limit, ack)
         records: dict[str, AttemptRecord] = {}
         if lane.attempts_maybe and fresh:
             records = await load_attempts(self.client, self.keys.attempts(lane.kind), fresh.refs)
@@ -121,14 +127,14 @@ class Intake:
         raws, read_at = await self._read_raw(lane, limit, in_flight=in_flight)
         lane.overlap.read_ahead = await self._build_yielding(lane, raws, read_at)
 
-    async def _fetch(self, lane: Lane, limit: int) -> Fetched:
+    async def _fetch(self, lane: Lane, limit: int, ack: Acking | None = None) -> Fetched:
         """Read up to ``limit`` new entries and build their envelopes (no history, no split)."""
-        raws, now = await self._read_raw(lane, limit)
+        raws, now = await self._read_raw(lane, limit, ack=ack)
         fresh, malformed = build_fresh(lane.kind, self.prefix, raws, now)
         return fresh, malformed, len(raws), now
 
     async def _read_raw(
-        self, lane: Lane, limit: int, *, in_flight: FreshBatch | None = None
+        self, lane: Lane, limit: int, *, in_flight: FreshBatch | None = None, ack: Acking | None = None
     ) -> tuple[Sequence[RawEntry | RawTimer], float]:
         """Up to ``limit`` new entries as stored, and when they were read (epoch s).
 
@@ -139,7 +145,13 @@ class Intake:
         """
         now = self.clock.now()
         if lane.reader is not None:
-            return await lane.reader.read_new(limit, now=self.clock.monotonic(), reconcile=not in_flight), now
+            reading_s, reconcile = self.clock.monotonic(), not in_flight
+            if ack is None:
+                return await lane.reader.read_new(limit, now=reading_s, reconcile=reconcile), now
+            fields, fence = ack
+            return await lane.reader.read_new(
+                limit, now=reading_s, reconcile=reconcile, ack=fields, fence=fence
+            ), now
         flying = [raw for raw in in_flight.raws if isinstance(raw, RawTimer)] if in_flight else []
         return await self._read_timers(lane, now, limit, flying), now
 

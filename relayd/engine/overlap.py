@@ -6,7 +6,13 @@ deferred ack). Both overlap Redis's work with the relay's instead of waiting out
 (``relayd bench --kinds outbox`` shows each, old and new code alternating). This object holds
 them, so a pass reads as read (``take_read_ahead`` first), deliver, settle (``settled`` first).
 
-Only a hash lane defers its ack, and only for a window of fresh entries all confirmed: its
+The ack of the last window of a pass that was not full may instead be carried to the lane's
+next read (``carried``): under a steady writer the next pass comes within milliseconds, and its
+read takes the HDEL along in the same round-trip (``AsyncBacklogReader.read_new``), one
+round-trip less per pass. The loop says when to carry: only when a write was noticed during the
+pass (another pass is coming); else, and on a stop or hand-back, it is sent on its own.
+
+Only a hash lane defers or carries its ack, and only for a window of fresh entries all confirmed: its
 settlement is the HDEL and the reader's ``resolve``, which nothing before the next ack depends
 on. Its entries stay open in the reader until then, so no read returns them again and a
 checkpoint stays below them; a crash meanwhile redelivers them (at-least-once). A timer lane
@@ -33,11 +39,24 @@ class Overlap:
     read_ahead: Fetched | None = None
     # The ack (HDEL) of the last fully delivered window, still in flight, and how many it acks.
     acking: tuple[asyncio.Task[None], int] | None = None
+    # The fields of the last window delivered whole, to be deleted by the lane's next read.
+    carried: list[str] | None = None
 
     def take_read_ahead(self) -> Fetched | None:
         """The window read ahead, if any; the next read after it goes to Redis."""
         fetched, self.read_ahead = self.read_ahead, None
         return fetched
+
+    def carry(self, fields: list[str]) -> None:
+        """Keep the ack of ``fields`` for the next read; nothing may be in flight or carried."""
+        assert self.acking is None, "settle the ack in flight before carrying one"
+        assert self.carried is None, "send the carried ack before carrying another"
+        self.carried = fields
+
+    def take_carried(self) -> list[str]:
+        """The carried ack's fields (empty: none); the caller sends them."""
+        fields, self.carried = self.carried or [], None
+        return fields
 
     def defer_ack(self, task: asyncio.Task[None], count: int) -> None:
         """Leave ``task`` (an ack of ``count`` entries) in flight; the one before must be settled."""

@@ -334,7 +334,10 @@ class PrefixRelay:
 
     async def _pass(self, sweeper: Sweeper, notified: frozenset[Kind] | None) -> PassResult | None:
         """Run one pass; after ``stop`` it gets ``shutdown_grace_s`` to finish, else is cancelled."""
-        work = asyncio.create_task(sweeper.run_pass(self.stop, notified=notified))
+        # With the subscription live, a write noticed by the end of the pass means another pass
+        # at once: its read may carry this pass's last ack (``engine.overlap``).
+        carry = None if notified is None or self.options.once else self.loop_wake.is_set
+        work = asyncio.create_task(sweeper.run_pass(self.stop, notified=notified, carry_acks=carry))
         done, _ = await asyncio.wait({work, self._stopped()}, return_when=asyncio.FIRST_COMPLETED)
         if work not in done:
             done, _ = await asyncio.wait({work}, timeout=self.options.shutdown_grace_s)

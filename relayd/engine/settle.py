@@ -80,6 +80,19 @@ class Settlement:
         except StoreFenced as exc:
             raise Fenced(lane.kind, count, "ack_refused") from exc
 
+    async def ack_carried(self, lane: Lane, fields: list[str]) -> None:
+        """Send a carried ack on its own (``engine.overlap``): its fields were returned by the
+        lane's reader and delivered whole; raises ``Fenced`` when the lease may be gone."""
+        if not self.may_ack():
+            raise Fenced(lane.kind, len(fields), "ack_expired")
+        try:
+            await self._ack(lane, fields, [], FreshBatch())
+        except StoreFenced as exc:
+            raise Fenced(lane.kind, len(fields), "ack_refused") from exc
+        if lane.reader is not None:
+            lane.reader.resolve(fields)
+        self.failures.flush(self.clock.now())
+
     async def _apply(self, lane: Lane, verdicts: Verdicts, acked_fast: FreshBatch, stamp: float) -> None:
         kind, now = lane.kind, self.clock.now()
         acked = [h.ref for h in verdicts.ack]

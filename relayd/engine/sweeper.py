@@ -29,6 +29,7 @@ import structlog
 
 from relayd.engine.clock import Clock
 from relayd.engine.delivery import Delivery
+from relayd.engine.fencing import Fenced
 from relayd.engine.fresh import FreshBatch
 from relayd.engine.gauges import PrefixGauges
 from relayd.engine.intake import Intake, more_to_read
@@ -44,7 +45,7 @@ from relayd.metrics import RelayMetrics
 from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks.base import Sink
 from relayd.state import RedisClient
-from store import AsyncRedisStore, Fence
+from store import AsyncRedisStore, Fence, StoreFenced
 
 log = structlog.get_logger(__name__)
 
@@ -180,22 +181,40 @@ class Sweeper:
                 self._checkpointed[lane.kind] = mark
 
     async def run_pass(
-        self, stop: asyncio.Event | None = None, *, notified: frozenset[Kind] | None = None
+        self,
+        stop: asyncio.Event | None = None,
+        *,
+        notified: frozenset[Kind] | None = None,
+        carry_acks: Callable[[], bool] | None = None,
     ) -> PassResult:
         """Run one pass; with ``stop`` set, start no new read or delivery.
 
         ``notified``: the kinds written since the last pass began, from a live wake-up
         subscription (None: no such subscription, every quiet lane is probed).
+        ``carry_acks``: asked at the end of the pass whether another pass follows at once (a
+        write was noticed): then the ack of a hash lane's last window is carried to that pass's
+        read (``engine.overlap``) instead of sent on its own. None: never carried.
         """
         started_s = self.clock.monotonic()
         result = Tally(noticed=notified is not None)
+        self.delivery.may_carry = carry_acks is not None
+        # Carried by the last pass: a lane that reads this pass takes it along; one that does not
+        # (a breaker open, too many held, a window read ahead) sends it at the end of this pass.
+        carried_before = [(lane, lane.overlap.carried) for lane in self.lanes if lane.overlap.carried]
         if self.parked and self.clock.monotonic() - self._types_checked_s >= RECHECK_EVERY_S:
             await self._check_key_types()
         skipped, to_probe = self.intake.quiet_lanes(notified, started_s, self.parked.keys())
         idle_kinds = skipped | (await self._probe(to_probe) if to_probe else set())
         await self._run_lanes(result, idle_kinds, stop)
-        if not result.full or (stop is not None and stop.is_set()):
-            await self.settle_pending(result)  # the loop waits, stops or hands back after this pass
+        stopping = stop is not None and stop.is_set()
+        if not result.full or stopping:
+            # The loop waits, stops or hands back after this pass: nothing stays in flight, and a
+            # carried ack only when the next pass comes at once.
+            keep = carry_acks is not None and not stopping and carry_acks()
+            await self.delivery.settle_pending(self.lanes, result, carried=not keep)
+        for lane, fields in carried_before:
+            if lane.overlap.carried is fields:  # not taken by a read this pass
+                await self.delivery.send_carried(lane, result)
         # At most once a second while passes find work; a pass that found none (the loop may go
         # idle after it) writes the mark if it moved.
         await self.checkpoint(busy=result.full or result.read > 0)
@@ -312,7 +331,7 @@ class Sweeper:
         if room > 0:
             waiting = {k for h in lane.held.values() if (k := h.envelope.ordering_key) is not None}
             before = len(lane.held)
-            fast, malformed, read_n = await self.intake.read(lane, room, waiting | blocked)
+            fast, malformed, read_n = await self._read(lane, room, waiting | blocked, tally)
             tally.read += read_n
             if len(lane.held) > before:  # some joined the line (a history): they may go now too
                 picked = self._pick(lane, now, batch - len(fast), blocked, probing=probing)
@@ -326,6 +345,22 @@ class Sweeper:
         await self._deliver_reading_ahead(
             lane, tally, picked, fast, malformed=malformed, now=now, batch=batch
         )
+
+    async def _read(
+        self, lane: Lane, room: int, blocked: set[str], tally: Tally
+    ) -> tuple[FreshBatch, list[Dead], int]:
+        """``Intake.read``, taking the lane's carried ack along when it goes to Redis."""
+        carried = lane.overlap.take_carried() if lane.overlap.read_ahead is None else []
+        if not carried:
+            return await self.intake.read(lane, room, blocked)
+        if not self.may_deliver():
+            raise Fenced(lane.kind, len(carried), "ack_expired")
+        try:
+            read = await self.intake.read(lane, room, blocked, ack=(carried, self.settle.fence))
+        except StoreFenced as exc:
+            raise Fenced(lane.kind, len(carried), "ack_refused") from exc
+        self.delivery.count_carried(lane, len(carried), tally)
+        return read
 
     async def _deliver_reading_ahead(
         self,
@@ -391,7 +426,7 @@ class Sweeper:
         return pick_probe(heads, limit - 1 if len(heads) >= limit > 1 else limit)
 
     async def settle_pending(self, tally: Tally | None = None) -> None:
-        """Wait for every ack still in flight (a pass that is not full; stop; hand-back)."""
+        """Wait for every ack still in flight and send the carried ones (stop; hand-back)."""
         await self.delivery.settle_pending(self.lanes, tally)
 
     def abandon(self) -> None:

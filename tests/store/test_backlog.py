@@ -8,7 +8,7 @@ import pytest
 import redis
 from support.seeding import outbox_value
 
-from store import Execution, RawEntry, SeqWindow
+from store import AsyncRedisStore, Execution, Fence, RawEntry, SeqWindow, StoreFenced
 from store.backlog import MAX_GAPS_FACTOR, MAX_WINDOW_FACTOR, MIN_HEADROOM
 from store.keys import Keyspace
 from store.readers import BacklogReader
@@ -340,3 +340,55 @@ def test_a_client_that_decodes_replies_still_gets_the_stored_bytes(raw, prefix, 
 
     assert [(e.field, e.seq, e.value) for e in got] == [("1", 1, _value(1)), ("3", 3, _value(3))]
     assert all(type(e.value) is bytes for e in got)
+
+
+# --- a read that carries an ack ----------------------------------------------------------------
+
+
+async def test_a_read_carrying_an_ack_deletes_those_entries_first_in_the_same_round_trip(
+    async_client, raw, prefix, seed, monkeypatch
+) -> None:
+    reader = AsyncRedisStore(async_client, prefix=prefix).backlog("outbox")
+    await reader.start()
+    seed(1, 2, 3, counter=3)
+    first = await reader.read_new(10, now=0.0)
+    seed(4, counter=4)
+    outside_pipelines: list[tuple] = []
+    real = async_client.execute_command
+
+    async def recording(*args, **kwargs):
+        outside_pipelines.append(args)
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(async_client, "execute_command", recording)
+
+    second = await reader.read_new(10, now=1.0, reconcile=False, ack=[e.field for e in first])
+
+    assert [e.field for e in first] == ["1", "2", "3"]
+    assert [e.field for e in second] == ["4"]
+    assert outside_pipelines == []
+    assert raw.hkeys(f"{prefix}:outbox") == [b"4"]
+    assert reader.open_count == 1  # 1-3 resolved: only 4 is waiting for its ack
+
+
+@pytest.mark.parametrize("holder", ["mine", "theirs"])
+async def test_a_fenced_carried_ack_deletes_only_while_the_fence_holds(
+    async_client, raw, prefix, seed, holder
+) -> None:
+    raw.script_flush()  # the first fenced ack on this server loads the script itself
+    fence = Fence(key=f"{prefix}:relay:lease", token="mine")
+    raw.set(fence.key, holder)
+    reader = AsyncRedisStore(async_client, prefix=prefix).backlog("outbox")
+    await reader.start()
+    seed(1, 2, counter=2)
+    first = await reader.read_new(10, now=0.0)
+
+    if holder == "theirs":
+        with pytest.raises(StoreFenced):
+            await reader.read_new(10, now=1.0, ack=[e.field for e in first], fence=fence)
+        assert sorted(raw.hkeys(f"{prefix}:outbox")) == [b"1", b"2"]
+        assert reader.open_count == 2
+    else:
+        assert await reader.read_new(10, now=1.0, ack=[e.field for e in first], fence=fence) == []
+        assert raw.hkeys(f"{prefix}:outbox") == []
+        assert reader.open_count == 0

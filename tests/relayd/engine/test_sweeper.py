@@ -354,3 +354,68 @@ async def test_a_key_of_the_wrong_type_parks_its_kind_while_the_others_flow(
     assert parked == {"outbox": f"{prefix}:outbox is a string, not a hash"}
     assert [e.kind for e in sink.delivered] == ["spawn", "timer", "outbox"]
     assert sweeper.parked == {}
+
+
+# --- an ack carried to the next pass's read -------------------------------------------------------
+
+
+async def test_when_another_pass_follows_the_ack_goes_with_its_read(async_client, prefix, seeder, clock):
+    """Under a steady writer (the loop says a pass follows at once), a pass leaves its entries
+    for the next pass's read to delete: delivered once, acked, counted, one round-trip less."""
+    registry = CollectorRegistry()
+    sink = MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": sink, "timer": sink}, registry)
+    await sweeper.start()
+    outbox = sweeper.store.keyspace.outbox
+    await seeder.outbox("t", "e1")
+    await seeder.outbox("t", "e2")
+
+    first = await sweeper.run_pass(notified=frozenset({"outbox"}), carry_acks=lambda: True)
+    left_after_first = await async_client.hlen(outbox)
+    await seeder.outbox("t", "e3")
+    second = await sweeper.run_pass(notified=frozenset({"outbox"}), carry_acks=lambda: True)
+    left_after_second = sorted(await async_client.hkeys(outbox))
+    last = await sweeper.run_pass(notified=frozenset({"outbox"}), carry_acks=lambda: False)
+
+    assert [e.body["event"]["id"] for e in sink.delivered] == ["e1", "e2", "e3"]
+    assert (first.delivered.get("outbox", 0), left_after_first) == (0, 2)  # carried, not yet sent
+    assert second.delivered["outbox"] == 2  # the first pass's, acked by this pass's read
+    assert left_after_second == [b"3"]
+    assert last.delivered["outbox"] == 1  # no pass follows: sent on its own
+    assert await async_client.hlen(outbox) == 0
+    total = registry.get_sample_value("relayd_delivered_total", {"prefix": prefix, "kind": "outbox"})
+    assert total == 3
+
+
+async def test_a_carried_ack_is_sent_by_settle_pending_and_forgotten_by_abandon(
+    async_client, prefix, seeder, clock
+):
+    """A stop or hand-back settles the carried ack; a sweeper given up drops it (redelivery)."""
+    sweeper = _sweeper(async_client, prefix, clock)
+    await sweeper.start()
+    await seeder.outbox("t", "e1")
+    await sweeper.run_pass(notified=frozenset({"outbox"}), carry_acks=lambda: True)
+    await seeder.outbox("t", "e2")
+    await sweeper.run_pass(notified=frozenset({"outbox"}), carry_acks=lambda: True)
+    outbox = sweeper.store.keyspace.outbox
+    assert await async_client.hkeys(outbox) == [b"2"]
+
+    await sweeper.settle_pending()
+    assert await async_client.hlen(outbox) == 0
+
+    await seeder.outbox("t", "e3")
+    await sweeper.run_pass(notified=frozenset({"outbox"}), carry_acks=lambda: True)
+    sweeper.abandon()
+    assert all(lane.overlap.carried is None for lane in sweeper.lanes)
+    assert await async_client.hkeys(outbox) == [b"3"]
+
+
+async def test_without_the_loops_say_so_nothing_is_carried(async_client, prefix, seeder, clock):
+    sweeper = _sweeper(async_client, prefix, clock)
+    await sweeper.start()
+    await seeder.outbox("t", "e1")
+
+    result = await sweeper.run_pass(notified=frozenset({"outbox"}))
+
+    assert result.delivered["outbox"] == 1
+    assert await async_client.hlen(sweeper.store.keyspace.outbox) == 0

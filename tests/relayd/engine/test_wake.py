@@ -333,13 +333,15 @@ class _StubSweeper:
     def __init__(self, passes) -> None:
         self.passes = list(passes)
         self.notified: list[frozenset | None] = []
+        self.carry_acks: list = []
         self.parked: dict = {}  # no lane parked (wrong key type)
 
     async def start(self) -> None:
         pass
 
-    async def run_pass(self, stop, *, notified=None):
+    async def run_pass(self, stop, *, notified=None, carry_acks=None):
         self.notified.append(notified)
+        self.carry_acks.append(carry_acks)
         return self.passes.pop(0)()
 
     def abandon(self) -> None:
@@ -505,6 +507,26 @@ async def test_every_pass_of_a_loop_watches_stop_with_the_same_task(async_client
     assert len(watchers) == 3
     assert len(set(map(id, watchers))) == 1
     assert watchers[0].done()  # ended with the loop
+
+
+@pytest.mark.parametrize("live", [True, False])
+async def test_a_pass_may_carry_its_ack_only_when_the_loop_hears_of_writes(async_client, prefix, live):
+    """With a live subscription the loop lets a pass carry its last ack to the next pass's read
+    when a write was noticed by the pass's end (the next pass then comes at once)."""
+    relay, stop, _ = _stub_relay(async_client, prefix, live=live)
+    sweeper = _StubSweeper([PassResult, lambda: (stop.set(), PassResult())[1]])
+    relay._new_sweeper = lambda: sweeper  # type: ignore[method-assign]
+
+    await relay._loop()
+
+    if not live:
+        assert sweeper.carry_acks == [None, None]
+        return
+    ask = sweeper.carry_acks[0]
+    relay.loop_wake.clear()
+    assert ask() is False
+    relay.loop_wake.set()
+    assert ask() is True
 
 
 async def test_without_a_live_subscription_the_idle_wait_starts_short_and_no_kinds_are_given(
