@@ -254,3 +254,19 @@ def test_a_built_in_sink_gets_only_its_own_family_s_options(tmp_path: Path) -> N
     assert isinstance(sink, KafkaSink)
     assert sink._options.own == KafkaOptions(sasl_mechanism="PLAIN")
     assert sink._options.own_for is None
+
+
+def test_a_family_package_names_its_sink_classes_and_loads_them_on_first_use() -> None:
+    code = (
+        "import sys, relayd.sinks.kafka as family\n"
+        "assert 'relayd.sinks.kafka.sink' not in sys.modules\n"
+        "from relayd.sinks.kafka.sink import KafkaSink\n"
+        "assert family.KafkaSink is KafkaSink\n"
+        "try:\n    family.NoSuchSink\nexcept AttributeError as exc:\n    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+
+    assert (done.returncode, done.stdout.strip()) == (
+        0,
+        "module 'relayd.sinks.kafka' has no attribute 'NoSuchSink'",
+    ), done.stderr
