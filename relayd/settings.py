@@ -245,7 +245,7 @@ class Settings(BaseSettings):
         """The own options of the sink whose ``options_class`` is ``cls``.
 
         A built-in family's were loaded with these Settings; a plugin's are loaded now from
-        ``--sink-option`` and ``RELAYD_<NAME>_<KEY>`` (its files read once, at start-up).
+        ``--sink-option`` and ``RELAYD_<NAME>_<KEY>``, its files watched as the built-ins' are.
         """
         if cls not in self._own:
             self.add_own_options(load_plugin_options(cls, self._sink_option_items))

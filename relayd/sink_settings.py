@@ -8,12 +8,13 @@ watched, ``relayd.material``) by the reader its field names, and what it holds f
 class's ``content_of`` field.
 
 A plugin's options come from ``--sink-option NAME.KEY=VALUE`` (repeatable) over
-``RELAYD_<NAME>_<KEY>``, checked the same way when its sink is resolved.
+``RELAYD_<NAME>_<KEY>``, checked, read and watched the same way when its sink is resolved.
 """
 
 from __future__ import annotations
 
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -24,7 +25,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from relayd.errors import ConfigError
 from relayd.material import WatchedFile
 from relayd.option_errors import describe_validation_error
-from relayd.sinks.own_options import contents, declared, flag, option_name
+from relayd.sinks.own_options import contents, declared, flag, option_name, plugin_flag
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,12 @@ def option_names(cls: type) -> tuple[str, ...]:
     return tuple(option_name(cls, item.name) for item in declared(cls))
 
 
-def load_own_options(cls: type, flags: dict[str, Any]) -> LoadedOptions:
+def load_own_options(
+    cls: type, flags: dict[str, Any], *, named: Callable[[type, str], str] = flag
+) -> LoadedOptions:
     """``cls`` from ``flags`` (option name → value) over the environment over its defaults.
+
+    ``named`` says how a file option is named in messages, log lines, the metric and ``/readyz``.
 
     Raises:
         ConfigError: one line naming the option (a bad value, an unreadable file).
@@ -64,7 +69,7 @@ def load_own_options(cls: type, flags: dict[str, Any]) -> LoadedOptions:
         if reader is None or path is None:
             continue
         try:
-            watched = reader(flag(cls, item.name), path, values)
+            watched = reader(named(cls, item.name), path, values)
         except ValueError as exc:
             raise ConfigError(" ".join(str(exc).split())) from None
         if watched is not None:
@@ -80,7 +85,11 @@ def load_own_options(cls: type, flags: dict[str, Any]) -> LoadedOptions:
 
 
 def load_plugin_options(cls: type, items: typing.Iterable[str]) -> LoadedOptions:
-    """A plugin's options from its ``--sink-option NAME.KEY=VALUE`` items over ``RELAYD_<NAME>_<KEY>``."""
+    """A plugin's options from its ``--sink-option NAME.KEY=VALUE`` items over ``RELAYD_<NAME>_<KEY>``.
+
+    Loaded as a built-in family's are, its files watched alike; only their names differ
+    (``--sink-option NAME.KEY``, the one way to set them on the command line).
+    """
     prefix = str(getattr(cls, "prefix", ""))
     known = {item.name for item in declared(cls)}
     flags: dict[str, Any] = {}
@@ -94,7 +103,7 @@ def load_plugin_options(cls: type, items: typing.Iterable[str]) -> LoadedOptions
                 f"--sink-option {name}.{key}: sink {name!r} has no option {key!r} (it has: {listed})"
             )
         flags[option_name(cls, key.replace("-", "_"))] = value
-    return load_own_options(cls, flags)
+    return load_own_options(cls, flags, named=plugin_flag)
 
 
 def split_sink_option(text: str) -> tuple[str, str, str]:

@@ -185,13 +185,19 @@ def sweep(
 
     from prometheus_client import CollectorRegistry
 
+    from relayd.logs import redact_also
     from relayd.material_watch import MaterialWatch
 
     settings = o.settings_from(ctx)
     o.configure_logs(settings)
     registry = CollectorRegistry()
-    watch = MaterialWatch(settings.watched_files(), registry=registry)
+    watch = MaterialWatch((), registry=registry)
     sinks = resolve_sinks(settings, check_material=watch.check_now)
+    # Every file once the sinks are resolved: a plugin's own options (its files, its secrets)
+    # are loaded as its sink resolves, the built-ins' with the settings.
+    for watched in settings.watched_files():
+        watch.add(watched)
+    redact_also(settings.secrets())
     code = asyncio.run(run_sweep(settings, once=once, sinks=sinks, registry=registry, watch=watch))
     raise typer.Exit(code)
 

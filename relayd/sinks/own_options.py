@@ -88,6 +88,11 @@ def flag(cls: type, field_name: str) -> str:
     return "--" + option_name(cls, field_name).replace("_", "-")
 
 
+def plugin_flag(cls: type, field_name: str) -> str:
+    """A plugin's option as the operator sets it, for messages, ``/readyz`` and the metric's label."""
+    return f"--sink-option {getattr(cls, 'prefix', '')}.{field_name}"
+
+
 def envvar(cls: type, field_name: str) -> str:
     """The environment variable: ``RELAYD_KAFKA_CA_FILE``."""
     return "RELAYD_" + option_name(cls, field_name).upper()

@@ -10,7 +10,7 @@ import pytest
 
 from relayd.errors import ConfigError
 from relayd.material import Material, secret_file
-from relayd.sink_settings import load_own_options
+from relayd.sink_settings import load_own_options, load_plugin_options
 from relayd.sinks.own_options import content_of, envvar, flag, option, watched
 
 
@@ -72,3 +72,18 @@ def test_a_bad_value_or_file_is_one_line_naming_the_option(flags: dict[str, Any]
 
     assert str(info.value).startswith(message)
     assert "\n" not in str(info.value)
+
+
+def test_a_plugin_s_file_is_read_and_watched_as_a_built_in_s_named_as_it_is_set(tmp_path: Path) -> None:
+    """The same loading as a family's flags; only the name differs: ``--owl-hoot-file`` is no flag."""
+    hoot = tmp_path / "hoot"
+    hoot.write_text("whoo\n")
+
+    loaded = load_plugin_options(OwlOptions, [f"owl.hoot_file={hoot}", "owl.loud=yes"])
+
+    assert loaded.options.hoot == "WHOO"
+    assert [file.option for file in loaded.files] == ["--sink-option owl.hoot_file"]
+    assert loaded.secret_options == {"--sink-option owl.hoot_file"}
+    with pytest.raises(ConfigError) as info:
+        load_plugin_options(OwlOptions, ["owl.hoot_file=/nowhere/hoot"])
+    assert str(info.value).startswith("--sink-option owl.hoot_file: cannot read '/nowhere/hoot'")

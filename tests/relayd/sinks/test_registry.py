@@ -244,6 +244,26 @@ def test_a_bad_plugin_option_is_one_config_error_naming_it(items: list[str], mes
     assert str(info.value).startswith(message)
 
 
+async def test_a_plugin_s_secret_file_joins_the_settings_watched_files_and_secrets(tmp_path: Path) -> None:
+    """Resolving the plugin loads its options; its file is then one of ``watched_files()`` (which
+    ``relayd sweep`` watches after resolving) and a check of it reaches the plugin's next batch."""
+    token = tmp_path / "token"
+    token.write_text("t0k3n-1\n")
+    out = tmp_path / "out"
+    settings = load_settings(sink_option=[f"tokens.token_file={token}", f"tokens.out={out}"])
+    sink = resolve_sink("python:plugins.token_sink:TokenSink", settings.sink_options())
+    watched = settings.watched("--sink-option tokens.token_file")
+    assert watched is not None
+    assert watched in settings.watched_files()
+
+    token.write_text("t0k3n-2\n")
+    assert watched.check() == "reloaded"
+    await sink.deliver(Batch.of([outbox("p", 1, "t1")]))
+
+    assert out.read_text() == '{"id":"p:outbox:1","token":"t0k3n-2"}\n'
+    assert "t0k3n-2" in settings.secrets()
+
+
 def test_a_built_in_sink_gets_only_its_own_family_s_options(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("t0k3n\n")
