@@ -59,7 +59,12 @@ def load_own_options(
     try:
         model = _model(cls)(**flags)
     except ValidationError as exc:
-        raise ConfigError(describe_validation_error(exc)) from None
+        field_of = {option_name(cls, item.name): item.name for item in declared(cls)}
+
+        def shown(option: str) -> str:
+            return named(cls, field_of.get(option, option))
+
+        raise ConfigError(describe_validation_error(exc, shown=None if named is flag else shown)) from None
     values = {item.name: getattr(model, option_name(cls, item.name)) for item in declared(cls)}
     files: list[WatchedFile[Any]] = []
     secret: set[str] = set()

@@ -233,7 +233,10 @@ def test_a_plugin_gets_its_own_options_from_sink_option_over_its_variable(
             ["pigeon.wings=2"],
             "--sink-option pigeon.wings: sink 'pigeon' has no option 'wings' (it has: birds, loft)",
         ),
-        (["pigeon.birds=0"], "invalid --pigeon-birds (RELAYD_PIGEON_BIRDS): Input should be greater than or"),
+        (
+            ["pigeon.birds=0"],
+            "invalid --sink-option pigeon.birds (RELAYD_PIGEON_BIRDS): Input should be greater than or",
+        ),
         (["pigeon-birds"], "--sink-option needs NAME.KEY=VALUE, got 'pigeon-birds'"),
     ],
 )
