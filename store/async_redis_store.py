@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Self
 
-from store import codec, plans, purging
+from store import codec, plans, purging, trace_context
 from store._base import EvtT, ExeT, StoreCore
 from store.backlog import RawEntry, RawTimer
 from store.fence import Fence, fenced_call
@@ -117,6 +117,7 @@ class AsyncRedisStore(StoreCore[ExeT, EvtT]):
             timers=timers,
             spawns=spawns,
             trace=trace,
+            span_context=trace_context.active() if emits or spawns else None,
         )
         with self._io():
             if plan.fast:

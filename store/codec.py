@@ -21,6 +21,7 @@ import orjson
 from store.errors import MalformedEntry
 from store.keys import parse_timer_member
 from store.protocols import JsonModel
+from store.trace_context import TRACE_KEY
 
 if TYPE_CHECKING:
     import pydantic
@@ -97,14 +98,29 @@ def stored_version(raw: bytes | str) -> int | None:
     return version if isinstance(version, int) else None
 
 
-def encode_outbox_value(target_id: str | None, event: JsonModel) -> bytes:
-    """``{"t": target_id, "e": event_json_string}``: the event nested as a JSON *string*."""
-    return dumps({"t": target_id, "e": event.model_dump_json()})
+def encode_outbox_value(
+    target_id: str | None, event: JsonModel, trace: Mapping[str, str] | None = None
+) -> bytes:
+    """``{"t": target_id, "e": event_json_string}``: the event nested as a JSON *string*; with
+    ``trace``, the commit's W3C trace context as ``"tc"`` too (``store.trace_context``)."""
+    value: dict[str, object] = {"t": target_id, "e": event.model_dump_json()}
+    if trace:
+        value[TRACE_KEY] = dict(trace)
+    return dumps(value)
 
 
-def encode_spawn_value(parent_id: str, child_id: str, root_path: str, context: Mapping[str, Any]) -> bytes:
-    """``{"p": parent_id, "c": child_id, "r": root_path, "x": context}``."""
-    return dumps({"p": parent_id, "c": child_id, "r": root_path, "x": dict(context)})
+def encode_spawn_value(
+    parent_id: str,
+    child_id: str,
+    root_path: str,
+    context: Mapping[str, Any],
+    trace: Mapping[str, str] | None = None,
+) -> bytes:
+    """``{"p": parent_id, "c": child_id, "r": root_path, "x": context}``, and ``"tc"`` as above."""
+    value: dict[str, object] = {"p": parent_id, "c": child_id, "r": root_path, "x": dict(context)}
+    if trace:
+        value[TRACE_KEY] = dict(trace)
+    return dumps(value)
 
 
 def encode_trace_step(step: Mapping[str, Any], index: int) -> bytes:

@@ -116,8 +116,13 @@ def plan_commit(
     timers: Sequence[TimerOpLike],
     spawns: Sequence[SpawnIntent],
     trace: Mapping[str, Any] | None,
+    span_context: Mapping[str, str] | None = None,
 ) -> CommitPlan:
-    """Encode a commit. Raises (before anything is written) when a value cannot be encoded."""
+    """Encode a commit. Raises (before anything is written) when a value cannot be encoded.
+
+    Each outbox and spawn value carries ``span_context``, the W3C trace context active at the
+    commit (``store.trace_context.active``), when there is one.
+    """
     timer_cmds: list[Command] = []
     for op in timers:
         member = timer_member(execution_id, op.path)
@@ -131,8 +136,8 @@ def plan_commit(
         exe_key=ks.exe(execution_id),
         processed_key=ks.processed(execution_id),
         old_version=old_version,
-        outbox_values=[codec.encode_outbox_value(t, e) for t, e in emits],
-        spawn_values=[codec.encode_spawn_value(execution_id, c, r, x) for c, r, x in spawns],
+        outbox_values=[codec.encode_outbox_value(t, e, span_context) for t, e in emits],
+        spawn_values=[codec.encode_spawn_value(execution_id, c, r, x, span_context) for c, r, x in spawns],
         timer_commands=timer_cmds,
         processed_event_id=processed_event_id,
         trace=trace,
