@@ -15,6 +15,7 @@ from typing import Final
 import msgspec
 import orjson
 
+from relayd import entry_trace
 from relayd.entry_faults import outbox_fault, spawn_fault
 from relayd.envelope import ENVELOPE_VERSION, Envelope
 from relayd.outbox_envelope import OutboxEnvelope
@@ -52,7 +53,8 @@ def timeout_event(execution_id: str, path: str, fire_at: float) -> dict[str, obj
 def outbox_envelopes(
     entries: Iterable[RawEntry], *, prefix: str, attempt: int, relayed_at: float
 ) -> tuple[OutboxWindow, list[RawEntry], list[tuple[RawEntry, MalformedEntry]]]:
-    """The envelopes of outbox entries ``{"t": target_id|null, "e": event_json_string}``.
+    """The envelopes of outbox entries ``{"t": target_id|null, "e": event_json_string}`` (and
+    the commit's trace context ``"tc"``, when ``store`` recorded one: ``relayd.entry_trace``).
 
     Returns the well-formed entries' envelopes as one ``OutboxWindow`` and those entries (both
     in order), and each malformed entry with why (a reason of ``store.MALFORMED_REASONS``).
@@ -63,8 +65,9 @@ def outbox_envelopes(
     # dead-letter with. The event is checked here (``relayd.stored``: the engine's shape, its
     # depth bounded), so a malformed one is caught at read, not by the sink.
     shapes: list[EventShape] = []
-    window = OutboxWindow(prefix, attempt, relayed_at, [], [], [], [], shapes)
+    window = OutboxWindow(prefix, attempt, relayed_at, [], [], [], [], shapes, [])
     fields, seqs, targets, events = window.fields, window.seqs, window.targets, window.events
+    contexts, context_of, no_context = window.contexts, entry_trace.of_value, entry_trace.NONE
     good: list[RawEntry] = []
     malformed: list[tuple[RawEntry, MalformedEntry]] = []
     loads, check, limit = orjson.loads, EVENT_SHAPE.decode, MAX_ENTRY_BYTES
@@ -100,6 +103,7 @@ def outbox_envelopes(
         targets.append(target_id)
         events.append(event_json)
         shapes.append(shape)
+        contexts.append(no_context if len(value) == 2 else context_of(value))  # harel's two keys, or more
         good.append(entry)
     return window, good, malformed
 
@@ -153,6 +157,8 @@ def spawn_envelope(entry: RawEntry, *, prefix: str, attempt: int, relayed_at: fl
         "root_path": root_path,
         "context": context,
     }
+    if len(value) > 4:  # more than harel's four keys: the commit's trace context, perhaps
+        body.update(entry_trace.of_value(value))
     # Keyed by the child: its events (outbox entries targeted at it) must not overtake it.
     return Envelope(id_, "spawn", prefix, attempt, body, child_id)
 

@@ -6,6 +6,7 @@ import json
 
 import orjson
 
+from relayd import entry_trace
 from relayd.envelope import ENVELOPE_VERSION, Envelope
 from relayd.outbox_json import OutboxFrame
 
@@ -22,7 +23,7 @@ class OutboxEnvelope(Envelope):
     when read (the harel and log sinks; the stream, JSONL and webhook sinks never do).
     """
 
-    __slots__ = ("_event", "_field", "_relayed_at", "_seq")
+    __slots__ = ("_context", "_event", "_field", "_relayed_at", "_seq")
 
     def __init__(  # noqa: PLR0917 - one per entry on the hot path
         self,
@@ -33,6 +34,7 @@ class OutboxEnvelope(Envelope):
         relayed_at: float,
         target_id: str | None,
         event_json: bytes,
+        context: dict[str, str] = entry_trace.NONE,
     ) -> None:
         self.id = f"{prefix}:outbox:{field}"  # the stable delivery id, ``P:outbox:{seq}``
         self.kind = "outbox"
@@ -43,6 +45,7 @@ class OutboxEnvelope(Envelope):
         self._seq = seq
         self._relayed_at = relayed_at
         self._event = event_json
+        self._context = context  # the stored trace context, checked (``entry_trace``)
         self._body = None
         self._json = None
 
@@ -59,6 +62,7 @@ class OutboxEnvelope(Envelope):
                 "seq": self._seq,
                 "target_id": self.ordering_key,
                 "event": _decode_event(self._event),
+                **self._context,
             }
         return self._body
 
@@ -71,13 +75,21 @@ class OutboxEnvelope(Envelope):
     def restamped(self, *, attempt: int, relayed_at: float) -> Envelope:
         """This envelope for another attempt: the same parts, the event still undecoded."""
         return OutboxEnvelope(
-            self.prefix, self._field, self._seq, attempt, relayed_at, self.ordering_key, self._event
+            self.prefix,
+            self._field,
+            self._seq,
+            attempt,
+            relayed_at,
+            self.ordering_key,
+            self._event,
+            self._context,
         )
 
     def to_json(self) -> bytes:
         if self._json is None:
             frame = OutboxFrame.of(self.prefix, self.attempt, self._relayed_at)
-            self._json = frame.render((self._field,), (self.ordering_key,), (self._event,))[0]
+            members = entry_trace.members(self._context)
+            self._json = frame.render((self._field,), (self.ordering_key,), (self._event,), (members,))[0]
         return self._json
 
 

@@ -49,19 +49,25 @@ class OutboxFrame:
         return frame
 
     def render(
-        self, fields: Iterable[str], targets: Iterable[str | None], events: Iterable[bytes]
+        self,
+        fields: Iterable[str],
+        targets: Iterable[str | None],
+        events: Iterable[bytes],
+        members: Iterable[bytes],
     ) -> list[bytes]:
-        """Envelopes' JSON: the bytes orjson gives for each body, with the event as stored.
+        """Envelopes' JSON: the bytes orjson gives for each body, with the event as stored and
+        the trace members (``relayd.entry_trace.members``, mostly empty) last.
 
         One loop for a window: a call per entry costs more than the rendering can spare
         (``tests/benchmarks/profile_drain.py``).
         """
         head, middle, dumps = self.head, self.middle, orjson.dumps
+        target_key, event_key = b',"target_id":', b',"event":'
         rendered = []
-        for field, target, event in zip(fields, targets, events, strict=True):
+        for field, target, event, trace in zip(fields, targets, events, members, strict=True):
             seq = field.encode()  # canonical decimal: the id's tail, and the seq as JSON
             rendered.append(
-                b"".join((head, seq, middle, seq, b',"target_id":', dumps(target), b',"event":', event, b"}"))
+                b"".join((head, seq, middle, seq, target_key, dumps(target), event_key, event, trace, b"}"))
             )
         return rendered
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import overload
 
+from relayd import entry_trace
 from relayd.batch import Batch
 from relayd.envelope import Kind
 from relayd.outbox_envelope import OutboxEnvelope
@@ -24,7 +25,17 @@ class OutboxWindow(Batch):
     envelopes, so every sink's bytes come from the same ``OutboxFrame.render``.
     """
 
-    __slots__ = ("attempt", "events", "fields", "prefix", "relayed_at", "seqs", "shapes", "targets")
+    __slots__ = (
+        "attempt",
+        "contexts",
+        "events",
+        "fields",
+        "prefix",
+        "relayed_at",
+        "seqs",
+        "shapes",
+        "targets",
+    )
 
     def __init__(  # noqa: PLR0917 - the columns, in the order of an OutboxEnvelope's parts
         self,
@@ -36,6 +47,7 @@ class OutboxWindow(Batch):
         targets: list[str | None],
         events: list[bytes],
         shapes: list[EventShape] | None = None,
+        contexts: list[dict[str, str]] | None = None,
     ) -> None:
         self.prefix = prefix
         self.attempt = attempt
@@ -45,6 +57,8 @@ class OutboxWindow(Batch):
         self.targets = targets
         self.events = events
         self.shapes = shapes
+        #: Each entry's stored trace context, checked (``entry_trace``; ``NONE``, shared, for none).
+        self.contexts = [entry_trace.NONE] * len(fields) if contexts is None else contexts
 
     @property
     def kind(self) -> Kind:
@@ -68,6 +82,7 @@ class OutboxWindow(Batch):
                 self.targets[index],
                 self.events[index],
                 None if self.shapes is None else self.shapes[index],
+                self.contexts[index],
             )
         return OutboxEnvelope(
             self.prefix,
@@ -77,6 +92,7 @@ class OutboxWindow(Batch):
             self.relayed_at,
             self.targets[index],
             self.events[index],
+            self.contexts[index],
         )
 
     def stamp(self, relayed_at: float) -> None:
@@ -93,11 +109,16 @@ class OutboxWindow(Batch):
             self.shapes += other.shapes
         else:
             self.shapes = None
+        self.contexts += other.contexts
 
     def render(self) -> list[bytes]:
         """Every envelope's JSON, in order (what they share rendered once)."""
         frame = OutboxFrame.of(self.prefix, self.attempt, self.relayed_at)
-        return frame.render(self.fields, self.targets, self.events)
+        if any(self.contexts):  # an empty context is false: checked in C, the common case
+            members = [entry_trace.members(context) for context in self.contexts]
+        else:
+            members = [b""] * len(self.contexts)
+        return frame.render(self.fields, self.targets, self.events, members)
 
     def ids(self) -> list[str]:
         return [f"{self.prefix}:outbox:{field}" for field in self.fields]

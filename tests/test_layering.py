@@ -32,6 +32,7 @@ PURE_MODULES = [
     "relayd/decode.py",
     "relayd/entry_faults.py",
     "relayd/stored.py",
+    "relayd/entry_trace.py",
     "relayd/health.py",
     "relayd/sinks/spec.py",
     "relayd/sinks/webhook/http_policy.py",

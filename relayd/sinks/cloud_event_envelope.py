@@ -14,7 +14,8 @@ An envelope becomes one CloudEvent:
     sequence         the entry's seq (outbox, spawn), zero-padded to 20 digits: the extension
                      orders its values as strings
     partitionkey     the ordering key (absent when untargeted)
-    traceparent      ``data.traceparent`` of an event that carries one (``tracestate`` too;
+    traceparent      ``data.traceparent`` of an event that carries one, else the context
+                     ``store`` recorded at commit (``tracestate`` too;
                      ``relayd.sinks.trace_context``)
     data             outbox and timer: the event as committed; spawn: ``parent_id``,
                      ``child_id``, ``root_path`` and ``context``
@@ -123,7 +124,7 @@ def render_one(envelope: Envelope, *, source_template: str) -> Rendered:
         attributes["sequence"] = str(seq).zfill(SEQUENCE_DIGITS)
     if envelope.ordering_key is not None:
         attributes["partitionkey"] = envelope.ordering_key
-    attributes.update(trace_context.from_event(data))
+    attributes.update(trace_context.from_body(body, data))
     data_json = orjson.dumps(data)
     structured = orjson.dumps(attributes)[:-1] + b',"data":' + data_json + b"}"
     return Rendered(attributes, data_json, structured)
@@ -135,8 +136,8 @@ def render_window(window: OutboxWindow, source_template: str) -> list[Rendered]:
     source, time = source_of(source_template, window.prefix), rfc3339(window.relayed_at)
     loads, dumps, prefix = orjson.loads, orjson.dumps, window.prefix
     rendered: list[Rendered] = []
-    for field, seq, target, event_json in zip(
-        window.fields, window.seqs, window.targets, window.events, strict=True
+    for field, seq, target, event_json, context in zip(
+        window.fields, window.seqs, window.targets, window.events, window.contexts, strict=True
     ):
         event = loads(event_json)
         kind = event.get("kind")
@@ -153,7 +154,7 @@ def render_window(window: OutboxWindow, source_template: str) -> list[Rendered]:
         attributes["sequence"] = str(seq).zfill(SEQUENCE_DIGITS)
         if target is not None:
             attributes["partitionkey"] = target
-        attributes.update(trace_context.from_event(event))
+        attributes.update(trace_context.from_event(event) or context)
         structured = dumps(attributes)[:-1] + b',"data":' + event_json + b"}"
         rendered.append(Rendered(attributes, event_json, structured))
     return rendered

@@ -5,8 +5,9 @@ its envelopes one at a time would (``relayd.sinks.cloud_event_envelope``,
 ``relayd.sinks.cloud_event_bindings``) without a ``Rendered`` or a dict per event: what the
 window shares is made once, a kind's and a target's parts are cached across windows
 (``_Cache``), and the kind comes from the shape the read already checked. An event whose data
-names a trace context goes the whole way. ``tests/relayd/sinks/test_cloud_event_window.py``
-holds the two paths to the same output (``relayd bench --format cloudevents``). No I/O.
+names a trace context, or whose entry carries one ``store`` recorded, goes the whole way.
+``tests/relayd/sinks/test_cloud_event_window.py`` holds the two paths to the same output
+(``relayd bench --format cloudevents``). No I/O.
 """
 
 from __future__ import annotations
@@ -106,10 +107,10 @@ def structured_window(window: OutboxWindow, source_template: str) -> tuple[list[
     rendered: list[bytes] = []
     append = rendered.append
     whole: list[int] = []
-    for index, (field, target, event, shape) in enumerate(
-        zip(window.fields, window.targets, window.events, _shapes(window), strict=True)
+    for index, (field, target, event, shape, context) in enumerate(
+        zip(window.fields, window.targets, window.events, _shapes(window), window.contexts, strict=True)
     ):
-        if shape is None or ((data := shape.data) is not unset and data.traceparent is not None):
+        if context or shape is None or ((data := shape.data) is not unset and data.traceparent is not None):
             append(render_window(window[index : index + 1], source_template)[0].structured)
             whole.append(index)
             continue
@@ -151,10 +152,10 @@ def kafka_window(
     types, targets = _Cache.type_header, _Cache.target_headers
     all_headers: list[list[tuple[str, bytes]]] = []
     values: list[bytes] = []
-    for index, (field, target, event, shape) in enumerate(
-        zip(window.fields, window.targets, window.events, _shapes(window), strict=True)
+    for index, (field, target, event, shape, context) in enumerate(
+        zip(window.fields, window.targets, window.events, _shapes(window), window.contexts, strict=True)
     ):
-        if shape is None or ((data := shape.data) is not unset and data.traceparent is not None):
+        if context or shape is None or ((data := shape.data) is not unset and data.traceparent is not None):
             (traced,) = render_window(window[index : index + 1], source_template)
             values.append(traced.data)
             all_headers.append(whole_way(traced))
@@ -206,10 +207,10 @@ def header_window(
     types, targets = _Cache.binary_type, _Cache.binary_target
     values: list[bytes] = []
     all_headers: list[dict[str, str]] = []
-    for index, (field, target, event, shape) in enumerate(
-        zip(window.fields, window.targets, window.events, _shapes(window), strict=True)
+    for index, (field, target, event, shape, context) in enumerate(
+        zip(window.fields, window.targets, window.events, _shapes(window), window.contexts, strict=True)
     ):
-        if shape is None or ((data := shape.data) is not unset and data.traceparent is not None):
+        if context or shape is None or ((data := shape.data) is not unset and data.traceparent is not None):
             (whole,) = render_window(window[index : index + 1], source_template)
             values.append(whole.data)
             all_headers.append(whole_way(whole))

@@ -1,45 +1,72 @@
-"""Pure W3C trace context carried by an event: ``traceparent`` and ``tracestate`` from its ``data``.
+"""Pure W3C trace context of an envelope: ``traceparent`` and ``tracestate`` to hand on.
 
-An engine that writes ``data.traceparent`` (and optionally ``data.tracestate``) into an event
-gets the trace handed on: the webhook sends them as the ``traceparent``/``tracestate`` headers,
-the kafka sink as record headers, CloudEvents as the distributed tracing extension. A value
-that is not a well-formed W3C ``traceparent`` (or a ``tracestate`` that is not one printable
-header line) is ignored, so an event's data cannot inject a header. No I/O.
+Two sources, in this order: the event's ``data`` (an engine that writes ``data.traceparent``,
+and optionally ``data.tracestate``, into an event), then the envelope's own top-level
+members, which carry the trace context ``store`` recorded when the entry was committed
+(``relayd.entry_trace``). The explicit one in the data wins. The webhook sends them as the
+``traceparent``/``tracestate`` headers, the broker sinks as message headers or attributes,
+CloudEvents as the distributed tracing extension. A value that is not a well-formed W3C
+``traceparent`` (or a ``tracestate`` that is not one printable header line) is ignored, so an
+entry cannot inject a header. No I/O.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 from typing import Final
 
 import orjson
 
-#: ``version-trace_id-parent_id-flags``, lower-case hex (W3C Trace Context, level 1).
-_TRACEPARENT: Final = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
-#: A ``tracestate`` header value: printable ASCII, at most the 512 characters a tracer keeps.
-_TRACESTATE: Final = re.compile(r"[\x20-\x7e]{1,512}")
+from relayd.batch import Batch
+from relayd.entry_trace import NONE, checked
+from relayd.outbox_window import OutboxWindow
+
 #: What an envelope's JSON must contain before it is worth decoding for a trace context.
 _MARKER: Final = b'"traceparent"'
 
 
 def from_event(event: object) -> dict[str, str]:
     """``traceparent`` (and ``tracestate``) of an event's ``data``, when well-formed; else nothing."""
-    data = event.get("data") if isinstance(event, dict) else None
-    if not isinstance(data, dict):
-        return {}
-    traceparent = data.get("traceparent")
-    if not isinstance(traceparent, str) or not _TRACEPARENT.fullmatch(traceparent):
-        return {}
-    found = {"traceparent": traceparent}
-    tracestate = data.get("tracestate")
-    if isinstance(tracestate, str) and _TRACESTATE.fullmatch(tracestate):
-        found["tracestate"] = tracestate
-    return found
+    return checked(event.get("data")) if isinstance(event, dict) else NONE
+
+
+def from_body(body: dict[str, object], data: object) -> dict[str, str]:
+    """The context to hand on for an envelope ``body`` whose event (or spawn data) is ``data``:
+    the data's own, else the one ``store`` recorded at commit (the envelope's members)."""
+    return from_event(data) or checked(body)
 
 
 def from_envelope_json(envelope_json: bytes) -> dict[str, str]:
-    """The trace context of a rendered ``relayd/1`` envelope's event (decoded only when it names one)."""
+    """The trace context of a rendered ``relayd/1`` envelope (decoded only when it names one)."""
     if _MARKER not in envelope_json:
         return {}
     envelope = orjson.loads(envelope_json)
-    return from_event(envelope.get("event")) if isinstance(envelope, dict) else {}
+    if not isinstance(envelope, dict):
+        return {}
+    return from_body(envelope, envelope.get("event"))
+
+
+def of_batch(batch: Batch) -> list[dict[str, str]]:
+    """Each envelope's trace context to hand on, in order, from an outbox window's columns
+    where it is one (no envelope rendered or built), else from each envelope's body. An
+    envelope without one gets ``NONE``, shared: read the contexts, never change them."""
+    if isinstance(batch, OutboxWindow):
+        if _MARKER not in b"".join(batch.events):  # no event's data names one: checked in C
+            return batch.contexts[:]
+        columns = zip(batch.events, batch.contexts, strict=True)
+        return [_of_window_entry(event, context) for event, context in columns]
+    return [from_body(body, body.get("event")) for body in (envelope.body for envelope in batch)]
+
+
+def _of_window_entry(event_json: bytes, context: dict[str, str]) -> dict[str, str]:
+    if _MARKER in event_json:
+        return from_event(orjson.loads(event_json)) or context
+    return context
+
+
+def shared(contexts: Sequence[dict[str, str]]) -> dict[str, str]:
+    """The context every one of ``contexts`` is, for a message that carries several envelopes
+    (a ``--webhook-batch`` request); none when they differ, since each envelope still carries
+    its own inside the message."""
+    first = contexts[0] if contexts else {}
+    return first if all(context == first for context in contexts) else {}

@@ -10,10 +10,11 @@ backoff and ``/readyz`` handle an outage; see tests/benchmarks/bench_amqp_client
 
 Each envelope is one persistent message (``delivery_mode`` 2) with ``mandatory`` set, content
 type ``application/json``, ``message_id`` = the envelope id (consumers dedupe on it) and
-``type`` = its kind; the body is the ``relayd/1`` JSON. With ``--format cloudevents``, the AMQP
-binding's ``--cloudevents-mode`` (``relayd.sinks.cloud_event``): ``binary`` sends the data as the
-body and a ``cloudEvents_<attribute>`` header each; ``structured`` the whole event, content type
-``application/cloudevents+json``. ``{target}``, ``{kind}`` and
+``type`` = its kind, and the ``traceparent``/``tracestate`` headers of the envelope's trace
+context (``trace_context``); the body is the ``relayd/1`` JSON. With ``--format cloudevents``,
+the AMQP binding's ``--cloudevents-mode`` (``relayd.sinks.cloud_event``): ``binary`` sends the
+data as the body and a ``cloudEvents_<attribute>`` header each; ``structured`` the whole event,
+content type ``application/cloudevents+json``. ``{target}``, ``{kind}`` and
 ``{prefix}`` in the routing key route each target on its own key.
 
 A batch is published at once on one confirm channel (the broker sees it in batch order, so a
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Final
 from relayd.batch import Batch
 from relayd.extras import import_extra
 from relayd.material import Fixed, Material
-from relayd.sinks import cloud_event
+from relayd.sinks import cloud_event, trace_context
 from relayd.sinks.amqp.options import AmqpOptions
 from relayd.sinks.amqp.target import AmqpTarget, parse_amqp_target
 from relayd.sinks.base import DELIVERED, Outcome, ReadyByReason, Retry, SinkOptions
@@ -138,11 +139,14 @@ class AmqpSink(ReadyByReason):
                     delivery_mode=PERSISTENT,
                     message_id=entry_id,
                     message_type=kind,
-                    headers=None if headers is None else headers[index],
+                    # the format's headers (CloudEvents binary mode), and traceparent/tracestate
+                    headers={**trace, **headers[index]} if headers is not None else trace or None,
                 ),
                 mandatory=True,
             )
-            for index, (body, routing_key, entry_id) in enumerate(zip(bodies, routing_keys, ids, strict=True))
+            for index, (body, routing_key, entry_id, trace) in enumerate(
+                zip(bodies, routing_keys, ids, trace_context.of_batch(batch), strict=True)
+            )
         ]
         try:
             async with asyncio.timeout(CONFIRM_TIMEOUT_S):

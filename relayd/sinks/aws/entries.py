@@ -43,12 +43,14 @@ _TOKEN: Final = re.compile(r"[!-~]{1,128}")  # printable ASCII without space
 
 @dataclass(frozen=True, slots=True)
 class Columns:
-    """A batch as the columns an AWS request is built from (bodies as rendered, in bytes)."""
+    """A batch as the columns an AWS request is built from (bodies as rendered, in bytes), and
+    each envelope's trace context (``relayd.sinks.trace_context``; none: an empty column)."""
 
     bodies: Sequence[bytes]
     ids: Sequence[str]
     kind: str
     keys: Sequence[str | None]
+    traces: Sequence[Mapping[str, str]] = ()
 
 
 def fifo_token(value: str) -> str:
@@ -101,7 +103,9 @@ def chunks(
 
 def queue_size(columns: Columns, index: int) -> int:
     """Bytes an SQS/SNS message counts against its limits: body and attributes."""
-    return len(columns.bodies[index]) + len(columns.ids[index]) + len(columns.kind) + ATTRIBUTE_OVERHEAD
+    size = len(columns.bodies[index]) + len(columns.ids[index]) + len(columns.kind) + ATTRIBUTE_OVERHEAD
+    trace = columns.traces[index] if columns.traces else {}
+    return size + sum(len(name) + len(value) + ATTRIBUTE_OVERHEAD for name, value in trace.items())
 
 
 def kinesis_size(columns: Columns, index: int) -> int:
@@ -114,11 +118,14 @@ def too_large(service: str, size: int, limit: int) -> Permanent:
     return Permanent(reason=f"{service} message too large ({size} bytes, limit {limit})")
 
 
-def _attributes(entry_id: str, kind: str) -> dict[str, Any]:
-    return {
+def _attributes(entry_id: str, kind: str, trace: Mapping[str, str]) -> dict[str, Any]:
+    attributes = {
         "relayd-id": {"DataType": "String", "StringValue": entry_id},
         "relayd-kind": {"DataType": "String", "StringValue": kind},
     }
+    for name, value in trace.items():  # traceparent, tracestate
+        attributes[name] = {"DataType": "String", "StringValue": value}
+    return attributes
 
 
 def sqs_entries(columns: Columns, chunk: Sequence[int], *, fifo: bool) -> list[dict[str, Any]]:
@@ -128,7 +135,9 @@ def sqs_entries(columns: Columns, chunk: Sequence[int], *, fifo: bool) -> list[d
         entry: dict[str, Any] = {
             "Id": str(position),
             "MessageBody": columns.bodies[index].decode(),
-            "MessageAttributes": _attributes(columns.ids[index], columns.kind),
+            "MessageAttributes": _attributes(
+                columns.ids[index], columns.kind, columns.traces[index] if columns.traces else {}
+            ),
         }
         if fifo:
             entry["MessageGroupId"] = fifo_token(columns.keys[index] or columns.ids[index])

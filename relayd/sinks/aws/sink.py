@@ -5,7 +5,8 @@ Optional extra: ``pip install 'relayd[aws]'``. The spec grammar and its checks a
 ``relayd.sinks.aws.entries`` (pure). What each sends:
 
 - ``sqs``: SendMessageBatch of up to 10; the body is the ``relayd/1`` JSON, message attributes
-  ``relayd-id`` and ``relayd-kind``; on a FIFO queue ``MessageGroupId`` = the ordering key and
+  ``relayd-id``, ``relayd-kind`` and the envelope's ``traceparent``/``tracestate``
+  (``trace_context``); on a FIFO queue ``MessageGroupId`` = the ordering key and
   ``MessageDeduplicationId`` = the envelope id (hashed when too long).
 - ``sns``: PublishBatch of up to 10, the same fields (FIFO topics as FIFO queues).
 - ``kinesis``: PutRecords of up to 500, ``PartitionKey`` = the ordering key (or the id).
@@ -36,7 +37,7 @@ from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.extras import import_extra
 from relayd.inflight import progressed
-from relayd.sinks import cloud_event
+from relayd.sinks import cloud_event, trace_context
 from relayd.sinks.aws.entries import (
     KINESIS_MAX_BYTES,
     KINESIS_MAX_ENTRIES,
@@ -146,7 +147,7 @@ class _AwsSink(ReadyByReason):
         if not batch:
             return []
         bodies, ids, keys, kind = self._render(batch), batch.ids(), batch.keys(), batch.kind
-        columns = Columns(bodies=bodies, ids=ids, kind=kind, keys=keys)
+        columns = Columns(bodies=bodies, ids=ids, kind=kind, keys=keys, traces=trace_context.of_batch(batch))
         outcomes: list[Outcome] = [_HELD] * len(ids)
         sizes = [self._size(columns, index) for index in range(len(ids))]
         sendable = []

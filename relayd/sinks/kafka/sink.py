@@ -257,7 +257,7 @@ class KafkaSink(ReadyByReason):
         if self._cloudevents:
             return cloud_event.kafka_records(batch, self._cloudevents_mode, self._cloudevents_source)
         bodies = batch.render()
-        traces = [trace_context.from_envelope_json(body) for body in bodies]
+        traces = trace_context.of_batch(batch)
         return bodies, [[(name, value.encode()) for name, value in trace.items()] for trace in traces]
 
     async def _await_reports(self, reports: _Reports) -> None:

@@ -5,6 +5,7 @@
 
 - payload: the ``relayd/1`` JSON; header ``Nats-Msg-Id``: the envelope id, so JetStream drops a
   redelivery within the stream's duplicate window (the PubAck says ``duplicate``: Delivered);
+  headers ``traceparent``/``tracestate``: the envelope's trace context (``trace_context``);
   with ``--format cloudevents``, the NATS binding's ``--cloudevents-mode``: ``binary`` (payload:
   the data; a ``ce-<attribute>`` header each) or ``structured`` (payload: the whole event;
   ``Content-Type: application/cloudevents+json``), ``relayd.sinks.cloud_event``;
@@ -40,7 +41,7 @@ from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.extras import import_extra
 from relayd.material import Material
-from relayd.sinks import cloud_event
+from relayd.sinks import cloud_event, trace_context
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
     check_plaintext,
@@ -175,7 +176,8 @@ class NatsSink(ReadyByReason):
         prefix = batch[0].prefix  # one sweeper lane: one prefix per batch
         subjects = fill_targets(fill_template(self._target.subject, kind=kind, prefix=prefix), keys)
         outcomes: list[Outcome] = [Retry(error="nats PubAck not in time")] * len(batch)
-        sent = await self._publish_all(bodies, subjects, ids, format_headers, outcomes)
+        traces = trace_context.of_batch(batch)
+        sent = await self._publish_all(bodies, subjects, ids, format_headers, outcomes, traces)
         if sent and self._orphans:
             # a refused publish left nats-py a future of its own: wait on ours alone
             await asyncio.wait([future for _, future in sent], timeout=self._target.timeout_s)
@@ -193,13 +195,14 @@ class NatsSink(ReadyByReason):
             self._no_stream = True
         return outcomes
 
-    async def _publish_all(
+    async def _publish_all(  # noqa: PLR0917  # the columns of one batch
         self,
         bodies: list[bytes],
         subjects: list[str],
         ids: list[str],
         format_headers: list[dict[str, str]] | None,
         outcomes: list[Outcome],
+        traces: list[dict[str, str]],
     ) -> list[tuple[int, asyncio.Future[Any]]]:
         """Send every message without waiting; set the outcome of those refused at once."""
         sent: list[tuple[int, asyncio.Future[Any]]] = []
@@ -214,7 +217,7 @@ class NatsSink(ReadyByReason):
             if len(body) > self._connection.max_payload:  # refused before nats-py registers it
                 outcomes[index] = Permanent(reason=f"nats: message too large ({len(body)} bytes)")
                 continue
-            headers = {"Nats-Msg-Id": ids[index]}
+            headers = {"Nats-Msg-Id": ids[index], **traces[index]}
             if format_headers is not None:
                 headers.update(format_headers[index])
             try:

@@ -2,8 +2,9 @@
 
 ``redis-stream:REDIS_URL?stream=NAME[&maxlen=N]``. Each envelope becomes one stream entry with
 the fields ``envelope`` (the ``relayd/1`` JSON, or with ``--format cloudevents`` the envelope as a
-structured CloudEvent: ``relayd.sinks.cloud_event``), ``id`` and ``kind``. The destination may be the
-relay's own Redis or any other.
+structured CloudEvent: ``relayd.sinks.cloud_event``), ``id`` and ``kind``, and ``traceparent``
+(and ``tracestate``) when the envelope carries a trace context (``trace_context``). The
+destination may be the relay's own Redis or any other.
 
 - ``{target}`` in NAME is replaced by the envelope's ``ordering_key`` (the outbox target, the
   spawned child, the timer's execution), or by ``_`` when it has none, so
@@ -43,7 +44,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from relayd.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.runtime.packing import use_hiredis_packing
-from relayd.sinks import cloud_event
+from relayd.sinks import cloud_event, trace_context
 from relayd.sinks.base import DELIVERED, Outcome, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.redis_stream.client import open_destination
 from relayd.sinks.routing import NO_TARGET
@@ -59,12 +60,14 @@ XADD_BATCH: Final = """
 -- KEYS     the distinct streams of the batch
 -- ARGV[1]  MAXLEN for approximate trimming, or '' for none
 -- ARGV[2]  the kind of every entry (a batch is one kind)
--- ARGV[3]  '1' when each entry carries its stream's index into KEYS, '' when all go to KEYS[1]
--- ARGV     then per entry, in batch order: [index], envelope JSON, id
+-- ARGV[3]  '1' when each entry carries its stream's index into KEYS, '' when all go to KEYS[1];
+--          then 't' when each entry carries its traceparent and tracestate ('' for none)
+-- ARGV     then per entry, in batch order: [index], envelope JSON, id, [traceparent, tracestate]
 -- Returns the positions in the call (from 1) of the entries refused (wrong key type, out of
 -- memory, ...): empty when every entry was added.
-local maxlen, kind, routed = ARGV[1], ARGV[2], ARGV[3] == '1'
-local stride = 2 + (routed and 1 or 0)
+local maxlen, kind = ARGV[1], ARGV[2]
+local routed, traced = string.sub(ARGV[3], 1, 1) == '1', string.find(ARGV[3], 't', 1, true) ~= nil
+local stride = 2 + (routed and 1 or 0) + (traced and 2 or 0)
 -- Each stream is trimmed once per call, by its last XADD, not by every XADD: less Redis CPU
 -- per entry (relayd bench, "Redis CPU s") and no extra command.
 -- last[k]: where the last entry for KEYS[k] starts.
@@ -92,11 +95,29 @@ while i <= #ARGV do
   local envelope, id = ARGV[i], ARGV[i + 1]
   i = i + 2
   local reply
-  if last[k] == at then
+  local parent, state = '', ''
+  if traced then
+    parent, state = ARGV[i], ARGV[i + 1]
+    i = i + 2
+  end
+  -- One call per layout, no table built per entry: the untraced ones first, as they were.
+  local trim = last[k] == at
+  if parent == '' and trim then
     reply = redis.pcall('XADD', key, 'MAXLEN', '~', maxlen, '*',
       'envelope', envelope, 'id', id, 'kind', kind)
-  else
+  elseif parent == '' then
     reply = redis.pcall('XADD', key, '*', 'envelope', envelope, 'id', id, 'kind', kind)
+  elseif state == '' and trim then
+    reply = redis.pcall('XADD', key, 'MAXLEN', '~', maxlen, '*',
+      'envelope', envelope, 'id', id, 'kind', kind, 'traceparent', parent)
+  elseif state == '' then
+    reply = redis.pcall('XADD', key, '*', 'envelope', envelope, 'id', id, 'kind', kind, 'traceparent', parent)
+  elseif trim then
+    reply = redis.pcall('XADD', key, 'MAXLEN', '~', maxlen, '*',
+      'envelope', envelope, 'id', id, 'kind', kind, 'traceparent', parent, 'tracestate', state)
+  else
+    reply = redis.pcall('XADD', key, '*',
+      'envelope', envelope, 'id', id, 'kind', kind, 'traceparent', parent, 'tracestate', state)
   end
   if type(reply) == 'table' and reply.err then
     refused[#refused + 1] = position
@@ -241,18 +262,25 @@ class RedisStreamSink(ReadyByReason):
             template, keys = self._stream, call.keys()
             columns.append([streams.setdefault(stream_name(template, key), len(streams) + 1) for key in keys])
         columns += (self._render(call), call.ids())
+        traces = trace_context.of_batch(call)
+        traced = any(traces)
+        if traced:  # the stream entries' traceparent and tracestate fields
+            columns += ([t.get("traceparent", "") for t in traces], [t.get("tracestate", "") for t in traces])
         per_entry: list[bytes | str | int] = [""] * (len(columns) * len(call))
         for offset, column in enumerate(columns):
             per_entry[offset :: len(columns)] = column
-        return list(streams), [self._maxlen or "", call.kind, "1" if routed else "", *per_entry]
+        flags = ("1" if routed else "") + ("t" if traced else "")
+        return list(streams), [self._maxlen or "", call.kind, flags, *per_entry]
 
     async def _deliver_piped(self, batch: Batch) -> Sequence[Outcome]:
         assert self._client is not None
         pipe = self._client.pipeline(transaction=False)
-        for envelope, body in zip(batch, self._render(batch), strict=True):
+        traces = trace_context.of_batch(batch)
+        for envelope, body, trace in zip(batch, self._render(batch), traces, strict=True):
+            fields: dict[Any, Any] = {"envelope": body, "id": envelope.id, "kind": envelope.kind, **trace}
             pipe.xadd(
                 stream_name(self._stream, envelope.ordering_key),
-                {"envelope": body, "id": envelope.id, "kind": envelope.kind},
+                fields,
                 maxlen=self._maxlen,
                 approximate=True,
             )

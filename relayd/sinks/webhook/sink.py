@@ -7,7 +7,8 @@ Every request is ``POST <URL>`` with the envelope's ``relayd/1`` JSON as the bod
     <signing headers>                       by --webhook-signature, below
     Content-Encoding: gzip                  only with --webhook-gzip
     ce-<attribute>: <value>                 only with --format cloudevents (below)
-    traceparent, tracestate                 when the event's data carries them (one envelope a request)
+    traceparent, tracestate                 the envelope's trace context (``trace_context``); a batch
+                                            request's when all its envelopes share one
     <Name>: <value>                         each line of --webhook-headers-file (Authorization, ...)
 
 ``--webhook-signature standard`` (the default) signs as Standard Webhooks does
@@ -259,7 +260,7 @@ class WebhookSink(ReadyByReason):
             bodies, format_headers = cloud_event.http_messages(batch, mode, source)
         else:
             bodies = batch.render()
-            format_headers = [trace_context.from_envelope_json(body) for body in bodies]
+            format_headers = trace_context.of_batch(batch)
 
         async def send_one(index: int) -> Outcome:
             return await post(bodies[index], ids[index], format_headers[index] if format_headers else {})
@@ -277,12 +278,14 @@ class WebhookSink(ReadyByReason):
         else:
             entries, content, to_body = batch.render(), {}, webhook_batches.envelopes_body
         outcomes: list[Outcome] = [Retry(error=HELD_BACK)] * len(batch)
+        contexts = trace_context.of_batch(batch)
 
         async def run_lane(requests: list[list[int]]) -> None:
             for indexes in requests:
                 body = to_body([entries[index] for index in indexes])
                 request_id = webhook_batches.batch_id([ids[index] for index in indexes])
-                outcome = await post(body, request_id, content)
+                headers = {**content, **trace_context.shared([contexts[index] for index in indexes])}
+                outcome = await post(body, request_id, headers)
                 for index in indexes:
                     outcomes[index] = outcome
                 if not isinstance(outcome, Delivered):
