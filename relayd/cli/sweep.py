@@ -187,6 +187,7 @@ def sweep(
 
     from relayd.logs import redact_also
     from relayd.material_watch import MaterialWatch
+    from relayd.tracing.setup import start_tracing
 
     settings = o.settings_from(ctx)
     o.configure_logs(settings)
@@ -198,7 +199,12 @@ def sweep(
     for watched in settings.watched_files():
         watch.add(watched)
     redact_also(settings.secrets())
-    code = asyncio.run(run_sweep(settings, once=once, sinks=sinks, registry=registry, watch=watch))
+    stop_tracing = start_tracing()  # delivery spans, when the OTEL_* variables ask for them
+    try:
+        code = asyncio.run(run_sweep(settings, once=once, sinks=sinks, registry=registry, watch=watch))
+    finally:
+        if stop_tracing is not None:
+            stop_tracing()  # exports what is pending
     raise typer.Exit(code)
 
 

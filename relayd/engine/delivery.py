@@ -41,6 +41,7 @@ from relayd.inflight import DELIVERIES
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import Outcome, Retry
 from relayd.sinks.sending import sending_while
+from relayd.tracing import sink_span
 
 log = structlog.get_logger(__name__)
 
@@ -191,7 +192,7 @@ class Delivery:
                 if not self.may_deliver():
                     raise Fenced(lane.kind, len(batch), "send_expired")
                 with sending_while(self.may_deliver), DELIVERIES.track(lane.sink, self.prefix, lane.kind):
-                    outcomes = await lane.sink.deliver(batch)
+                    outcomes = await sink_span.deliver(lane.sink, batch, self.prefix)  # a span if tracing
         except (asyncio.CancelledError, Fenced):
             raise
         except Exception as exc:  # the Sink contract: an exception retries the whole batch
