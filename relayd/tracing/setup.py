@@ -27,7 +27,7 @@ log = structlog.get_logger(__name__)
 #: The service name when neither OTEL_SERVICE_NAME nor OTEL_RESOURCE_ATTRIBUTES names one.
 SERVICE_NAME = "relayd"
 #: Links a delivery span carries at most, unless OTEL_SPAN_LINK_COUNT_LIMIT says.
-DEFAULT_LINKS = 32
+DEFAULT_LINKS = 16
 #: The one line printed when the variables ask for traces and the SDK is not installed.
 INSTALL_HINT = f"OTEL_* variables ask for traces, which need the otel extra: {install_command('otel')}"
 

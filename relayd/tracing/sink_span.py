@@ -69,7 +69,7 @@ async def deliver(sink: Sink, batch: Batch, prefix: str) -> Sequence[Outcome]:
 
 async def _traced(tracer: Tracer, sink: Sink, batch: Batch, prefix: str) -> Sequence[Outcome]:
     otel = _otel()
-    ids, contexts = batch.ids(), of_batch(batch)
+    count, contexts = len(batch), of_batch(batch)
     destination = sink.name  # the sink's scheme: sinks do not name their topic or queue yet
     attributes: dict[str, str | int] = {
         "messaging.system": SYSTEMS.get(sink.name, sink.name),
@@ -77,23 +77,23 @@ async def _traced(tracer: Tracer, sink: Sink, batch: Batch, prefix: str) -> Sequ
         "messaging.operation": "publish",
         "messaging.operation.type": "send",
         "messaging.operation.name": "send",
-        "messaging.batch.message_count": len(ids),
+        "messaging.batch.message_count": count,
         "relayd.prefix": prefix,
         "relayd.kind": batch.kind,
     }
     parent, links = None, []
-    if len(ids) == 1:
-        attributes["messaging.message.id"] = ids[0]
+    if count == 1:
+        attributes["messaging.message.id"] = batch[0].id
         producer = _span_context(contexts[0], otel)
         if producer is not None:
             parent = otel.trace.set_span_in_context(otel.trace.NonRecordingSpan(producer))
     else:
-        links = _links(ids, contexts, otel, _max_links)
+        links = _links(batch, contexts, otel, _max_links)
     with tracer.start_as_current_span(
         f"send {destination}", context=parent, kind=otel.PRODUCER, attributes=attributes, links=links
     ) as span:
         outcomes = await sink.deliver(batch)
-        if not all_delivered(outcomes, len(ids)):
+        if not all_delivered(outcomes, count):
             delivered = sum(type(outcome) is Delivered for outcome in outcomes)
             retried = sum(type(outcome) is Retry for outcome in outcomes)
             span.set_attribute("relayd.delivered_count", delivered)
@@ -127,14 +127,12 @@ def _otel() -> _Otel:
     )
 
 
-def _links(
-    ids: Sequence[str], contexts: Sequence[dict[str, str]], otel: _Otel, limit: int | None
-) -> list[Link]:
+def _links(batch: Batch, contexts: Sequence[dict[str, str]], otel: _Otel, limit: int | None) -> list[Link]:
     """A link to each distinct producer context, with the id of its first envelope, at most
-    ``limit``; none for an envelope without a context."""
+    ``limit``; none for an envelope without a context. Only a linked envelope's id is made."""
     links: list[Link] = []
     seen: set[str] = set()
-    for id_, found in zip(ids, contexts, strict=True):
+    for index, found in enumerate(contexts):
         if limit is not None and len(links) >= limit:
             break
         if not found or found["traceparent"] in seen:
@@ -142,7 +140,7 @@ def _links(
         seen.add(found["traceparent"])
         producer = _span_context(found, otel)
         if producer is not None:
-            links.append(otel.Link(producer, {"messaging.message.id": id_}))
+            links.append(otel.Link(producer, {"messaging.message.id": batch[index].id}))
     return links
 
 
