@@ -194,3 +194,21 @@ def test_kafka_records_carry_each_producers_context(redis_server, kafka_broker, 
     spans = exported_spans(exported)
     assert producer_of_each_envelope(spans) == backlog.traces
     assert {span.attributes["messaging.system"] for span in spans} == {"kafka"}
+
+
+def test_a_collector_that_does_not_answer_changes_nothing_but_the_log(redis_server, prefix, tmp_path) -> None:
+    """Export fails (a closed port): every entry is still delivered and acked, the exit code is 0."""
+    from support.redis_server import free_port
+
+    backlog = commit_traced(redis_server.client(), prefix, 3)
+    out = tmp_path / "out.jsonl"
+
+    result = run_relayd(
+        "sweep", "--once", "--redis-url", redis_server.url, "--prefix", prefix, "--sink", f"jsonl:{out}",
+        env=otel_env(f"http://127.0.0.1:{free_port()}/v1/traces"),
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert {orjson_id(line.encode()) for line in out.read_text().splitlines()} == set(backlog.traces)
+    assert redis_server.client().hlen(f"{prefix}:outbox") == 0
+    assert "Failed to export" in result.stderr
