@@ -16,7 +16,8 @@ from nats.js.api import StreamConfig
 from support.moto import AWS_ENV, MotoServer, kinesis_records, receive_all, subscribe_queue
 from support.rabbitmq import RabbitServer, declare, drain
 
-from relayd.sinks import DELIVERED, SinkOptions, parse_sink_spec
+from relayd.batch import Batch
+from relayd.sinks import DELIVERED, SinkOptions, parse_sink_spec, trace_context
 from relayd.sinks.amqp import AmqpSink
 from relayd.sinks.aws import KinesisSink, SnsSink, SqsSink
 from relayd.sinks.nats import NatsSink
@@ -99,7 +100,8 @@ async def test_amqp_messages_parse_with_the_sdk_in_either_mode(
             assert message.headers["cloudEvents_id"] == envelope.id
         else:
             assert message.content_type == "application/cloudevents+json"
-            assert message.headers == {}
+            # no CloudEvents headers: only the W3C trace context every amqp message carries
+            assert message.headers == trace_context.of_batch(Batch.of([envelope]))[0]
 
 
 def structured(bodies: list[bytes], prefix: str) -> dict[str, dict[str, Any]]:
