@@ -184,18 +184,39 @@ class SeqWindow:
         self.counter = counter
         if self.c_start is None:
             self.c_start = counter
-        c_start = self.c_start
         if self._last_reconcile is None:
             self._last_reconcile = now
         n_gaps = len(read.gap_seqs)
+        out = self._take_gaps(read, values[:n_gaps], now)
+        window_values = values[n_gaps:]
+        found, end = self._window_entries(read, window_values, counter, room=read.budget - len(out))
+        out += found
+        if len(found) < end:  # some seqs in the window were missing: in-flight commits or burned seqs
+            self._note_gaps(read.window_start, window_values[:end], self.c_start, now)
+        self.frontier = read.window_start + end
+        self._cap_gaps(read.budget)
+        self._grow_window(read, len(found), counter)
+        self._track_catch_up(counter)
+        self.open.update(zip(map(_field_of, out), map(_seq_of, out), strict=True))
+        self._found_nothing = not out
+        self.scan_found = 0
+        return out
+
+    def _take_gaps(self, read: WindowRead, values: Sequence[bytes | None], now: float) -> list[RawEntry]:
+        """The gaps that now hold an entry (up to the budget); gaps older than the grace are let go."""
         out: list[RawEntry] = []
-        for seq, value in zip(read.gap_seqs, values[:n_gaps], strict=True):
+        for seq, value in zip(read.gap_seqs, values, strict=True):
             if value is not None and len(out) < read.budget:
                 del self.gaps[seq]
                 out.append(RawEntry(str(seq), seq, value))
             elif value is None and now - self.gaps[seq] > self.grace_s:
                 del self.gaps[seq]  # passed over: the reconcile scan still finds a late commit
-        window_values = values[n_gaps:]
+        return out
+
+    def _window_entries(
+        self, read: WindowRead, window_values: Sequence[bytes | None], counter: int, *, room: int
+    ) -> tuple[list[RawEntry], int]:
+        """The window's present entries (at most ``room``) and how far the window was examined."""
         start = read.window_start
         # examined up to the counter, or past anything present beyond it (allocated meanwhile)
         end = min(read.window_size, max(counter + 1 - start, 0))
@@ -205,6 +226,7 @@ class SeqWindow:
         end = max(end, last)
         # The hot loop of a drain: one tuple per present entry, named by the field HMGET asked
         # for (tuple.__new__ builds the NamedTuple without its Python-level __new__).
+        n_gaps = len(read.gap_seqs)
         new, names = tuple.__new__, read.fields[n_gaps : n_gaps + end]
         found = [
             new(RawEntry, row)
@@ -213,25 +235,17 @@ class SeqWindow:
         ]
         if self.ahead:
             found = [entry for entry in found if entry.seq not in self.ahead]
-        room = read.budget - len(out)
         if len(found) > room:
             first_left = found[room].seq  # the rest waits for the next read
             assert first_left is not None  # window entries always carry their seq
             end, found = first_left - start, found[:room]
-        out += found
-        taken = len(found)
-        if taken < end:  # some seqs in the window were missing: in-flight commits or burned seqs
-            for i, value in enumerate(window_values[:end]):
-                if value is None and start + i > c_start:
-                    self.gaps.setdefault(start + i, now)
-        self.frontier = start + end
-        self._cap_gaps(read.budget)
-        self._grow_window(read, taken, counter)
-        self._track_catch_up(counter)
-        self.open.update(zip(map(_field_of, out), map(_seq_of, out), strict=True))
-        self._found_nothing = not out
-        self.scan_found = 0
-        return out
+        return found, end
+
+    def _note_gaps(self, start: int, values: Sequence[bytes | None], c_start: int, now: float) -> None:
+        """Remember the missing seqs of an examined window above the first counter seen."""
+        for i, value in enumerate(values):
+            if value is None and start + i > c_start:
+                self.gaps.setdefault(start + i, now)
 
     def _grow_window(self, read: WindowRead, taken: int, counter: int) -> None:
         skipping = taken == 0 and self.frontier <= counter
