@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 import structlog
+from prometheus_client import Counter
 from redis.exceptions import OutOfMemoryError
 
 from relayd.engine.build import dead_letter_id
@@ -62,6 +63,8 @@ class Settlement:
         self._refused_logged_s: dict[str, float] = {}  # what -> when a refusal was last logged
         self.fence = fence
         self.may_ack = may_ack
+        # Per kind, the two series every delivery adds to (``count``).
+        self._delivered: dict[Kind, tuple[Counter, Counter]] = {}
 
     async def check_attempts(self, lane: Lane) -> None:
         """Note whether ``P:relay:attempts:{kind}`` holds any record (one EXISTS)."""
@@ -241,8 +244,14 @@ class Settlement:
         # Every series exists from the start (``RelayMetrics.add_prefix``): a zero adds nothing,
         # and skipping it saves the label lookups on every pass.
         if delivered:
-            m.delivered.labels(p, kind).inc(delivered)
-            m.attempts.labels(p, kind, "delivered").inc(delivered)
+            series = self._delivered.get(kind)
+            if series is None:  # looked up once per kind (a label lookup takes a lock each time)
+                series = self._delivered[kind] = (
+                    m.delivered.labels(p, kind),
+                    m.attempts.labels(p, kind, "delivered"),
+                )
+            for counter in series:
+                counter.inc(delivered)
         if retried:
             m.attempts.labels(p, kind, "retry").inc(retried)
         if permanent:

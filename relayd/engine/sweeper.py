@@ -81,6 +81,9 @@ class Sweeper:
         # The series every pass touches, looked up once (a label lookup takes a lock each time).
         self._sweep_duration = metrics.sweep_duration.labels(self.prefix)
         self._last_sweep = metrics.last_sweep.labels(self.prefix)
+        # Bound once: the module's logger is a lazy proxy that builds a logger on every call
+        # (the configuration may change), a cost each pass would pay for a line filtered out.
+        self._log = log.bind()
         self.clock = clock
         self.rng = rng or random.Random()
         self.may_deliver = may_deliver
@@ -256,7 +259,7 @@ class Sweeper:
         self._sweep_duration.observe(duration_s)
         self._last_sweep.set(self.clock.now())
         done = self._freeze(result, idle_kinds)
-        log.debug(
+        self._log.debug(
             "pass_finished",
             prefix=self.prefix,
             delivered=sum(done.delivered.values()),

@@ -39,6 +39,7 @@ from typing import Any, Final
 
 import hiredis
 import structlog
+from prometheus_client import Counter
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
@@ -114,6 +115,7 @@ class WakeSubscriber:
         for target in self.targets.values():
             target.taken = self._taken
         self.metrics = metrics
+        self._wakeups: dict[str, Counter] = {}  # ``relayd_wakeups_total`` per prefix
         self.rng = rng or random.Random()
         pool = getattr(client, "connection_pool", None)
         db = int(pool.connection_kwargs.get("db") or 0) if pool is not None else 0
@@ -268,7 +270,10 @@ class WakeSubscriber:
             return
         target.event.set()
         if self.metrics is not None:
-            self.metrics.wakeups.labels(prefix).inc()
+            series = self._wakeups.get(prefix)
+            if series is None:  # looked up once per prefix (a label lookup takes a lock each time)
+                series = self._wakeups[prefix] = self.metrics.wakeups.labels(prefix)
+            series.inc()
 
 
 def _confirmed(replies: list[Any]) -> set[bytes]:

@@ -31,6 +31,7 @@ class _HiredisPacking:
     """Mixin over a redis.asyncio connection class: hiredis packing, writes bounded in-task."""
 
     socket_timeout: float | None  # the redis-py connection's (annotation only: no class attribute)
+    health_check_interval: float  # likewise
 
     def pack_command(self, *args: Any) -> list[bytes]:
         import hiredis
@@ -56,6 +57,15 @@ class _HiredisPacking:
         if not timeout:
             await super().send_packed_command(command, check_health)  # type: ignore[misc]
             return
+        if not (check_health and self.health_check_interval) and self._fits_send_buffer(command):
+            # Nothing here can wait (``_fits_send_buffer``), so no bound is needed: one timer
+            # less per command on the path of every read, ack and sink call.
+            self.socket_timeout = None
+            try:
+                await super().send_packed_command(command, check_health)  # type: ignore[misc]
+            finally:
+                self.socket_timeout = timeout
+            return
         # Without socket_timeout redis-py writes in this task; the bound is kept here instead.
         # Clearing it for the call is safe: one task uses a connection at a time (checked out of
         # the pool; a pubsub sends and reads in its one listener task).
@@ -67,6 +77,28 @@ class _HiredisPacking:
             raise RedisTimeoutError("Timeout writing to socket") from None
         finally:
             self.socket_timeout = timeout
+
+    def _fits_send_buffer(self, command: Any) -> bool:
+        """Whether writing ``command`` (packed bytes) to the connected socket cannot block.
+
+        Within the transport's low-water mark, before the write and after it, the writer is not
+        paused (a pause lasts until the buffer drains to that mark) and will not be (a pause
+        starts above the high-water mark), so the drain returns at once.
+        """
+        writer = getattr(self, "_writer", None)
+        transport = getattr(writer, "transport", None)
+        if not isinstance(transport, asyncio.WriteTransport) or transport.is_closing():
+            return False  # not connected (the send connects, bounded by its own timeout)
+        if isinstance(command, bytes):
+            size = len(command)
+        elif isinstance(command, list) and all(type(part) is bytes for part in command):
+            size = sum(map(len, command))
+        else:
+            return False
+        try:
+            return transport.get_write_buffer_size() + size <= transport.get_write_buffer_limits()[0]
+        except NotImplementedError:  # a transport without flow control: keep the bound
+            return False
 
 
 @functools.cache

@@ -149,6 +149,9 @@ async def test_a_write_that_stalls_is_bounded_by_the_socket_timeout_and_drops_th
         await asyncio.Event().wait()
 
     monkeypatch.setattr(conn._writer, "drain", never_drains)
+    transport = conn._writer.transport
+    high = transport.get_write_buffer_limits()[1]
+    monkeypatch.setattr(transport, "get_write_buffer_size", lambda: high)
     started = time.monotonic()
     with pytest.raises(RedisTimeoutError, match="writing"):
         await client.set("perf-paths-stall", "2")
@@ -158,6 +161,37 @@ async def test_a_write_that_stalls_is_bounded_by_the_socket_timeout_and_drops_th
     assert not conn.is_connected  # dropped: a half-written command must not be followed
     assert conn.socket_timeout == 0.3  # restored for the reads that follow writes
     assert await client.ping()  # a new connection serves on
+    await client.aclose()
+
+
+async def test_a_write_that_fits_the_send_buffer_arms_no_timer(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write the transport takes without pausing cannot stall: it is sent unbounded, and a
+    write that might wait (a buffer past its low-water mark) is bounded."""
+    client = aioredis.Redis(port=redis_server.port, socket_timeout=5.0)
+    use_hiredis_packing(client)
+    assert await client.set("perf-paths-fits", "1")
+    conn = client.connection_pool._available_connections[0]
+    real_timeout = asyncio.timeout
+    bounds: list[float | None] = []
+
+    def counting_timeout(delay: float | None) -> asyncio.Timeout:
+        bounds.append(delay)
+        return real_timeout(delay)
+
+    # redis-py's reads bound themselves with their own reference to it: only writes count here
+    monkeypatch.setattr(asyncio, "timeout", counting_timeout)
+    assert await client.set("perf-paths-fits", "2")
+    assert await client.hmget("perf-paths-fits-h", [str(n) for n in range(500)]) == [None] * 500
+    assert bounds == []
+
+    transport = conn._writer.transport
+    low = transport.get_write_buffer_limits()[0]
+    monkeypatch.setattr(transport, "get_write_buffer_size", lambda: low)  # pretend some is unsent
+    assert await client.set("perf-paths-fits", "3")
+    assert bounds == [5.0]
+    assert conn.socket_timeout == 5.0
     await client.aclose()
 
 
