@@ -1,6 +1,7 @@
 """I/O shells over ``SeqWindow``: the sync ``BacklogReader`` and the ``AsyncBacklogReader``.
 
-Each read is one pipelined round-trip (counter GET + one HMGET of gaps and window), plus one
+Each read is one pipelined round-trip (counter GET + one HMGET of gaps and window; the async
+reader's without a redis-py pipeline object, ``store.round_trip``), plus one
 HSCAN step when the reconcile is due. The persisted cursor ``P:relay:cursor:{kind}`` is the
 only key a reader writes, and only on ``checkpoint()``, except that an async read may carry the
 ack of entries it returned before (``AsyncBacklogReader.read_new``'s ``ack``): their HDEL goes
@@ -18,6 +19,7 @@ from store.backlog import RawEntry, SeqWindow, WindowRead, merge
 from store.fence import Fence, fenced_call, fenced_refusal
 from store.keys import Keyspace
 from store.plans import ack_fields
+from store.round_trip import round_trip
 from store.scripts import FENCED_HDEL
 
 BacklogKind = Literal["outbox", "spawns"]
@@ -157,13 +159,10 @@ class AsyncBacklogReader(_ReaderBase):
         """
         read = self.window.plan(limit)
         names = ack_fields(ack)
-        pipe = self.client.pipeline(transaction=False)
-        if names:
-            self._queue_ack(pipe, names, fence)
-        pipe.get(self.keys.counter)
-        pipe.hmget(self.keys.hash, read.fields)
+        commands = [self._ack_command(names, fence)] if names else []
+        commands += [("GET", self.keys.counter), ("HMGET", self.keys.hash, *read.fields)]
         try:
-            replies = await pipe.execute()
+            replies = await round_trip(self.client, commands)
         except NoScriptError:  # first use on this server, or it lost its scripts: load, retry
             self._fenced_hdel.sha = await self.client.script_load(self._fenced_hdel.script)
             return await self.read_new(limit, now=now, reconcile=reconcile, ack=ack, fence=fence)
@@ -185,13 +184,12 @@ class AsyncBacklogReader(_ReaderBase):
         """Persist the low-water mark as the restart point."""
         await self.client.set(self.keys.cursor, self.window.low_water_mark)
 
-    def _queue_ack(self, pipe: Any, names: list[str], fence: Fence | None) -> None:
-        """Queue the HDEL of ``names`` (fenced: the script by its SHA, so the pipeline needs no
-        SCRIPT EXISTS round-trip of its own; a server without it answers NOSCRIPT)."""
+    def _ack_command(self, names: list[str], fence: Fence | None) -> tuple[Any, ...]:
+        """The HDEL of ``names`` (fenced: the script by its SHA, so the round-trip needs no
+        SCRIPT EXISTS of its own; a server without it answers NOSCRIPT)."""
         if fence is None:
-            pipe.hdel(self.keys.hash, *names)
-            return
+            return ("HDEL", self.keys.hash, *names)
         if self._fenced_hdel is None:
             self._fenced_hdel = self.client.register_script(FENCED_HDEL)
         keys, args = fenced_call([self.keys.hash], names, fence)
-        pipe.evalsha(self._fenced_hdel.sha, len(keys), *keys, *args)
+        return ("EVALSHA", self._fenced_hdel.sha, len(keys), *keys, *args)
