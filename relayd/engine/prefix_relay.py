@@ -129,6 +129,9 @@ class PrefixRelay:
         self.parked: dict[Kind, str] = {}
         self.sweeper: Sweeper | None = None
         self._stop_waiter: asyncio.Task[bool] | None = None  # ``_stopped``
+        self._passing: asyncio.Task[None] | None = None  # the loop's task while it runs a pass
+        self._grace: asyncio.TimerHandle | None = None  # armed when ``stop`` comes mid-pass
+        self._grace_ran_out = False  # the pass was cancelled by the grace's end
         metrics.add_prefix(prefix)
 
     # --- the lease ----------------------------------------------------------------------------
@@ -333,27 +336,58 @@ class PrefixRelay:
         return delay_s
 
     async def _pass(self, sweeper: Sweeper, notified: frozenset[Kind] | None) -> PassResult | None:
-        """Run one pass; after ``stop`` it gets ``shutdown_grace_s`` to finish, else is cancelled."""
+        """Run one pass; after ``stop`` it gets ``shutdown_grace_s`` to finish, else is cancelled.
+
+        The pass runs in the loop's own task (a task per pass would cost a task and two event
+        loop turns each time): when ``stop`` comes during it, the stop watcher (``_stopped``)
+        arms the grace, and when that runs out, cancels this task; that cancel ends the pass
+        here, any other goes on up.
+        """
         # With the subscription live, a write noticed by the end of the pass means another pass
         # at once: its read may carry this pass's last ack (``engine.overlap``).
         carry = None if notified is None or self.options.once else self.loop_wake.is_set
-        work = asyncio.create_task(sweeper.run_pass(self.stop, notified=notified, carry_acks=carry))
-        done, _ = await asyncio.wait({work, self._stopped()}, return_when=asyncio.FIRST_COMPLETED)
-        if work not in done:
-            done, _ = await asyncio.wait({work}, timeout=self.options.shutdown_grace_s)
-            if work not in done:
-                work.cancel()
-                with contextlib.suppress(asyncio.CancelledError, *REDIS_ERRORS):
-                    await work
-                log.warning("shutdown_grace_exceeded", prefix=self.prefix)
-                return None
-        return work.result()
+        self._passing = task = asyncio.current_task()
+        if (waiter := self._stopped()).done():  # stopped since the loop looked
+            self._arm_grace(waiter)
+        try:
+            return await sweeper.run_pass(self.stop, notified=notified, carry_acks=carry)
+        except asyncio.CancelledError:
+            if not self._grace_ran_out or task is None or task.uncancel():
+                raise
+        except REDIS_ERRORS:  # what the cancelled pass raised instead
+            if not self._grace_ran_out:
+                raise
+            if task is not None:
+                task.uncancel()
+        finally:
+            self._passing = None
+            if self._grace is not None:
+                self._grace.cancel()
+                self._grace = None
+        log.warning("shutdown_grace_exceeded", prefix=self.prefix)
+        return None
 
     def _stopped(self) -> asyncio.Task[bool]:
-        """A task that ends when ``stop`` is set: one for the loop's life, not one per pass."""
+        """A task that ends when ``stop`` is set: one for the loop's life, not one per pass.
+
+        When it ends during a pass, the pass gets ``shutdown_grace_s`` before it is cancelled.
+        """
         if self._stop_waiter is None:
             self._stop_waiter = asyncio.create_task(self.stop.wait())
+            self._stop_waiter.add_done_callback(self._arm_grace)
         return self._stop_waiter
+
+    def _arm_grace(self, waiter: asyncio.Task[bool]) -> None:
+        if waiter.cancelled() or self._passing is None:
+            return  # the loop ended, or stopped between passes (it then starts none)
+        self._grace = asyncio.get_running_loop().call_later(self.options.shutdown_grace_s, self._end_pass)
+
+    def _end_pass(self) -> None:
+        """The grace ran out: cancel the pass still running (``_pass`` takes the cancel)."""
+        self._grace = None
+        if self._passing is not None:
+            self._grace_ran_out = True
+            self._passing.cancel()
 
     def _fenced(self, fenced: Fenced) -> None:
         """The lease may be gone: report it, forget the lease and the sweeper, stand by."""

@@ -150,6 +150,38 @@ async def test_a_delivery_past_the_grace_is_cancelled_and_left_unacked(async_cli
     assert await async_client.hlen(Keyspace(prefix).outbox) == 1  # redelivered by the next run
 
 
+async def test_passes_run_in_the_prefix_task_and_an_outside_cancel_still_ends_it(
+    async_client, prefix, seeder
+):
+    """No task per pass: every delivery runs in the one task of the prefix loop; a cancel that
+    is not the grace's (the relay's task group cancelled) is not taken for the end of a pass."""
+    relay = Relay(async_client, prefix)
+    tasks: list[asyncio.Task[object] | None] = []
+    in_flight = asyncio.Event()
+    deliver = relay.sink.deliver
+
+    async def noting(batch):
+        tasks.append(asyncio.current_task())
+        if len(tasks) == 3:
+            in_flight.set()
+            await asyncio.sleep(30)
+        return await deliver(batch)
+
+    relay.sink.deliver = noting
+    run = relay.run()
+    for i in range(3):
+        await seeder.outbox("A", f"e{i}")
+        await until(lambda i=i: len(tasks) > i)
+    await asyncio.wait_for(in_flight.wait(), 5)
+
+    assert len(set(tasks)) == 1
+    assert tasks[0] is not None
+    assert tasks[0] is not run
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(run, 5)
+
+
 async def test_two_replicas_one_active_and_the_standby_takes_over_on_release(async_client, prefix, seeder):
     first, second = Relay(async_client, prefix), Relay(async_client, prefix)
     first.run()
