@@ -11,8 +11,10 @@ machine each arrives within milliseconds).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -125,7 +127,8 @@ def test_timers_fire_by_redis_time_whatever_the_relay_hosts_clock_says(
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYD_")}
     with (tmp_path / "relay.log").open("wb") as log:
-        relay = subprocess.Popen(argv, stdout=log, stderr=log, env=env)
+        # faketime forks the relay and does not pass signals on: stop the whole group.
+        relay = subprocess.Popen(argv, stdout=log, stderr=log, env=env, start_new_session=True)
     try:
         wait_until(
             lambda: scrape(metrics_port).get(("relayd_active", (("prefix", PREFIX),))) == 1,
@@ -141,6 +144,8 @@ def test_timers_fire_by_redis_time_whatever_the_relay_hosts_clock_says(
             "every timer delivered",
         )
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(relay.pid, signal.SIGTERM)
         end_process(relay)
     lateness_s = {
         envelope["execution_id"]: round(arrived - fire_ats[envelope["execution_id"]], 3)
