@@ -65,9 +65,12 @@ def outbox_envelopes(
     # dead-letter with. The event is checked here (``relayd.stored``: the engine's shape, its
     # depth bounded), so a malformed one is caught at read, not by the sink.
     shapes: list[EventShape] = []
-    window = OutboxWindow(prefix, attempt, relayed_at, [], [], [], [], shapes, [])
-    fields, seqs, targets, events = window.fields, window.seqs, window.targets, window.events
-    contexts, context_of, no_context = window.contexts, entry_trace.of_value, entry_trace.NONE
+    fields: list[str] = []
+    seqs: list[int] = []
+    targets: list[str | None] = []
+    events: list[bytes] = []
+    traced: list[tuple[int, dict[str, str]]] = []  # (index, context): few entries carry one
+    context_of = entry_trace.of_value
     good: list[RawEntry] = []
     malformed: list[tuple[RawEntry, MalformedEntry]] = []
     loads, check, limit = orjson.loads, EVENT_SHAPE.decode, MAX_ENTRY_BYTES
@@ -103,8 +106,12 @@ def outbox_envelopes(
         targets.append(target_id)
         events.append(event_json)
         shapes.append(shape)
-        contexts.append(no_context if len(value) == 2 else context_of(value))  # harel's two keys, or more
+        if len(value) != 2:  # more than harel's two keys: maybe the commit's trace context
+            traced.append((len(good), context_of(value)))
         good.append(entry)
+    window = OutboxWindow(prefix, attempt, relayed_at, fields, seqs, targets, events, shapes)
+    for index, context in traced:
+        window.contexts[index] = context
     return window, good, malformed
 
 
