@@ -33,6 +33,16 @@ def server_of_the_module():
 def test_needs_the_module_server(server_of_the_module):
     pass
 
+@pytest.fixture(scope="session")
+def broker_of_the_session():
+    pytest.skip("no broker binary")  # as support.kafka and support.nats do
+
+def test_needs_the_session_broker(broker_of_the_session):
+    pass
+
+def test_needs_a_missing_module():
+    pytest.importorskip("relayd_no_such_module")
+
 @pytest.mark.xfail(reason="known", strict=True)
 def test_expected_failure():
     assert False
@@ -86,7 +96,8 @@ def _run(tmp_path: Path, *, ci: bool, workers: int) -> subprocess.CompletedProce
 @pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "xdist"])
 @pytest.mark.parametrize("ci", [False, True], ids=["local", "ci"])
 def test_a_skip_fails_only_under_ci(tmp_path: Path, ci: bool, workers: int) -> None:
-    """Every way a test can skip (in the test, a mark, a module fixture, the module itself) or
+    """Every way a test can skip (in the test, a mark, a module or session fixture as the broker
+    fixtures do, ``importorskip``, the module itself) or
     give up at run time (``pytest.xfail``) fails under CI, with or without xdist workers (CI runs
     ``pytest -n 2``); an ``xfail`` mark stays an expected failure."""
     result = _run(tmp_path, ci=ci, workers=workers)
@@ -95,20 +106,22 @@ def test_a_skip_fails_only_under_ci(tmp_path: Path, ci: bool, workers: int) -> N
     if ci:
         assert result.returncode == 1, result.stdout
         # a skip raised in the test fails it; one in setup (a mark, a fixture) or collection errors
-        assert "3 failed, 1 passed, 1 xfailed, 3 errors" in summary
+        assert "4 failed, 1 passed, 1 xfailed, 4 errors" in summary
         reasons = [
             "no broker today",
             "relayd-no-such-program not on PATH",
             "no such thing here",
             "marked",
             "no server for this module",
+            "no broker binary",
+            "could not import 'relayd_no_such_module'",
             "nothing to test here",
         ]
         for reason in reasons:
             assert f"skipped under CI, where every test must run: {reason}" in result.stdout
     else:
         assert result.returncode == 0, result.stdout
-        assert "1 passed, 5 skipped, 2 xfailed" in summary
+        assert "1 passed, 7 skipped, 2 xfailed" in summary
 
 
 def test_the_suite_itself_runs_under_the_rule(pytestconfig: pytest.Config) -> None:
