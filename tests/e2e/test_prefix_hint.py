@@ -79,6 +79,7 @@ def test_no_hint_when_the_prefix_holds_keys_or_nothing_is_anywhere(own_redis: Re
     both_client.close()
     both = run_relayd("status", "--redis-url", own_redis.url)
 
+    assert (empty.returncode, both.returncode) == (0, 0), (empty.stderr, both.stderr)
     assert "hint" not in empty.stderr
     assert "hint" not in both.stderr
 

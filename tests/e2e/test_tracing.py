@@ -154,6 +154,7 @@ def test_webhook_delivery_is_traced_and_hands_on_each_producers_context(redis_se
 
     assert result.returncode == 0, result.stderr[-2000:]
     received = {orjson_id(body): header_trace(headers) for headers, body in hooks.requests}
+    assert len(hooks.requests) == len(backlog.traces)  # once each
     assert received == backlog.traces
     spans = exported_spans(exported)
     assert producer_of_each_envelope(spans) == backlog.traces

@@ -67,7 +67,7 @@ async def test_track_counts_the_call_while_it_runs_and_progress_renews_it() -> N
         overdue = inflight.overruns(clock.now, grace_s=1.0)
     after = inflight.overruns(clock.now + 1000.0, grace_s=1.0)
 
-    assert len(within) == 1  # 15 s > 10 s + 1 s
+    assert within == ["delivery to sink 'webhook' running for 15.0s, past its timeout 10s + grace 1s"]
     assert renewed == []
     assert overdue == [
         "delivery to sink 'webhook' running for 30.0s, 15.0s since a request ended,"
@@ -81,7 +81,14 @@ async def _progress_later() -> None:
 
 
 def test_progress_outside_a_tracked_call_does_nothing() -> None:
-    progressed()  # no call in flight: no error
+    clock = Clock()
+    inflight = InFlight(clock)
+    progressed()  # no call in flight: no error, and nothing to renew
+    with inflight.track(Declares()):
+        clock.now += 15.0
+        overdue = inflight.overruns(clock.now, grace_s=1.0)
+
+    assert overdue == ["delivery to sink 'webhook' running for 15.0s, past its timeout 10s + grace 1s"]
 
 
 def test_healthz_names_a_hung_delivery_while_the_loop_still_beats() -> None:

@@ -391,7 +391,8 @@ async def test_a_carried_ack_is_sent_by_settle_pending_and_forgotten_by_abandon(
     async_client, prefix, seeder, clock
 ):
     """A stop or hand-back settles the carried ack; a sweeper given up drops it (redelivery)."""
-    sweeper = _sweeper(async_client, prefix, clock)
+    sink = MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, sinks={"outbox": sink, "spawn": sink, "timer": sink})
     await sweeper.start()
     await seeder.outbox("t", "e1")
     await sweeper.run_pass(notified=frozenset({"outbox"}), carry_acks=lambda: True)
@@ -405,8 +406,10 @@ async def test_a_carried_ack_is_sent_by_settle_pending_and_forgotten_by_abandon(
 
     await seeder.outbox("t", "e3")
     await sweeper.run_pass(notified=frozenset({"outbox"}), carry_acks=lambda: True)
+    assert sum(lane.overlap.carried is not None for lane in sweeper.lanes) == 1  # e3's ack, carried
     sweeper.abandon()
     assert all(lane.overlap.carried is None for lane in sweeper.lanes)
+    assert [e.body["event"]["id"] for e in sink.delivered] == ["e1", "e2", "e3"]
     assert await async_client.hkeys(outbox) == [b"3"]
 
 

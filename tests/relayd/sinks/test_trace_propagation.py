@@ -86,6 +86,7 @@ async def test_amqp_messages_carry_the_trace_headers(rabbitmq_server: RabbitServ
 
     got = await drain(rabbitmq_server.url, f"q-{stem}")
     assert outcomes == [DELIVERED] * 3
+    assert len(got) == 3  # once each: the dict below would fold a duplicate
     assert {m.message_id: trace_of(m.headers or {}) for m in got} == expected(prefix)
 
 
@@ -109,6 +110,7 @@ async def test_sqs_and_sns_messages_carry_the_trace_attributes(
 
     got = receive_all(moto_server.client("sqs"), queue)
     assert outcomes == [DELIVERED] * 3
+    assert len(got) == 3  # once each: the dict below would fold a duplicate
     assert {m.attributes["relayd-id"]: trace_of(m.attributes) for m in got} == expected(prefix)
 
 
@@ -123,6 +125,7 @@ async def test_stream_entries_carry_the_trace_fields(
     sink._scripted = scripted  # the fallback a server without scripts gets
 
     outcomes = await sink.deliver(traced_window(prefix))
+    assert sink._scripted is scripted  # the path under test, not a fallback taken on the way
 
     names = [f"{prefix}:ev:a", f"{prefix}:ev:b"] if routed else [f"{prefix}:ev"]
     entries = [fields for name in names for _, fields in await async_client.xrange(name)]
@@ -154,6 +157,7 @@ async def test_a_webhook_batch_request_carries_the_context_its_envelopes_share(p
         await sink.close()
 
     assert outcomes == [DELIVERED] * 5
+    assert len(requests) == 2  # one request per batch
     by_ids = {tuple(ids): headers for headers, ids in requests}
     window_ids = tuple(expected(prefix))
     assert by_ids[window_ids] == {}  # three different contexts: none on the request
