@@ -160,13 +160,18 @@ class Delivery:
 
     def abandon(self, lanes: Iterable[Lane]) -> None:
         """Let the acks in flight of a sweeper given up (a Redis error, a lost lease) finish on
-        their own: each deletes only entries the sink confirmed, so a new lease holder delivers
-        them again only if it read them first. One that fails is dropped: the next sweeper reads
-        its entries again, as anything else unacked."""
+        their own, a carried one sent now alike: each deletes only entries the sink confirmed,
+        fenced, so a new lease holder delivers them again only if it read them first. One that
+        fails (or finds the lease gone) is dropped: the next sweeper reads its entries again, as
+        anything else unacked."""
         for lane in lanes:
-            lane.overlap.abandon(functools.partial(self._count_abandoned, lane.kind), self._abandoned_failed)
-            # Never sent: whoever reads next delivers those entries again (at-least-once).
-            lane.overlap.carried = None
+            on_acked = functools.partial(self._count_abandoned, lane.kind)
+            lane.overlap.abandon(on_acked, self._abandoned_failed)
+            if fields := lane.overlap.take_carried():
+                lane.overlap.defer_ack(
+                    asyncio.create_task(self.settle.ack_carried(lane, fields)), len(fields)
+                )
+                lane.overlap.abandon(on_acked, self._abandoned_failed)
 
     def _count_abandoned(self, kind: Kind, count: int) -> None:
         self._count(kind, Verdicts(), count, None)
