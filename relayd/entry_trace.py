@@ -16,12 +16,12 @@ from typing import Final
 
 import orjson
 
+from store.trace_context import TRACE_KEY
+
 #: ``version-trace_id-parent_id-flags``, lower-case hex (W3C Trace Context, level 1).
 TRACEPARENT: Final = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 #: A ``tracestate`` header value: printable ASCII, at most the 512 characters a tracer keeps.
 TRACESTATE: Final = re.compile(r"[\x20-\x7e]{1,512}")
-#: The key of a stored value that holds the commit's trace context (``store.trace_context``).
-STORED_KEY: Final = "tc"
 #: The context of an entry that carries none: one object, shared, never changed.
 NONE: Final[dict[str, str]] = {}
 
@@ -44,7 +44,7 @@ def checked(carrier: object) -> dict[str, str]:
 
 def of_value(stored_value: dict[str, object]) -> dict[str, str]:
     """The trace context a stored outbox or spawn value carries, checked; else ``NONE``."""
-    return checked(stored_value.get(STORED_KEY))
+    return checked(stored_value.get(TRACE_KEY))
 
 
 def members(context: dict[str, str]) -> bytes:

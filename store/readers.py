@@ -162,10 +162,11 @@ class AsyncBacklogReader(_ReaderBase):
         commands = [self._ack_command(names, fence)] if names else []
         commands += [("GET", self.keys.counter), ("HMGET", self.keys.hash, *read.fields)]
         try:
-            replies = await round_trip(self.client, commands)
-        except NoScriptError:  # first use on this server, or it lost its scripts: load, retry
-            self._fenced_hdel.sha = await self.client.script_load(self._fenced_hdel.script)
-            return await self.read_new(limit, now=now, reconcile=reconcile, ack=ack, fence=fence)
+            try:
+                replies = await round_trip(self.client, commands)
+            except NoScriptError:  # first use on this server, or it lost its scripts: load, once
+                await self.client.script_load(self._fenced_hdel.script)
+                replies = await round_trip(self.client, commands)
         except ResponseError as exc:
             if (fenced := fenced_refusal(exc, fence)) is not None:
                 raise fenced from exc

@@ -45,17 +45,17 @@ sent as the W3C ``traceparent`` header. Signatures cover the body as sent.
 Outcomes: 2xx → Delivered; 408, 425, 429, 5xx, timeouts and connection errors → Retry
 (``Retry-After`` in seconds or as an HTTP-date is honoured); 410 → Permanent ``"http 410
 endpoint gone"``; any other status → Permanent ``"http <status>"``. Redirects are not followed.
-Timeouts: ``webhook_timeout_s`` bounds a whole request, ``webhook_connect_timeout_s`` opening a
-connection and ``webhook_read_timeout_s`` each wait for the answer's next bytes. TLS is always
-verified (``webhook_ca_file`` replaces the system trust store; with ``webhook_ca_material`` a
-changed bundle makes a new context, which new connections use from the next batch on: aiohttp
-keys its pool by the context). A 401 or 403 answer or a failed certificate check has every
+Timeouts (``WebhookOptions``, the ``--webhook-*`` flags): ``timeout`` bounds a whole request,
+``connect_timeout`` opening a connection and ``read_timeout`` each wait for the answer's next
+bytes. TLS is always verified (``ca_file`` replaces the system trust store; a changed bundle
+(``ca``) makes a new context, which new connections use from the next batch on: aiohttp keys its
+pool by the context). A 401 or 403 answer or a failed certificate check has every
 watched file read again at once (``options.check_material``), so new material is not left
 waiting for the next periodic check.
 
 Order: within a batch, envelopes of one ordering key are sent one after another and a failure
 holds back the rest of that key (``relayd.sinks.per_key``); different keys go concurrently, at
-most ``options.webhook_concurrency`` requests at a time over one aiohttp keep-alive pool of as
+most ``concurrency`` requests at a time over one aiohttp keep-alive pool of as
 many connections. No request starts once the replica's lease may have expired
 (``relayd.sinks.sending``). The batch is read a column at a time (ids, keys, rendered bodies),
 so an outbox window builds no envelope. ``ready()`` is false after a batch in which no request
