@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import ssl
 
+from relayd.errors import ConfigError
+from relayd.material import Material
+
 
 def verified_context(
     *, ca_file: str | None = None, ca_pem: bytes | None = None, trust_only_ca: bool = True
@@ -30,3 +33,39 @@ def verified_context(
     context.check_hostname = True
     context.verify_mode = ssl.CERT_REQUIRED
     return context
+
+
+class WatchedCaContext:
+    """The verified context of a sink whose CA bundle may rotate (``--<sink>-ca-file``).
+
+    ``ca`` is the watched file's current content (``relayd.material``); a new context is made
+    when its bytes change, and a bundle that does not load keeps the last context. Without ``ca``
+    the context comes from ``ca_file`` once (None: the system trust store).
+    """
+
+    def __init__(self, ca: Material[bytes] | None, ca_file: str | None, *, option: str) -> None:
+        self._ca = ca
+        self._ca_file = ca_file
+        self._option = option
+        self._context: ssl.SSLContext | None = None
+        self._made_from: bytes | None = None
+
+    def current(self) -> ssl.SSLContext:
+        """The context for the next connections.
+
+        Raises:
+            ConfigError: the first bundle holds no usable CA.
+        """
+        if self._ca is None:
+            if self._context is None:
+                self._context = verified_context(ca_file=self._ca_file)
+            return self._context
+        bundle = self._ca.value
+        if self._context is None or bundle is not self._made_from:
+            self._made_from = bundle
+            try:
+                self._context = verified_context(ca_pem=bundle)
+            except ssl.SSLError:
+                if self._context is None:
+                    raise ConfigError(f"{self._option} holds no usable CA") from None
+        return self._context

@@ -33,14 +33,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ssl
 from collections.abc import Sequence
 from typing import Any, Final
 
 from relayd.batch import Batch
-from relayd.errors import ConfigError, SinkError
+from relayd.errors import SinkError
 from relayd.extras import import_extra
-from relayd.material import Material
 from relayd.sinks import cloud_event, trace_context
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
@@ -51,7 +49,7 @@ from relayd.sinks.broker_targets import (
 from relayd.sinks.nats.options import NatsOptions
 from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import SinkSpec
-from relayd.tls import verified_context
+from relayd.tls import WatchedCaContext
 
 #: Seconds one connection attempt may take.
 CONNECT_TIMEOUT_S: Final = 2
@@ -109,9 +107,8 @@ class NatsSink(ReadyByReason):
             # nats-py asks at every (re)connect: a rotated --nats-token-file is used by the next one
             self._connect_kwargs["token"] = lambda: token.value
         self._tls = tls
-        self._ca_file = str(own.ca_file) if own.ca_file is not None else None
-        self._ca: Material[bytes] | None = own.ca
-        self._context_from: bytes | None = None
+        ca_file = str(own.ca_file) if own.ca_file is not None else None
+        self._ca = WatchedCaContext(own.ca, ca_file, option="sink 'nats': --nats-ca-file")
         self._connection: Any = None
         self._stream: Any = None
         self._no_stream = False
@@ -122,29 +119,19 @@ class NatsSink(ReadyByReason):
     async def start(self) -> None:
         if self._tls:
             # verified TLS, always; the CA file replaces the system store when given
-            if self._ca is None:
-                self._connect_kwargs["tls"] = verified_context(ca_file=self._ca_file)
-            elif not self._take_new_ca():
-                raise ConfigError("sink 'nats': --nats-ca-file holds no usable CA")
+            self._take_new_ca()
         self._started = True
         await self._connect()
 
-    def _take_new_ca(self) -> bool:
-        """Make a TLS context from the CA bundle when it changed; False when it does not load."""
-        assert self._ca is not None
-        bundle = self._ca.value
-        if bundle is self._context_from:
-            return True
-        self._context_from = bundle
-        try:
-            context = verified_context(ca_pem=bundle)
-        except ssl.SSLError:
-            return False
+    def _take_new_ca(self) -> None:
+        """Use the context of the current CA bundle (a new one when the bundle changed)."""
+        context = self._ca.current()
+        if context is self._connect_kwargs.get("tls"):
+            return
         self._connect_kwargs["tls"] = context
         if self._connection is not None:
             # nats-py reads its options' context at every reconnect: the next one verifies with it
             self._connection.options["tls"] = context
-        return True
 
     async def _connect(self) -> bool:
         """Connect when not connected; False while no server answers."""
@@ -167,7 +154,7 @@ class NatsSink(ReadyByReason):
             raise SinkError("sink 'nats' delivered to before start()")
         if not batch:
             return []
-        if self._ca is not None:
+        if self._tls:
             self._take_new_ca()
         if not await self._connect():
             return [Retry(error="nats unreachable")] * len(batch)

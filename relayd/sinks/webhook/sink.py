@@ -71,7 +71,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import os
-import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
@@ -93,7 +92,7 @@ from relayd.sinks.webhook import batches as webhook_batches
 from relayd.sinks.webhook.http_policy import classify_status, signature_headers
 from relayd.sinks.webhook.options import WebhookOptions
 from relayd.sinks.webhook.transport import check_webhook_transport, webhook_transport_refusal
-from relayd.tls import verified_context
+from relayd.tls import WatchedCaContext
 
 #: Sends one request: its body, its id and the headers of its format; returns its outcome.
 _Post = Callable[[bytes, str, dict[str, str]], Awaitable[Outcome]]
@@ -172,10 +171,8 @@ class WebhookSink(ReadyByReason):
             total=own.timeout, sock_connect=own.connect_timeout, sock_read=own.read_timeout
         )
         self._gzip = own.gzip
-        self._ca_file = str(own.ca_file) if own.ca_file is not None else None
-        self._ca = own.ca
-        self._context: ssl.SSLContext | None = None
-        self._context_from: bytes | None = None
+        ca_file = str(own.ca_file) if own.ca_file is not None else None
+        self._tls = WatchedCaContext(own.ca, ca_file, option="sink 'webhook': --webhook-ca-file")
         self._fixed_headers = {"Content-Type": "application/json", "User-Agent": f"relayd/{__version__}"}
         if self._gzip:
             self._fixed_headers["Content-Encoding"] = "gzip"
@@ -186,7 +183,7 @@ class WebhookSink(ReadyByReason):
         self._not_ready: str | None = None
 
     async def start(self) -> None:
-        context = self._ssl_context()
+        context = self._tls.current()
         # One keep-alive connection per request in flight: the pool scales with the concurrency.
         connector = aiohttp.TCPConnector(
             limit=self._concurrency, limit_per_host=self._concurrency, ssl=context
@@ -211,7 +208,7 @@ class WebhookSink(ReadyByReason):
             return [Retry(error=f"webhook {refusal}")] * len(batch)
         base_headers = {**self._fixed_headers, **dict(extra_headers)}
         secrets = self._secrets.value if self._secrets is not None else ()
-        context = self._ssl_context()
+        context = self._tls.current()
 
         async def post(body: bytes, message_id: str, format_headers: dict[str, str]) -> Outcome:
             nonlocal answered, stale
@@ -306,22 +303,6 @@ class WebhookSink(ReadyByReason):
                 self._url, [name for name, _ in extra_headers], allow_plaintext=self._allow_plaintext
             )
         return self._headers_refusal
-
-    def _ssl_context(self) -> ssl.SSLContext:
-        """The verified context from the current CA bundle; a bundle that does not load keeps the last."""
-        if self._ca is None:
-            if self._context is None:
-                self._context = verified_context(ca_file=self._ca_file)
-            return self._context
-        bundle = self._ca.value
-        if self._context is None or bundle is not self._context_from:
-            try:
-                self._context = verified_context(ca_pem=bundle)
-            except ssl.SSLError:
-                if self._context is None:
-                    raise ConfigError("sink 'webhook': --webhook-ca-file holds no usable CA") from None
-            self._context_from = bundle
-        return self._context
 
     async def close(self) -> None:
         session, self._session = self._session, None
