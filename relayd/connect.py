@@ -188,7 +188,7 @@ def _sentinel_master(
     master |= credential_options(lambda: settings.redis_credentials, refresh)
     sentinels = {k: v for k, v in sentinels.items() if k not in ("username", "password")}
     sentinels |= credential_options(lambda: settings.sentinel_credentials, refresh)
-    sentinel = Sentinel(list(address.nodes), sentinel_kwargs=sentinels)  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(list(address.nodes), sentinel_kwargs=sentinels)
     client: aioredis.Redis = sentinel.master_for(str(address.service), **master)
     return client
 

@@ -75,9 +75,8 @@ def sync_client_from_url(
         sentinel_password=sentinel_password,
         connection=connection,
     )
-    # redis-py's sync Sentinel is untyped
-    sentinel = Sentinel(list(parsed.nodes), sentinel_kwargs=sentinels)  # type: ignore[no-untyped-call]
-    client: redis.Redis = sentinel.master_for(str(parsed.service), **master)  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(list(parsed.nodes), sentinel_kwargs=sentinels)
+    client: redis.Redis = sentinel.master_for(str(parsed.service), **master)
     return client
 
 
@@ -101,6 +100,6 @@ def async_client_from_url(
         sentinel_password=sentinel_password,
         connection=connection,
     )
-    sentinel = Sentinel(list(parsed.nodes), sentinel_kwargs=sentinels)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+    sentinel = Sentinel(list(parsed.nodes), sentinel_kwargs=sentinels)
     client: aioredis.Redis = sentinel.master_for(str(parsed.service), **master)
     return client
