@@ -30,8 +30,10 @@ import httpx
 import kubernetes_validate
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 from support.binaries import require_binaries
 from support.ports import free_port
+from support.processes import end_process
 from support.redis_server import start_redis_server
 from support.seeding import Entries
 from support.waiting import wait_until
@@ -402,6 +404,9 @@ def test_the_sidecar_an_engine_chart_includes_is_the_kustomize_sidecar(engine_ch
     assert mounts(pod, rendered) == mounts(expected_pod, expected)
     assert environment(rendered, docs) == environment(expected, kustomize_docs())
     assert not [d for d in docs if d["kind"] in ("Deployment", "CronJob") and d is not engine]
+    # The engine's chart is not relayd's: its appVersion is no relayd version to default to.
+    with helm.Chart.load(engine_chart) as chart, pytest.raises(helm.HelmRenderError, match=r"image\.tag"):
+        chart.render({"relayd": kustomize_values()}, name="rel")
 
 
 def test_the_cronjob_is_the_kustomize_cronjob() -> None:
@@ -507,6 +512,37 @@ def entrypoint() -> list[str]:
     return list(json.loads(line.removeprefix("ENTRYPOINT")))
 
 
+def deployment_process(docs: list[dict[str, Any]]) -> tuple[list[str], dict[str, str], int]:
+    """The rendered Deployment's relayd container as a local process: argv, env, metrics port.
+
+    A process shares the host's network, so the metrics address the pod would own (0.0.0.0 and
+    the container port, checked here) becomes a free loopback port; nothing else is changed.
+    """
+    relayd = container(one(docs, "Deployment")["spec"]["template"]["spec"])
+    env = environment(relayd, docs)
+    host, port = env["RELAYD_METRICS_ADDR"].rsplit(":", 1)
+    assert (host, int(port)) == ("0.0.0.0", relayd["ports"][0]["containerPort"])
+    assert entrypoint() == ["relayd"]
+    metrics_port = free_port()
+    env["RELAYD_METRICS_ADDR"] = f"127.0.0.1:{metrics_port}"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RELAYD_")}
+    return [sys.executable, "-m", "relayd", *relayd["args"]], base | env, metrics_port
+
+
+def active_prefixes(port: int) -> set[str] | None:
+    """The prefixes whose lease the relayd on ``port`` holds (relayd_active 1); None if it is down."""
+    try:
+        response = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2.0)
+    except httpx.TransportError:
+        return None
+    return {
+        sample.labels["prefix"]
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+        if sample.name == "relayd_active" and sample.value == 1
+    }
+
+
 @pytest.fixture
 def password_redis() -> Iterator[Any]:
     server = start_redis_server("--requirepass", "helm-" + uuid.uuid4().hex)
@@ -537,20 +573,13 @@ def test_the_rendered_standalone_deployment_relays_a_backlog(password_redis: Any
         },
     }
     docs = render(values)
-    deployment = one(docs, "Deployment")
-    pod = deployment["spec"]["template"]["spec"]
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     relayd = container(pod)
-    env = environment(relayd, docs)
+    argv, env, metrics_port = deployment_process(docs)
     # What the kubelet does with the Secret volume: one file per key under the mount path.
-    secret = one(docs, "Secret")
     secret_dir.mkdir(parents=True)
-    for key, value in secret["stringData"].items():
+    for key, value in one(docs, "Secret")["stringData"].items():
         (secret_dir / key).write_text(value)
-    # A process shares the host's network: the metrics port the pod would own is taken elsewhere.
-    host, port = env["RELAYD_METRICS_ADDR"].rsplit(":", 1)
-    assert (host, int(port)) == ("0.0.0.0", relayd["ports"][0]["containerPort"])
-    metrics_port = free_port()
-    env["RELAYD_METRICS_ADDR"] = f"127.0.0.1:{metrics_port}"
 
     client = password_redis.client(password=password)
     entries = Entries(client.pipeline(transaction=False), prefix)
@@ -561,32 +590,24 @@ def test_the_rendered_standalone_deployment_relays_a_backlog(password_redis: Any
     entries.timer("exe-2", "root.waiting", time.time() - 1.0)
     entries.pipe.execute()
 
-    assert entrypoint() == ["relayd"]
-    argv = [sys.executable, "-m", "relayd", *relayd["args"]]
-    base = {k: v for k, v in os.environ.items() if not k.startswith("RELAYD_")}
     log_path = tmp_path / "relayd.log"
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(argv, env=base | env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
 
         def drained() -> bool:
             if proc.poll() is not None:
                 raise AssertionError(f"relayd exited {proc.returncode}:\n{log_path.read_text()[-3000:]}")
             keys = (f"{prefix}:outbox", f"{prefix}:spawns", f"{prefix}:timers")
-            return (
-                sum(client.exists(k) for k in keys) == 0
-                and sink.exists()
-                and len(sink.read_text().splitlines()) == 52
-            )
+            delivered = len(sink.read_text().splitlines()) if sink.exists() else 0
+            return sum(client.exists(k) for k in keys) == 0 and delivered == 52
 
         wait_until(drained, 60.0, "relayd to deliver the seeded backlog")
         health = httpx.get(f"http://127.0.0.1:{metrics_port}/healthz", timeout=5.0)
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(pod["terminationGracePeriodSeconds"])
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        end_process(proc)
         client.close()
 
     assert relayd["args"] == ["sweep"]
@@ -594,3 +615,35 @@ def test_the_rendered_standalone_deployment_relays_a_backlog(password_redis: Any
     assert health.status_code == 200
     assert code == 0, log_path.read_text()[-3000:]
     assert password not in log_path.read_text()
+
+
+def test_the_rendered_replicas_share_the_prefixes(redis_server: Any, tmp_path: Path) -> None:
+    """replicaCount processes of the rendered container over as many prefixes: each ends up
+    relaying exactly one (fair shares), never both the same one."""
+    prefixes = ["helm" + uuid.uuid4().hex[:8] + f"-{n}" for n in range(2)]
+    values = {
+        "redisUrl": redis_server.url,
+        "prefixes": prefixes,
+        "replicaCount": 2,
+        "options": {"RELAYD_LEASE_TTL": "2", "RELAYD_POLL_INTERVAL": "0.2"},
+    }
+    docs = render(values)
+    replicas = one(docs, "Deployment")["spec"]["replicas"]
+    procs: list[tuple[subprocess.Popen[bytes], int]] = []
+    try:
+        for n in range(replicas):
+            argv, env, port = deployment_process(docs)
+            with (tmp_path / f"relayd-{n}.log").open("wb") as log:
+                procs.append((subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT), port))
+
+        def shared() -> list[set[str] | None] | None:
+            held = [active_prefixes(port) for _, port in procs]
+            return held if all(h is not None and len(h) == 1 for h in held) else None
+
+        held = wait_until(shared, 60.0, "each replica to hold one prefix")
+    finally:
+        for proc, _ in procs:
+            end_process(proc, wait_s=15)
+
+    assert replicas == 2
+    assert sorted(p for h in held for p in h or ()) == sorted(prefixes)

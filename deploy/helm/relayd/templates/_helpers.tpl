@@ -1,7 +1,7 @@
 {{/*
 Names and labels. An engine chart that includes the sidecar templates passes a context with
-"Values" (this chart's values, e.g. .Values.relayd), "Release" and "Chart" (this chart's
-metadata is not needed: the names come from "nameOverride"/"fullnameOverride" or the release).
+"Values" (this chart's values as the engine sees them, .Values.relayd) and "Release"; the names
+come from nameOverride/fullnameOverride or the release, as they do in this chart's own objects.
 */}}
 {{- define "relayd.name" -}}
 {{- default "relayd" .Values.nameOverride | trunc 63 | trimSuffix "-" }}
@@ -35,8 +35,18 @@ app.kubernetes.io/version: {{ .AppVersion | quote }}
 {{- end }}
 {{- end }}
 
+{{/*
+The image: image.tag, else this chart's appVersion. Included from an engine's chart (the sidecar)
+.Chart is the engine's, so there image.tag must be given.
+*/}}
 {{- define "relayd.image" -}}
-{{- $tag := .Values.image.tag | default (.Chart | default dict).AppVersion | default "latest" }}
+{{- $chart := .Chart | default dict }}
+{{- $appVersion := "" }}
+{{- if eq ($chart.Name | default "") "relayd" }}{{ $appVersion = $chart.AppVersion }}{{ end }}
+{{- $tag := .Values.image.tag | default $appVersion }}
+{{- if not $tag }}
+{{- fail "relayd image.tag: give the relayd version to run (the sidecar cannot default it)" }}
+{{- end }}
 {{- printf "%s:%s" .Values.image.repository $tag }}
 {{- end }}
 
