@@ -345,12 +345,14 @@ kind: Deployment
 metadata:
   name: engine
 spec:
-  {{- $relayd := dict "Values" .Values.relayd "Release" .Release }}
   selector:
     matchLabels: {app: engine}
   template:
+    {{- $relayd := dict "Values" .Values.relayd "Release" .Release }}
     metadata:
       labels: {app: engine}
+      annotations:
+        checksum/relayd-config: {{ include "relayd.configData" $relayd | sha256sum }}
     spec:
       containers:
         - name: engine
@@ -404,6 +406,12 @@ def test_the_sidecar_an_engine_chart_includes_is_the_kustomize_sidecar(engine_ch
     assert mounts(pod, rendered) == mounts(expected_pod, expected)
     assert environment(rendered, docs) == environment(expected, kustomize_docs())
     assert not [d for d in docs if d["kind"] in ("Deployment", "CronJob") and d is not engine]
+    # A change of relayd's options changes the engine pods' checksum, so they roll.
+    changed = render_chart(engine_chart, merged(values, {"relayd": {"options": {"RELAYD_BATCH": "500"}}}))
+    annotations = [
+        d["spec"]["template"]["metadata"]["annotations"] for d in (engine, one(changed, "Deployment"))
+    ]
+    assert annotations[0]["checksum/relayd-config"] != annotations[1]["checksum/relayd-config"]
     # The engine's chart is not relayd's: its appVersion is no relayd version to default to.
     with helm.Chart.load(engine_chart) as chart, pytest.raises(helm.HelmRenderError, match=r"image\.tag"):
         chart.render({"relayd": kustomize_values()}, name="rel")
