@@ -243,12 +243,12 @@ affinity:
 {{- end }}
 
 {{- define "relayd.podAnnotations" -}}
+checksum/config: {{ include "relayd.configData" . | sha256sum }}
 {{- if .Values.metrics.podAnnotations }}
 prometheus.io/scrape: "true"
 prometheus.io/port: {{ .Values.metricsPort | quote }}
 prometheus.io/path: "/metrics"
 {{- end }}
-checksum/config: {{ include "relayd.configData" . | sha256sum }}
 {{- with .Values.podAnnotations }}
 {{ toYaml . }}
 {{- end }}
