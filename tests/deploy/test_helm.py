@@ -237,6 +237,57 @@ def test_each_topology_renders_its_own_objects() -> None:
     assert "ScaledObject" not in hpa
 
 
+def test_the_standalone_objects_point_at_each_other() -> None:
+    """What a cluster would wire by labels and names: the Service, PodDisruptionBudget, NetworkPolicy
+    and ServiceMonitor select the Deployment's pods (or its Service); the autoscalers target it."""
+    docs = render(EVERYTHING_ON)
+    hpa_docs = render(
+        merged(EVERYTHING_ON, {"autoscaling": {"keda": {"enabled": False}, "hpa": {"enabled": True}}})
+    )
+    deployment = one(docs, "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    service = one(docs, "Service")
+    container_ports = {p["name"] for p in container(deployment["spec"]["template"]["spec"])["ports"]}
+
+    def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+        return bool(selector) and selector.items() <= labels.items()
+
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert selects(service["spec"]["selector"], pod_labels)
+    assert selects(one(docs, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"], pod_labels)
+    assert selects(one(docs, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"], pod_labels)
+    assert selects(
+        one(docs, "ServiceMonitor")["spec"]["selector"]["matchLabels"], service["metadata"]["labels"]
+    )
+    assert {p["targetPort"] for p in service["spec"]["ports"]} <= container_ports
+    assert [e["port"] for e in one(docs, "ServiceMonitor")["spec"]["endpoints"]] == [
+        p["name"] for p in service["spec"]["ports"]
+    ]
+    assert one(docs, "ScaledObject")["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    assert one(hpa_docs, "HorizontalPodAutoscaler")["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": deployment["metadata"]["name"],
+    }
+
+
+def test_the_network_policy_admits_only_scrapes_and_lets_out_dns_and_the_given_rules() -> None:
+    standalone = one(render(EVERYTHING_ON), "NetworkPolicy")["spec"]
+    cronjob = one(render(merged(EVERYTHING_ON, {"topology": "cronjob"})), "NetworkPolicy")["spec"]
+    dns = {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]}
+
+    assert standalone["ingress"] == [
+        {"ports": [{"port": "metrics", "protocol": "TCP"}], "from": [{"podSelector": {}}]}
+    ]
+    assert cronjob["ingress"] == []  # its metrics endpoint is on loopback
+    assert standalone["policyTypes"] == cronjob["policyTypes"] == ["Ingress", "Egress"]
+    assert standalone["egress"] == [dns, *EVERYTHING_ON["networkPolicy"]["egress"]]
+    assert (
+        "Egress"
+        not in one(render({"networkPolicy": {"enabled": True}}), "NetworkPolicy")["spec"]["policyTypes"]
+    )
+
+
 @pytest.mark.parametrize(
     ("values", "error"),
     [
@@ -406,6 +457,7 @@ def test_the_sidecar_an_engine_chart_includes_is_the_kustomize_sidecar(engine_ch
     assert mounts(pod, rendered) == mounts(expected_pod, expected)
     assert environment(rendered, docs) == environment(expected, kustomize_docs())
     assert not [d for d in docs if d["kind"] in ("Deployment", "CronJob") and d is not engine]
+    kubernetes_validate.validate(engine, kubernetes_validate.latest_version(), strict=True)
     # A change of relayd's options changes the engine pods' checksum, so they roll.
     changed = render_chart(engine_chart, merged(values, {"relayd": {"options": {"RELAYD_BATCH": "500"}}}))
     annotations = [
