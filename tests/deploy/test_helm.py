@@ -505,8 +505,9 @@ def test_the_standalone_pod_is_secured_and_probed_like_the_sidecar() -> None:
 # --- monitoring ---------------------------------------------------------------------------------
 
 
-def test_the_chart_files_are_copies_of_the_rules_and_dashboard() -> None:
-    """Helm reads only files inside the chart: its copies must not drift from deploy/."""
+def test_the_chart_files_are_the_rules_and_dashboard() -> None:
+    """Helm reads only files inside the chart: files/ links to deploy/'s originals, and a copy put
+    there instead must not drift from them."""
     assert (CHART / "files" / "relayd-rules.yml").read_bytes() == PROMETHEUS_RULES.read_bytes()
     assert (CHART / "files" / "relayd-dashboard.json").read_bytes() == DASHBOARD.read_bytes()
 
