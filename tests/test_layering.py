@@ -36,6 +36,7 @@ PURE_MODULES = [
     "relayd/health.py",
     "relayd/sinks/spec.py",
     "relayd/sinks/webhook/http_policy.py",
+    "relayd/sinks/webhook/proxy.py",
     "relayd/sinks/harel/wire.py",
     "relayd/sinks/kafka/config.py",
     "relayd/sinks/cloud_event.py",

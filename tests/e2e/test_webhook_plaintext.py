@@ -1,7 +1,8 @@
-"""Webhook credentials never travel over plain HTTP to a host that is not loopback: a real
-receiver on this machine's own non-loopback address, a real redis-server with an entry due, and
-``relayd sweep --once`` run as a process. Refused configurations exit 2 with one line before any
-request; the same receiver gets the entry once the configuration is allowed."""
+"""Webhook credentials travel over plain HTTP to a host that is not loopback only with
+``--allow-plaintext`` (a service mesh encrypting the hop): a real receiver on this machine's own
+non-loopback address, a real redis-server with an entry due, and ``relayd sweep --once`` run as a
+process. Refused configurations exit 2 with one line before any request; with the opt-in the
+receiver gets the entry and its Authorization header, and relayd warns once, naming the host."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def _sweep_once(redis_url: str, prefix: str, sink: str, *extra: str):
     return run_relayd("sweep", "--once", "--redis-url", redis_url, "--prefix", prefix, "--sink", sink, *extra)
 
 
-def test_credentials_over_plain_http_are_refused_before_any_request(
+def test_credentials_over_plain_http_are_sent_only_with_allow_plaintext(
     redis_server, receiver: ScriptedServer, prefix: str, tmp_path: Path
 ) -> None:
     client = redis_server.client()
@@ -52,13 +53,13 @@ def test_credentials_over_plain_http_are_refused_before_any_request(
 
     url = redis_server.url
     refused = {
-        "user info": _sweep_once(url, prefix, f"webhook:{with_user_info}", "--allow-plaintext"),
-        "auth header": _sweep_once(url, prefix, f"webhook:{base}", *headers, "--allow-plaintext"),
+        "user info": _sweep_once(url, prefix, f"webhook:{with_user_info}"),
+        "auth header": _sweep_once(url, prefix, f"webhook:{base}", *headers),
         "no opt-in": _sweep_once(url, prefix, f"webhook:{base}"),
         "both": _sweep_once(url, prefix, f"webhook:https://user:s3cret@{host}:1/hook", *headers),
     }
     untouched = client.hlen(Keyspace(prefix).outbox)
-    allowed = _sweep_once(url, prefix, f"webhook:{base}", "--allow-plaintext")
+    meshed = _sweep_once(url, prefix, f"webhook:{base}", *headers, "--allow-plaintext")
     client.close()
 
     for case, result in refused.items():
@@ -69,11 +70,17 @@ def test_credentials_over_plain_http_are_refused_before_any_request(
         assert "s3cret" not in result.stderr
     assert "credentials over plaintext" in refused["user info"].stderr
     assert "credentials over plaintext" in refused["auth header"].stderr
+    assert "--allow-plaintext where a service mesh encrypts the hop" in refused["auth header"].stderr
     assert "needs --allow-plaintext" in refused["no opt-in"].stderr
     assert "keep one" in refused["both"].stderr
     assert untouched == 1
-    assert allowed.returncode == 0, allowed.stderr[-2000:]
-    assert len(receiver.requests) == 1  # only the allowed run reached the receiver
+    assert meshed.returncode == 0, meshed.stderr[-2000:]
+    assert len(receiver.requests) == 1  # only the opted-in run reached the receiver
+    assert receiver.requests[0].headers["Authorization"] == "Bearer s3cret"
+    warnings = [line for line in meshed.stderr.splitlines() if "webhook_plaintext_credentials" in line]
+    assert len(warnings) == 1, meshed.stderr[-2000:]
+    assert host in warnings[0]
+    assert "s3cret" not in meshed.stderr
 
 
 @pytest.mark.parametrize(
@@ -84,6 +91,8 @@ def test_credentials_over_plain_http_are_refused_before_any_request(
         ("http://u:p@127.0.0.1:8080/h", (), False),
         ("http://localhost/h", ("X-Api-Key",), False),
         ("http://hooks.example.com/h", (), True),
+        ("http://u:p@hooks.example.com/h", (), True),
+        ("http://hooks.example.com/h", ("Authorization",), True),
     ],
 )
 def test_allowed_webhook_transports(url: str, headers: tuple[str, ...], allow: bool) -> None:
@@ -93,9 +102,9 @@ def test_allowed_webhook_transports(url: str, headers: tuple[str, ...], allow: b
 @pytest.mark.parametrize(
     ("url", "headers", "allow", "says"),
     [
-        ("http://u:p@hooks.example.com/h", (), True, "credentials over plaintext"),
-        ("http://hooks.example.com/h", ("authorization",), True, "credentials over plaintext"),
-        ("http://hooks.example.com/h", ("Cookie",), True, "credentials over plaintext"),
+        ("http://u:p@hooks.example.com/h", (), False, "credentials over plaintext"),
+        ("http://hooks.example.com/h", ("authorization",), False, "credentials over plaintext"),
+        ("http://hooks.example.com/h", ("Cookie",), False, "credentials over plaintext"),
         ("http://hooks.example.com/h", (), False, "needs --allow-plaintext"),
         ("https://u:p@hooks.example.com/h", ("Authorization",), False, "keep one"),
     ],

@@ -8,6 +8,7 @@ meanwhile (waiting on a ``relayd`` process with ``wait_until``).
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -17,19 +18,25 @@ from aiohttp import web
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-async def _start(handler: Handler, path: str) -> tuple[web.AppRunner, str]:
+async def _start(
+    handler: Handler, path: str, ssl_context: ssl.SSLContext | None = None
+) -> tuple[web.AppRunner, str]:
     app = web.Application()
     app.router.add_post(path, handler)
     runner = web.AppRunner(app)
     await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}{path}"
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context).start()
+    scheme = "https" if ssl_context is not None else "http"
+    return runner, f"{scheme}://127.0.0.1:{runner.addresses[0][1]}{path}"
 
 
 @asynccontextmanager
-async def serve_on_this_loop(handler: Handler, path: str = "/hook") -> AsyncIterator[str]:
-    """POSTs to ``path`` go to ``handler`` on the running loop for the block; yields the URL."""
-    runner, url = await _start(handler, path)
+async def serve_on_this_loop(
+    handler: Handler, path: str = "/hook", *, ssl_context: ssl.SSLContext | None = None
+) -> AsyncIterator[str]:
+    """POSTs to ``path`` go to ``handler`` on the running loop for the block; yields the URL
+    (``https://`` with ``ssl_context``, the server's TLS context)."""
+    runner, url = await _start(handler, path, ssl_context)
     try:
         yield url
     finally:
@@ -37,10 +44,12 @@ async def serve_on_this_loop(handler: Handler, path: str = "/hook") -> AsyncIter
 
 
 @contextmanager
-def serve_in_thread(handler: Handler, path: str = "/hook") -> Iterator[str]:
+def serve_in_thread(
+    handler: Handler, path: str = "/hook", *, ssl_context: ssl.SSLContext | None = None
+) -> Iterator[str]:
     """POSTs to ``path`` go to ``handler`` on a thread's own loop for the block; yields the URL."""
     loop = asyncio.new_event_loop()
-    runner, url = loop.run_until_complete(_start(handler, path))
+    runner, url = loop.run_until_complete(_start(handler, path, ssl_context))
     thread = threading.Thread(target=loop.run_forever, name="http-receiver", daemon=True)
     thread.start()
     try:

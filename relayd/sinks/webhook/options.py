@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from relayd.material import Material, WatchedFile, pem_file, secret_lines_file, text_file
+from relayd.material import secret_file as one_secret_file
 from relayd.sinks.own_options import SECURITY, STRIPPED_WATCHED, content_of, option, watched
 from relayd.sinks.webhook import standard_webhooks
 
@@ -98,9 +99,83 @@ class WebhookOptions:
         panel=SECURITY,
         reads=watched(pem_file),
     )
+    cert_file: Path | None = option(
+        None,
+        "PEM client certificate (chain) presented to https:// webhooks, with --webhook-key-file "
+        "(re-read when it changes).",
+        panel=SECURITY,
+        reads=watched(pem_file),
+    )
+    key_file: Path | None = option(
+        None,
+        "PEM private key of --webhook-cert-file (re-read when it changes).",
+        panel=SECURITY,
+        reads=watched(pem_file),
+    )
+    oauth2_token_url: str | None = option(
+        None,
+        "OAuth2 token endpoint: each webhook request carries a client-credentials bearer token "
+        "from it (needs --webhook-oauth2-client-id-file and --webhook-oauth2-client-secret-file).",
+        panel=SECURITY,
+    )
+    oauth2_client_id_file: Path | None = option(
+        None,
+        f"File holding the OAuth2 client id ({STRIPPED_WATCHED}).",
+        panel=SECURITY,
+        reads=watched(one_secret_file),
+    )
+    oauth2_client_secret_file: Path | None = option(
+        None,
+        f"File holding the OAuth2 client secret ({STRIPPED_WATCHED}).",
+        panel=SECURITY,
+        reads=watched(one_secret_file),
+        secret=True,
+    )
+    oauth2_scope: str | None = option(
+        None, "OAuth2 scope asked for (space-separated scopes).", panel=SECURITY
+    )
+    oauth2_audience: str | None = option(
+        None, "OAuth2 audience asked for (the 'audience' parameter of Auth0 and others).", panel=SECURITY
+    )
+    oauth2_client_auth: Literal["basic", "post"] = option(
+        "basic",
+        "How the OAuth2 client authenticates: basic (HTTP Basic, RFC 6749's default) or post "
+        "(client_id and client_secret in the form body).",
+        panel=SECURITY,
+    )
+    proxy_url: str | None = option(
+        None,
+        "Forward proxy for webhook and token requests: http://HOST:PORT (https:// targets go "
+        "through CONNECT, verified end to end); credentials only from the proxy files.",
+    )
+    proxy_username_file: Path | None = option(
+        None,
+        f"File holding the proxy's username ({STRIPPED_WATCHED}).",
+        panel=SECURITY,
+        reads=watched(one_secret_file),
+    )
+    proxy_password_file: Path | None = option(
+        None,
+        f"File holding the proxy's password ({STRIPPED_WATCHED}).",
+        panel=SECURITY,
+        reads=watched(one_secret_file),
+        secret=True,
+    )
+    no_proxy: str | None = option(
+        None,
+        "Hosts reached without the proxy, comma-separated: a name (and its subdomains), "
+        "'.domain', an IP address, a CIDR block or '*'.",
+    )
 
     #: What the files above hold now, re-read when they change: the signing keys (the sink signs
-    #: with each of them), the extra headers (values may be credentials) and the CA bundle.
+    #: with each of them), the extra headers (values may be credentials), the CA bundle, the
+    #: client certificate and key, the OAuth2 client and the proxy's credentials.
     secrets: Material[tuple[bytes, ...]] | None = content_of("secret_file", _keys)
     headers: Material[tuple[tuple[str, str], ...]] | None = content_of("headers_file")
     ca: Material[bytes] | None = content_of("ca_file")
+    cert: WatchedFile[bytes] | None = content_of("cert_file")
+    key: WatchedFile[bytes] | None = content_of("key_file")
+    oauth2_client_id: Material[str] | None = content_of("oauth2_client_id_file")
+    oauth2_client_secret: Material[str] | None = content_of("oauth2_client_secret_file")
+    proxy_username: Material[str] | None = content_of("proxy_username_file")
+    proxy_password: Material[str] | None = content_of("proxy_password_file")

@@ -69,13 +69,18 @@ fraction of the CPU per request of httpx's (``tests/benchmarks/bench_http_client
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
 import os
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Final
+from urllib.parse import urlsplit
 
 import aiohttp
+import structlog
 from aiohttp.abc import AbstractStreamWriter
 
 from relayd import __version__
@@ -90,17 +95,33 @@ from relayd.sinks.sending import NOT_SENT, may_send
 from relayd.sinks.spec import SinkSpec
 from relayd.sinks.webhook import batches as webhook_batches
 from relayd.sinks.webhook.http_policy import classify_status, signature_headers
+from relayd.sinks.webhook.oauth2 import ClientCredentials, OAuth2Tokens, PostForm, TokenUnavailable
 from relayd.sinks.webhook.options import WebhookOptions
-from relayd.sinks.webhook.transport import check_webhook_transport, webhook_transport_refusal
+from relayd.sinks.webhook.proxy import NoProxy, check_proxy_url, parse_no_proxy
+from relayd.sinks.webhook.transport import (
+    carries_credentials,
+    check_webhook_transport,
+    credentials_refusal,
+    plaintext_credentials_host,
+    webhook_transport_refusal,
+)
 from relayd.tls import WatchedCaContext
+
+log = structlog.get_logger(__name__)
 
 #: Sends one request: its body, its id and the headers of its format; returns its outcome.
 _Post = Callable[[bytes, str, dict[str, str]], Awaitable[Outcome]]
 
 #: Gzip level for ``--webhook-gzip``: a middle level; small bodies gain little from the slowest ones.
 GZIP_LEVEL: Final = 5
-#: Statuses after which the watched files are read again at once: the receiver refused the credentials.
-REFUSED_CREDENTIALS: Final = frozenset({401, 403})
+#: Statuses after which the watched files are read again at once: the receiver (or the proxy)
+#: refused the credentials.
+REFUSED_CREDENTIALS: Final = frozenset({401, 403, 407})
+#: The receiver refused the request's credentials: with OAuth2, the token is renewed and the
+#: request sent once more.
+UNAUTHORIZED: Final = 401
+#: The proxy asks for (other) credentials: the proxy is down for relayd, not the entry.
+PROXY_AUTHENTICATION_REQUIRED: Final = 407
 
 
 def connection_failure(exc: aiohttp.ClientError) -> str:
@@ -137,6 +158,22 @@ class _NotSentError(Exception):
     """The lease may have expired before this request's bytes went out."""
 
 
+@dataclass(slots=True)
+class _Sending:
+    """What the requests of one batch share, and what their answers said."""
+
+    session: aiohttp.ClientSession
+    base_headers: dict[str, str]
+    secrets: tuple[bytes, ...]
+    context: ssl.SSLContext
+    proxy: str | None
+    proxy_headers: dict[str, str] | None
+    #: Requests that got an HTTP answer.
+    answered: int = 0
+    #: Whether an answer suggests the credentials or the TLS material changed.
+    stale: bool = False
+
+
 class WebhookSink(ReadyByReason):
     """POST envelopes to ``spec.target``; see the module docstring for the wire contract."""
 
@@ -144,7 +181,12 @@ class WebhookSink(ReadyByReason):
     options_class = WebhookOptions
 
     def __init__(
-        self, spec: SinkSpec, options: SinkOptions, *, clock: Callable[[], float] = time.time
+        self,
+        spec: SinkSpec,
+        options: SinkOptions,
+        *,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if not spec.target.startswith(("http://", "https://")):
             raise ConfigError("sink 'webhook' needs an http:// or https:// URL")
@@ -153,8 +195,21 @@ class WebhookSink(ReadyByReason):
             raise ConfigError("sink 'webhook': concurrency must be >= 1 and the timeout > 0")
         self._extra_headers: Material[tuple[tuple[str, str], ...]] = own.headers or Fixed(())
         header_names = [name for name, _ in self._extra_headers.value]
-        check_webhook_transport(spec.target, header_names, allow_plaintext=options.allow_plaintext)
-        self._allow_plaintext = options.allow_plaintext
+        oauth2 = own.oauth2_token_url is not None
+        allow_plaintext = options.allow_plaintext
+        check_webhook_transport(spec.target, header_names, allow_plaintext=allow_plaintext, oauth2=oauth2)
+        self._allow_plaintext = allow_plaintext
+        self._oauth2 = oauth2
+        self._proxy_url, self._proxy_auth = _proxy(own, allow_plaintext=allow_plaintext)
+        self._no_proxy = _no_proxy(own)
+        self._tokens = _tokens(own, self._post_form, monotonic, allow_plaintext=allow_plaintext)
+        _warn_plaintext_credentials(
+            [
+                (spec.target, carries_credentials(spec.target, header_names, oauth2=oauth2)),
+                (own.oauth2_token_url or "", oauth2),
+                (self._proxy_url or "", self._proxy_auth is not None),
+            ]
+        )
         self._checked_headers: tuple[tuple[str, str], ...] | None = None
         self._headers_refusal: str | None = None
         self._url = spec.target
@@ -172,7 +227,16 @@ class WebhookSink(ReadyByReason):
         )
         self._gzip = own.gzip
         ca_file = str(own.ca_file) if own.ca_file is not None else None
-        self._tls = WatchedCaContext(own.ca, ca_file, option="sink 'webhook': --webhook-ca-file")
+        if (own.cert is None) != (own.key is None):
+            raise ConfigError("sink 'webhook': --webhook-cert-file and --webhook-key-file go together")
+        self._tls = WatchedCaContext(
+            own.ca,
+            ca_file,
+            option="sink 'webhook': --webhook-ca-file",
+            cert=own.cert,
+            key=own.key,
+            cert_option="sink 'webhook': --webhook-cert-file/--webhook-key-file",
+        )
         self._fixed_headers = {"Content-Type": "application/json", "User-Agent": f"relayd/{__version__}"}
         if self._gzip:
             self._fixed_headers["Content-Encoding"] = "gzip"
@@ -193,60 +257,149 @@ class WebhookSink(ReadyByReason):
             timeout=self._timeout,
             skip_auto_headers=("User-Agent",),
             auto_decompress=False,
+            # HTTP(S)_PROXY, NO_PROXY and ~/.netrc are not read: the proxy is --webhook-proxy-url
+            trust_env=False,
         )
+
+    async def _post_form(self, url: str, form: dict[str, str], headers: dict[str, str]) -> tuple[int, bytes]:
+        """POST a form to the token endpoint over the sink's session: its TLS context and proxy."""
+        session = self._session
+        if session is None:
+            raise TokenUnavailable("the sink is not started")
+        proxy = self._proxy_for(url)
+        proxy_headers = self._proxy_auth.value if self._proxy_auth is not None and proxy else None
+        try:
+            async with session.post(
+                url,
+                data=form,
+                headers={"User-Agent": f"relayd/{__version__}", **headers},
+                allow_redirects=False,
+                ssl=self._tls.current(),
+                proxy=proxy,
+                proxy_headers=proxy_headers,
+            ) as answer:
+                return answer.status, await answer.read()
+        except TimeoutError as exc:
+            raise TokenUnavailable(f"timeout ({type(exc).__name__})") from None
+        except aiohttp.ClientError as exc:
+            raise TokenUnavailable(_client_error(exc)) from None
+
+    def _proxy_for(self, url: str) -> str | None:
+        """The proxy a request to ``url`` goes through (None: straight to its host)."""
+        if self._proxy_url is None or self._no_proxy.bypasses(urlsplit(url).hostname or ""):
+            return None
+        return self._proxy_url
 
     async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         session = self._session
         if session is None:
             raise SinkError("sink 'webhook' delivered to before start()")
-        answered = 0
-        stale = False  # an answer that suggests the credentials or the CA bundle changed
         # the material current for this batch: a rotated file takes effect from the next one
         extra_headers = self._extra_headers.value
         refusal = self._refusal(extra_headers)
         if refusal is not None:  # a rotated headers file broke the plaintext rule: send nothing
             return [Retry(error=f"webhook {refusal}")] * len(batch)
-        base_headers = {**self._fixed_headers, **dict(extra_headers)}
-        secrets = self._secrets.value if self._secrets is not None else ()
-        context = self._tls.current()
+        if self._tokens is not None and batch:
+            try:
+                await self._tokens.token()  # the endpoint down is the sink down: no entry is charged
+            except TokenUnavailable as exc:
+                self._not_ready = f"webhook oauth2 token endpoint failed: {exc}"
+                if self._check_material is not None:
+                    self._check_material()  # a rotated client secret may be waiting
+                return [Retry(error=f"webhook oauth2 token endpoint: {exc}")] * len(batch)
+        proxy = self._proxy_for(self._url)
+        sending = _Sending(
+            session=session,
+            base_headers={**self._fixed_headers, **dict(extra_headers)},
+            secrets=self._secrets.value if self._secrets is not None else (),
+            context=self._tls.current(),
+            proxy=proxy,
+            proxy_headers=self._proxy_auth.value if self._proxy_auth is not None and proxy else None,
+        )
 
         async def post(body: bytes, message_id: str, format_headers: dict[str, str]) -> Outcome:
-            nonlocal answered, stale
-            headers = base_headers | {"Idempotency-Key": message_id} | format_headers
-            headers |= signature_headers(self._signature, secrets, message_id, int(self._clock()), body)
-            data = _FencedBody(gzip.compress(body, GZIP_LEVEL, mtime=0) if self._gzip else body)
-            async with self._slots:
-                if not may_send():  # a pause while this request waited for its slot
-                    return Retry(error=NOT_SENT)
-                try:
-                    async with session.post(
-                        self._url, data=data, headers=headers, allow_redirects=False, ssl=context
-                    ) as answer:
-                        # read to the end: the connection goes back to the pool
-                        answer_body = await answer.read()
-                        status, retry_after = answer.status, answer.headers.get("Retry-After")
-                except TimeoutError as exc:
-                    return Retry(error=f"webhook timeout ({type(exc).__name__})")
-                except aiohttp.ClientError as exc:
-                    if not may_send():  # ``_FencedBody`` stopped it before a byte went out
-                        return Retry(error=NOT_SENT)
-                    stale |= isinstance(exc, aiohttp.ClientConnectorCertificateError)
-                    return Retry(error=f"webhook connection error ({connection_failure(exc)})")
-                finally:
-                    progressed()  # this request ended: the call's liveness deadline starts again
-            answered += 1
-            stale |= status in REFUSED_CREDENTIALS
-            return classify_status(status, retry_after, self._clock(), answer_body)
+            return await self._post(sending, body, message_id, format_headers)
 
         if self._batch_size > 1:
             outcomes = await self._deliver_batched(batch, post)
         else:
             outcomes = await self._deliver_one_by_one(batch, post)
         if batch:
-            self._not_ready = None if answered > 0 else "webhook receiver gave no answer to the last batch"
-        if stale and self._check_material is not None:
+            self._not_ready = (
+                None if sending.answered > 0 else "webhook receiver gave no answer to the last batch"
+            )
+        if sending.stale and self._check_material is not None:
             self._check_material()
         return outcomes
+
+    async def _post(
+        self, sending: _Sending, body: bytes, message_id: str, format_headers: dict[str, str]
+    ) -> Outcome:
+        """Send one request and read its outcome; with OAuth2, a 401 renews the token and sends
+        it once more, within the same attempt."""
+        headers = sending.base_headers | {"Idempotency-Key": message_id} | format_headers
+        headers |= signature_headers(self._signature, sending.secrets, message_id, int(self._clock()), body)
+        data = gzip.compress(body, GZIP_LEVEL, mtime=0) if self._gzip else body
+        tokens = self._tokens
+        async with self._slots:
+            if not may_send():  # a pause while this request waited for its slot
+                return Retry(error=NOT_SENT)
+            token = None
+            for renewed in (False, True):
+                if tokens is not None:
+                    try:
+                        token = await tokens.token()
+                    except TokenUnavailable as exc:
+                        return Retry(error=f"webhook oauth2 token endpoint: {exc}")
+                    headers["Authorization"] = f"Bearer {token}"
+                answer = await self._send(sending, data, headers)
+                if not isinstance(answer, tuple):
+                    return answer
+                status, retry_after, answer_body = answer
+                if token is None or status != UNAUTHORIZED or renewed:
+                    break
+                assert tokens is not None
+                tokens.invalidate(token)  # refused: the next turn asks for a new one
+        sending.answered += 1
+        sending.stale |= status in REFUSED_CREDENTIALS
+        if status == PROXY_AUTHENTICATION_REQUIRED:
+            return Retry(error="webhook proxy refused the request (http 407 proxy authentication required)")
+        if status == UNAUTHORIZED and token is not None:
+            return Retry(error="webhook http 401 to a newly granted oauth2 token")
+        return classify_status(status, retry_after, self._clock(), answer_body)
+
+    async def _send(
+        self, sending: _Sending, data: bytes, headers: dict[str, str]
+    ) -> Outcome | tuple[int, str | None, bytes]:
+        """One request: the answer's status, ``Retry-After`` and body, or the failure's outcome."""
+        try:
+            async with sending.session.post(
+                self._url,
+                data=_FencedBody(data),
+                headers=headers,
+                allow_redirects=False,
+                ssl=sending.context,
+                proxy=sending.proxy,
+                proxy_headers=sending.proxy_headers,
+            ) as answer:
+                # read to the end: the connection goes back to the pool
+                answer_body = await answer.read()
+                return answer.status, answer.headers.get("Retry-After"), answer_body
+        except TimeoutError as exc:
+            return Retry(error=f"webhook timeout ({type(exc).__name__})")
+        except aiohttp.ClientError as exc:
+            if not may_send():  # ``_FencedBody`` stopped it before a byte went out
+                return Retry(error=NOT_SENT)
+            # a failed certificate check or a proxy's refusal: new material may be waiting
+            sending.stale |= isinstance(
+                exc,
+                aiohttp.ClientConnectorCertificateError
+                | aiohttp.ClientHttpProxyError
+                | aiohttp.ClientSSLError,
+            )
+            return Retry(error="webhook " + _client_error(exc))
+        finally:
+            progressed()  # this request ended: the call's liveness deadline starts again
 
     async def _deliver_one_by_one(self, batch: Batch, post: _Post) -> list[Outcome]:
         """One request per envelope, in key order (``relayd.sinks.per_key``)."""
@@ -293,14 +446,17 @@ class WebhookSink(ReadyByReason):
         return outcomes
 
     def not_ready_reason(self) -> str | None:
-        return self._not_ready
+        return self._not_ready or self._tls.problem
 
     def _refusal(self, extra_headers: tuple[tuple[str, str], ...]) -> str | None:
         """Why these headers may not go to this URL (checked again only when the file changed)."""
         if extra_headers is not self._checked_headers:
             self._checked_headers = extra_headers
             self._headers_refusal = webhook_transport_refusal(
-                self._url, [name for name, _ in extra_headers], allow_plaintext=self._allow_plaintext
+                self._url,
+                [name for name, _ in extra_headers],
+                allow_plaintext=self._allow_plaintext,
+                oauth2=self._oauth2,
             )
         return self._headers_refusal
 
@@ -308,3 +464,113 @@ class WebhookSink(ReadyByReason):
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+class _ProxyAuth:
+    """The proxy's ``Proxy-Authorization`` header (Basic) from the current content of its two files."""
+
+    __slots__ = ("_password", "_username")
+
+    def __init__(self, username: Material[str], password: Material[str]) -> None:
+        self._username, self._password = username, password
+
+    @property
+    def value(self) -> dict[str, str]:
+        pair = f"{self._username.value}:{self._password.value}".encode()
+        return {"Proxy-Authorization": "Basic " + base64.b64encode(pair).decode()}
+
+
+def _proxy(own: WebhookOptions, *, allow_plaintext: bool) -> tuple[str | None, _ProxyAuth | None]:
+    """The checked proxy URL and its credentials (``relayd.sinks.webhook.proxy``).
+
+    Raises:
+        ConfigError: a bad URL, credentials in it, or credential files without a URL or alone.
+    """
+    username, password = own.proxy_username, own.proxy_password
+    if (username is None) != (password is None):
+        raise ConfigError(
+            "sink 'webhook': --webhook-proxy-username-file and --webhook-proxy-password-file go together"
+        )
+    if own.proxy_url is None:
+        if username is not None or own.no_proxy is not None:
+            raise ConfigError(
+                "sink 'webhook': the proxy's files and --webhook-no-proxy need --webhook-proxy-url"
+            )
+        return None, None
+    try:
+        url = check_proxy_url(own.proxy_url)
+    except ValueError as exc:
+        raise ConfigError(f"sink 'webhook': {exc}") from None
+    auth = _ProxyAuth(username, password) if username is not None and password is not None else None
+    refusal = credentials_refusal(
+        url, credentials=auth is not None, allow_plaintext=allow_plaintext, service="proxy"
+    )
+    if refusal is not None and auth is not None:
+        raise ConfigError(f"sink 'webhook': --webhook-proxy-url: {refusal}")
+    return url, auth
+
+
+def _no_proxy(own: WebhookOptions) -> NoProxy:
+    try:
+        return parse_no_proxy(own.no_proxy)
+    except ValueError as exc:
+        raise ConfigError(f"sink 'webhook': {exc}") from None
+
+
+def _tokens(
+    own: WebhookOptions, post_form: PostForm, monotonic: Callable[[], float], *, allow_plaintext: bool
+) -> OAuth2Tokens | None:
+    """The OAuth2 token cache when ``--webhook-oauth2-token-url`` is given.
+
+    Raises:
+        ConfigError: the token URL without its client files, or the files without the URL.
+    """
+    client_id, client_secret = own.oauth2_client_id, own.oauth2_client_secret
+    if own.oauth2_token_url is None:
+        if client_id is not None or client_secret is not None or own.oauth2_scope or own.oauth2_audience:
+            raise ConfigError(
+                "sink 'webhook': the --webhook-oauth2-* options need --webhook-oauth2-token-url"
+            )
+        return None
+    if client_id is None or client_secret is None:
+        raise ConfigError(
+            "sink 'webhook': --webhook-oauth2-token-url needs --webhook-oauth2-client-id-file "
+            "and --webhook-oauth2-client-secret-file"
+        )
+    url = own.oauth2_token_url
+    if not url.startswith(("http://", "https://")) or urlsplit(url).username is not None:
+        raise ConfigError(
+            "sink 'webhook': --webhook-oauth2-token-url must be an http(s):// URL without credentials"
+        )
+    refusal = credentials_refusal(
+        url, credentials=True, allow_plaintext=allow_plaintext, service="oauth2 token"
+    )
+    if refusal is not None:
+        raise ConfigError(f"sink 'webhook': --webhook-oauth2-token-url: {refusal}")
+    client = ClientCredentials(
+        url, client_id, client_secret, own.oauth2_scope, own.oauth2_audience, own.oauth2_client_auth
+    )
+    return OAuth2Tokens(client, post_form, monotonic)
+
+
+def _warn_plaintext_credentials(urls: Sequence[tuple[str, bool]]) -> None:
+    """One warning line per host credentials go to over ``http://`` (allowed: ``--allow-plaintext``)."""
+    warned: set[str] = set()
+    for url, credentials in urls:
+        host = plaintext_credentials_host(url, credentials=credentials) if url else None
+        if host is not None and host not in warned:
+            warned.add(host)
+            log.warning(
+                "webhook_plaintext_credentials",
+                host=host,
+                error="credentials sent over plain http (--allow-plaintext)",
+            )
+
+
+def _client_error(exc: aiohttp.ClientError) -> str:
+    """The error text of a request that got no answer; a proxy's failure says "proxy"."""
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        return f"proxy refused the tunnel (http {exc.status})"
+    if isinstance(exc, aiohttp.ClientProxyConnectionError):
+        return f"proxy connection error ({connection_failure(exc)})"
+    return f"connection error ({connection_failure(exc)})"

@@ -353,11 +353,18 @@ class _RotatingHeaders:
         self.value = value
 
 
-async def test_a_rotated_headers_file_with_a_credential_over_plaintext_sends_nothing() -> None:
-    """Allowed at start (plain HTTP opted in, no credential); the file then gains an
-    Authorization header: every entry is retried with the reason and no request goes out."""
+async def test_a_rotated_headers_file_with_an_authorization_beside_oauth2_sends_nothing() -> None:
+    """Allowed at start (OAuth2 and no Authorization line); the file then gains an Authorization
+    header, which the token would replace: every entry is retried with the reason, no request
+    and no grant goes out."""
     headers = _RotatingHeaders((("X-Tenant", "a"),))
-    sink = make_sink("http://hooks.example.invalid/h", allow_plaintext=True, headers=headers)
+    sink = make_sink(
+        "http://127.0.0.1:9/h",
+        headers=headers,
+        oauth2_token_url="http://127.0.0.1:9/token",
+        oauth2_client_id=Fixed("relayd"),
+        oauth2_client_secret=Fixed("client-s3cret"),
+    )
     await sink.start()
     headers.value = (("Authorization", "Bearer s3cret"),)
     outcomes = await sink.deliver(Batch.of([outbox("p", 1, "a"), outbox("p", 2, "b")]))
@@ -366,7 +373,7 @@ async def test_a_rotated_headers_file_with_a_credential_over_plaintext_sends_not
     assert len(outcomes) == 2
     for outcome in outcomes:
         assert isinstance(outcome, Retry)
-        assert "refusing to send webhook credentials over plaintext" in outcome.error
+        assert "an Authorization header in --webhook-headers-file; keep one" in outcome.error
         assert "s3cret" not in outcome.error
 
 
