@@ -12,8 +12,9 @@ Security rules (README.md#security) are checked here, before anything connects:
   ``--webhook-secret-file``) or from the Redis URL's ``user:pass@``;
 - ``rediss://`` always verifies the server certificate; ``--redis-ca-file`` names the CA bundle;
   there is no switch that disables verification;
-- credentials over plaintext to a non-loopback host are refused, and plaintext to a
-  non-loopback host at all needs ``--allow-plaintext``;
+- credentials over plaintext to a non-loopback host are refused (a webhook's are sent with
+  ``--allow-plaintext``, for a service mesh), and plaintext to a non-loopback host at all needs
+  ``--allow-plaintext``;
 - a missing or unreadable file is a ``ConfigError`` naming the option, never the content.
 
 Each built-in sink's own options (``--webhook-*``, ``--kafka-*``, …) are declared beside the sink

@@ -231,7 +231,8 @@ REDIS_KEY_FILE = _option(
 )
 ALLOW_PLAINTEXT = _flag(
     "allow_plaintext",
-    "Permit plaintext (Redis, a broker, an http:// webhook) to a non-loopback host (never with credentials).",
+    "Permit plaintext (Redis, a broker, an http:// webhook) to a non-loopback host (never with "
+    "credentials, save a webhook's: a service mesh encrypts the hop).",
     SECURITY,
 )
 FORMAT = _option(
