@@ -132,6 +132,10 @@ class OAuth2Tokens:
                 return token
             return await self._grant()
 
+    def fresh(self) -> str | None:
+        """The current token when it needs no grant (the hot path: no await), else None."""
+        return self._fresh()
+
     def invalidate(self, token: str) -> None:
         """Forget ``token`` (a receiver refused it) unless a newer one has replaced it already."""
         if token == self._token:

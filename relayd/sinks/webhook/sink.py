@@ -348,7 +348,7 @@ class WebhookSink(ReadyByReason):
             for renewed in (False, True):
                 if tokens is not None:
                     try:
-                        token = await tokens.token()
+                        token = tokens.fresh() or await tokens.token()
                     except TokenUnavailable as exc:
                         return Retry(error=f"webhook oauth2 token endpoint: {exc}")
                     headers["Authorization"] = f"Bearer {token}"
