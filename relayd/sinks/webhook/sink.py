@@ -10,6 +10,7 @@ Every request is ``POST <URL>`` with the envelope's ``relayd/1`` JSON as the bod
     traceparent, tracestate                 the envelope's trace context (``trace_context``); a batch
                                             request's when all its envelopes share one
     <Name>: <value>                         each line of --webhook-headers-file (Authorization, ...)
+    Authorization: Bearer <token>           only with --webhook-oauth2-token-url (below)
 
 ``--webhook-signature standard`` (the default) signs as Standard Webhooks does
 (``relayd.sinks.webhook.standard_webhooks``): ``webhook-id`` (the envelope id, the same on every
@@ -52,6 +53,19 @@ bytes. TLS is always verified (``ca_file`` replaces the system trust store; a ch
 pool by the context). A 401 or 403 answer or a failed certificate check has every
 watched file read again at once (``options.check_material``), so new material is not left
 waiting for the next periodic check.
+
+Networks (docs/sinks.md): with ``oauth2_token_url`` each request carries a client-credentials
+token (``relayd.sinks.webhook.oauth2``), cached for most of its lifetime; a 401 renews it and
+sends the request once more within the same attempt, and a token endpoint that fails retries
+every entry of the batch (the sink down, which the breaker counts, never a poisoned entry).
+``cert`` and ``key`` are a client certificate presented to receivers that ask for one, re-read
+like the CA bundle (``relayd.tls.WatchedCaContext``). ``proxy_url`` sends webhook and token
+requests through a forward proxy (``relayd.sinks.webhook.proxy``: CONNECT for ``https://``,
+verified end to end), except to the hosts of ``no_proxy``; a proxy that refuses or answers 407
+retries every entry with an error that says "proxy". The standard proxy variables are not read
+(``trust_env=False``). With ``--allow-plaintext`` credentials go over ``http://`` too (a service
+mesh), and each such host is named in one warning line at start-up
+(``relayd.sinks.webhook.transport``).
 
 Order: within a batch, envelopes of one ordering key are sent one after another and a failure
 holds back the rest of that key (``relayd.sinks.per_key``); different keys go concurrently, at
