@@ -4,9 +4,12 @@
 its own in a daemon thread. A ``CONNECT`` whose ``Proxy-Authorization`` is the Basic form of the
 credentials (any, when none are set) is answered ``200 Connection established`` and then piped
 both ways to its target; a wrong or missing one is answered ``407`` with ``Proxy-Authenticate``.
-Any other method is answered ``501``: plain ``http://`` targets are not proxied here.
+A request in absolute form (``POST http://host:port/path``, a plain ``http://`` target) is
+authorized alike, then sent to its target in origin form with ``Connection: close`` and the
+answer relayed, after which the client's connection is closed (one request per connection).
 
-``tunnels`` lists the ``host:port`` of every tunnel opened, ``refused`` counts the 407s.
+``tunnels`` lists the ``host:port`` of every tunnel opened, ``forwarded`` the URL of every plain
+request, ``refused`` counts the 407s.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import base64
 import contextlib
 import threading
 from types import TracebackType
+from urllib.parse import urlsplit
 
 #: How long a call from the test thread waits for the proxy loop, in seconds.
 CALL_TIMEOUT_S = 5.0
@@ -30,6 +34,7 @@ class ConnectProxy:
         self.credentials = credentials
         self.port = 0
         self.tunnels: list[str] = []
+        self.forwarded: list[str] = []
         self.refused = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -98,10 +103,9 @@ class ConnectProxy:
                 name, _, value = line.partition(":")
                 if name:
                     headers[name.strip().lower()] = value.strip()
+            body = b""
             if method != "CONNECT":
-                writer.write(b"HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\n\r\n")
-                await writer.drain()
-                return
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
             if not self._authorized(headers):
                 self.refused += 1
                 writer.write(
@@ -110,6 +114,9 @@ class ConnectProxy:
                 )
                 await writer.drain()
                 continue
+            if method != "CONNECT":
+                await self._forward(method, target, lines, body, writer)
+                return
             host, _, port = target.rpartition(":")
             up_reader, up_writer = await asyncio.open_connection(host, int(port))
             self.tunnels.append(target)
@@ -120,6 +127,28 @@ class ConnectProxy:
             finally:
                 up_writer.transport.abort()
             return
+
+    async def _forward(
+        self, method: str, url: str, lines: list[str], body: bytes, writer: asyncio.StreamWriter
+    ) -> None:
+        parts = urlsplit(url)
+        self.forwarded.append(url)
+        kept = [
+            line
+            for line in lines
+            if line and line.partition(":")[0].strip().lower() not in {"proxy-authorization", "connection"}
+        ]
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        head = "\r\n".join([f"{method} {path or '/'} HTTP/1.1", *kept, "Connection: close", "", ""])
+        up_reader, up_writer = await asyncio.open_connection(parts.hostname, parts.port or 80)
+        try:
+            up_writer.write(head.encode("latin-1") + body)
+            await up_writer.drain()
+            writer.write(await up_reader.read())  # until the target closes: Connection: close
+            writer.close()  # gracefully: an abort would drop what is still buffered
+            await writer.wait_closed()
+        finally:
+            up_writer.transport.abort()
 
 
 async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:

@@ -280,29 +280,40 @@ class WebhookSink(ReadyByReason):
         session = self._session
         if session is None:
             raise TokenUnavailable("the sink is not started")
-        proxy = self._proxy_for(url)
-        proxy_headers = self._proxy_auth.value if self._proxy_auth is not None and proxy else None
+        proxy, proxy_headers, in_request = self._proxy_for(url)
         try:
             async with session.post(
                 url,
                 data=form,
-                headers={"User-Agent": f"relayd/{__version__}", **headers},
+                headers={"User-Agent": f"relayd/{__version__}", **headers, **in_request},
                 allow_redirects=False,
                 ssl=self._tls.current(),
                 proxy=proxy,
                 proxy_headers=proxy_headers,
             ) as answer:
-                return answer.status, await answer.read()
+                status, body = answer.status, await answer.read()
         except TimeoutError as exc:
             raise TokenUnavailable(f"timeout ({type(exc).__name__})") from None
         except aiohttp.ClientError as exc:
             raise TokenUnavailable(_client_error(exc)) from None
+        if status == PROXY_AUTHENTICATION_REQUIRED:
+            raise TokenUnavailable("proxy refused the request (http 407 proxy authentication required)")
+        return status, body
 
-    def _proxy_for(self, url: str) -> str | None:
-        """The proxy a request to ``url`` goes through (None: straight to its host)."""
-        if self._proxy_url is None or self._no_proxy.bypasses(urlsplit(url).hostname or ""):
-            return None
-        return self._proxy_url
+    def _proxy_for(self, url: str) -> tuple[str | None, dict[str, str] | None, dict[str, str]]:
+        """The proxy a request to ``url`` goes through (None: straight to its host), the headers
+        of its ``CONNECT`` and those the request itself carries for the proxy.
+
+        aiohttp sends ``proxy_headers`` with the ``CONNECT`` of an ``https://`` target only; a
+        plain ``http://`` request goes to the proxy itself, so it carries ``Proxy-Authorization``.
+        """
+        parts = urlsplit(url)
+        if self._proxy_url is None or self._no_proxy.bypasses(parts.hostname or ""):
+            return None, None, {}
+        credentials = self._proxy_auth.value if self._proxy_auth is not None else {}
+        if parts.scheme.lower() == "https":
+            return self._proxy_url, credentials or None, {}
+        return self._proxy_url, None, credentials
 
     async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         session = self._session
@@ -321,14 +332,14 @@ class WebhookSink(ReadyByReason):
                 if self._check_material is not None:
                     self._check_material()  # a rotated client secret may be waiting
                 return [Retry(error=f"webhook oauth2 token endpoint: {exc}")] * len(batch)
-        proxy = self._proxy_for(self._url)
+        proxy, proxy_headers, in_request = self._proxy_for(self._url)
         sending = _Sending(
             session=session,
-            base_headers={**self._fixed_headers, **dict(extra_headers)},
+            base_headers={**self._fixed_headers, **dict(extra_headers), **in_request},
             secrets=self._secrets.value if self._secrets is not None else (),
             context=self._tls.current(),
             proxy=proxy,
-            proxy_headers=self._proxy_auth.value if self._proxy_auth is not None and proxy else None,
+            proxy_headers=proxy_headers,
         )
 
         async def post(body: bytes, message_id: str, format_headers: dict[str, str]) -> Outcome:

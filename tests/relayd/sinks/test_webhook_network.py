@@ -384,6 +384,36 @@ async def test_a_407_and_a_refused_proxy_are_the_sink_down_and_say_proxy(tmp_pat
     assert "407" in refused[0].error  # type: ignore[union-attr]
 
 
+async def test_plain_http_goes_through_the_proxy_and_its_407_is_an_outage_that_says_proxy() -> None:
+    """An ``http://`` receiver and token endpoint are reached through the proxy in absolute form;
+    with a wrong proxy password the proxy's 407 answers retry every entry, naming the proxy, for
+    the receiver and for the token endpoint alike."""
+    async with oauth2_servers() as (receiver, endpoint, hook, token_url):
+        with ConnectProxy(credentials=("relayd", PROXY_PASSWORD)) as proxy:
+            outcomes: dict[str, list[Outcome]] = {}
+            for name, password, oauth2 in [
+                ("delivered", PROXY_PASSWORD, True),
+                ("hook refused", "wrong-pa55", False),
+                ("token refused", "wrong-pa55", True),
+            ]:
+                more = oauth2_options(token_url) if oauth2 else {}
+                sink = make_sink(hook, **proxy_options(proxy, password), **more)
+                await sink.start()
+                outcomes[name] = list(await sink.deliver(batch_of(1, 2)))
+                await sink.close()
+
+    assert outcomes["delivered"] == [DELIVERED] * 2
+    assert proxy.forwarded.count(token_url) == 1
+    assert proxy.forwarded.count(hook) == 2
+    assert endpoint.grants == 1
+    assert len(receiver.authorizations) == 2  # nothing got past the proxy with the wrong password
+    for name, says in [("hook refused", "webhook proxy"), ("token refused", "oauth2 token endpoint: proxy")]:
+        assert all(isinstance(outcome, Retry) and says in outcome.error for outcome in outcomes[name]), (
+            outcomes
+        )
+        assert all("407" in outcome.error for outcome in outcomes[name] if isinstance(outcome, Retry))
+
+
 async def test_a_no_proxy_host_and_the_proxy_variables_bypass_the_proxy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
