@@ -1,23 +1,28 @@
-"""``relayd sweep --once`` as a process, delivering to an ``https://`` receiver through a CONNECT
-proxy with a password, with an OAuth2 token from a local endpoint: every entry delivered or
-dead-lettered, one grant, and no secret (client secret, token, proxy password) in any output or
-dead-letter reason. Bad networking options exit 2 with one line."""
+"""``relayd sweep`` as a process, delivering to an ``https://`` receiver through a CONNECT proxy
+with a password, with an OAuth2 token from a local endpoint: every entry delivered or
+dead-lettered, one grant, and no secret (client secret, token, proxy password) in a log line,
+``/metrics``, ``/readyz``, ``status`` or a dead-letter reason. Bad networking options exit 2 with
+one line."""
 
 from __future__ import annotations
 
 import datetime as dt
+import signal
 import ssl
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 from aiohttp import web
 from support.forward_proxy import ConnectProxy
 from support.http_receiver import serve_in_thread
+from support.ports import free_port
 from support.tls import make_pki
+from support.waiting import wait_until
 
-from store import Event, Execution, RedisStore
-from tests.e2e.conftest import run_relayd
+from store import Event, Execution, Keyspace, RedisStore
+from tests.e2e.conftest import run_relayd, start_relayd
 
 CLIENT_SECRET = "client-s3cret-e2e"
 TOKEN = "granted-t0ken-e2e"
@@ -55,14 +60,16 @@ def test_oauth2_through_a_proxy_delivers_and_shows_no_secret(
             return web.json_response({"error": "rejected", "authorization": authorizations[-1]}, status=422)
         return web.Response(status=204)
 
+    port = free_port()
     with (
         ConnectProxy(credentials=("relayd", PROXY_PASSWORD)) as proxy,
         serve_in_thread(token_endpoint, "/token") as token_url,
         serve_in_thread(receiver, ssl_context=server_tls) as hook,
     ):
         common = ["--redis-url", redis_server.url, "--prefix", prefix]
-        swept = run_relayd(
-            "sweep", "--once", "--log-level", "debug", "--sink", f"webhook:{hook}", *common,
+        daemon = start_relayd(
+            "sweep", "--log-level", "debug", "--sink", f"webhook:{hook}", *common,
+            "--metrics-addr", f"127.0.0.1:{port}",
             "--webhook-ca-file", str(pki.ca_cert),
             "--webhook-oauth2-token-url", token_url.replace("127.0.0.1", "localhost"),
             "--webhook-oauth2-client-id-file", write(tmp_path / "id", "relayd\n"),
@@ -72,18 +79,41 @@ def test_oauth2_through_a_proxy_delivers_and_shows_no_secret(
             "--webhook-proxy-password-file", write(tmp_path / "proxy-password", PROXY_PASSWORD),
             "--webhook-no-proxy", "localhost",
         )  # fmt: skip
+        try:
+            wait_until(lambda: client.hlen(Keyspace(prefix).outbox) == 0, what="both entries settled")
+            metrics = wait_until(lambda: scrape(port, "/metrics"), what="the metrics endpoint")
+            ready = scrape(port, "/readyz")
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            _, stderr = daemon.communicate(timeout=30)
         listed = run_relayd("dlq", "list", "--json", *common)
+        status = run_relayd("status", *common)
     client.close()
 
-    assert swept.returncode in {0, 1}, swept.stderr[-2000:]
+    assert daemon.returncode == 0, stderr[-2000:]
     assert len(grants) == 1
     assert sorted(authorizations) == [f"Bearer {TOKEN}"] * 2
     assert proxy.tunnels  # the receiver was reached through the proxy; the token endpoint was not
     letters = orjson.loads(listed.stdout)
     assert [letter["reason"][:8] for letter in letters] == ["http 422"]
+    assert "relayd_delivered_total" in metrics
+    shown = {
+        "log": stderr,
+        "metrics": metrics,
+        "readyz": ready,
+        "dlq": listed.stdout,
+        "status": status.stdout,
+    }
     for secret in SECRETS:
-        assert secret not in swept.stdout + swept.stderr
-        assert secret not in listed.stdout + listed.stderr
+        for where, text in shown.items():
+            assert secret not in text, where
+
+
+def scrape(port: int, path: str) -> str:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}{path}", timeout=5).text
+    except httpx.HTTPError:
+        return ""
 
 
 @pytest.mark.parametrize(
