@@ -186,11 +186,18 @@ async def test_a_receiver_asking_for_a_client_certificate_refuses_none_and_takes
     assert len(receiver.authorizations) == 2  # only the rotated batch got through the handshake
 
 
-async def test_a_certificate_without_its_key_is_one_config_error(tmp_path: Path) -> None:
-    pki = make_pki(tmp_path, now=dt.datetime.now(dt.UTC))
+async def test_a_certificate_without_its_key_or_with_another_key_is_one_config_error(tmp_path: Path) -> None:
+    pki, other = old_and_new_pki(tmp_path)
+    mismatched = make_sink(
+        "https://127.0.0.1:9/h",
+        cert=pem_file("--webhook-cert-file", pki.client_cert),
+        key=pem_file("--webhook-key-file", other.client_key),
+    )
 
     with pytest.raises(ConfigError, match="--webhook-cert-file and --webhook-key-file go together"):
         make_sink("https://127.0.0.1:9/h", cert=pem_file("--webhook-cert-file", pki.client_cert))
+    with pytest.raises(ConfigError, match="--webhook-cert-file/--webhook-key-file does not load"):
+        await mismatched.start()
 
 
 # -- OAuth2 --------------------------------------------------------------------------------
