@@ -50,8 +50,8 @@ Timeouts (``WebhookOptions``, the ``--webhook-*`` flags): ``timeout`` bounds a w
 ``connect_timeout`` opening a connection and ``read_timeout`` each wait for the answer's next
 bytes. TLS is always verified (``ca_file`` replaces the system trust store; a changed bundle
 (``ca``) makes a new context, which new connections use from the next batch on: aiohttp keys its
-pool by the context). A 401 or 403 answer or a failed certificate check has every
-watched file read again at once (``options.check_material``), so new material is not left
+pool by the context). A 401, 403 or 407 answer, a failed TLS handshake or a failed token
+grant has every watched file read again at once (``options.check_material``), so new material is not left
 waiting for the next periodic check.
 
 Networks (docs/sinks.md): with ``oauth2_token_url`` each request carries a client-credentials
@@ -416,12 +416,7 @@ class WebhookSink(ReadyByReason):
             if not may_send():  # ``_FencedBody`` stopped it before a byte went out
                 return Retry(error=NOT_SENT)
             # a failed certificate check or a proxy's refusal: new material may be waiting
-            sending.stale |= isinstance(
-                exc,
-                aiohttp.ClientConnectorCertificateError
-                | aiohttp.ClientHttpProxyError
-                | aiohttp.ClientSSLError,
-            )
+            sending.stale |= isinstance(exc, aiohttp.ClientSSLError | aiohttp.ClientHttpProxyError)
             return Retry(error="webhook " + _client_error(exc))
         finally:
             progressed()  # this request ended: the call's liveness deadline starts again
