@@ -3,9 +3,17 @@
 No I/O and no AWS SDK import. A batch is spread over *lanes* by ordering key (every entry of
 one key in one lane, in batch order); lanes send concurrently, each its chunks one after
 another, so several requests are in flight while no key ever has two. A chunk holds at most
-the service's entry count and bytes per request (SQS and SNS: 10 entries and 256 KiB;
-Kinesis: 500 records and 5 MiB). An entry that can never fit (over the per-message limit) is
-``Permanent`` before anything is sent.
+the service's entry count and bytes per request (SQS: 10 entries and 1 MiB; SNS: 10 and
+256 KiB; Kinesis: 500 records and 5 MiB). An entry that can never fit (over the per-message
+limit: the queue's ``MaximumMessageSize``, 256 KiB for SNS) is ``Permanent`` before anything is
+sent, unless the claim check takes its body.
+
+The claim check writes the format of the AWS extended clients (``amazon-sqs-extended-client``,
+the Java SQS and SNS extended client libraries): the body goes to S3 under a key derived from
+the envelope id (``claim_key``: a redelivery overwrites the same object), and the message body
+becomes the JSON pointer ``["software.amazon.payloadoffloading.PayloadS3Pointer",
+{"s3BucketName": ..., "s3Key": ...}]`` with the Number attribute ``ExtendedPayloadSize`` = the
+body's size in bytes, from which those clients know to fetch it.
 
 FIFO SQS queues and SNS topics get ``MessageGroupId`` = the ordering key (an entry without one
 gets its own id: it has no order to keep) and ``MessageDeduplicationId`` = the envelope id;
@@ -22,11 +30,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+import orjson
+
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry
 
-#: SQS and SNS: entries per SendMessageBatch / PublishBatch, and bytes per message and per request.
+#: SQS and SNS: entries per SendMessageBatch / PublishBatch; SNS: bytes per message and per request.
 QUEUE_MAX_ENTRIES: Final = 10
 QUEUE_MAX_BYTES: Final = 262_144
+#: SQS: bytes per request, and the most a queue's MaximumMessageSize can be (its default).
+SQS_MAX_MESSAGE_BYTES: Final = 1_048_576
+#: The claim check's pointer, as the AWS extended clients write and read it.
+POINTER_CLASS: Final = "software.amazon.payloadoffloading.PayloadS3Pointer"
+SIZE_ATTRIBUTE: Final = "ExtendedPayloadSize"
+CLAIM_KEY_PREFIX: Final = "relayd/"
 #: Kinesis: records per PutRecords, bytes per record (data and partition key) and per request.
 KINESIS_MAX_ENTRIES: Final = 500
 KINESIS_MAX_RECORD_BYTES: Final = 1_048_576
@@ -51,6 +67,32 @@ class Columns:
     kind: str
     keys: Sequence[str | None]
     traces: Sequence[Mapping[str, str]] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """Where the claim check put one entry's body, and the body's size in bytes."""
+
+    bucket: str
+    key: str
+    size: int
+
+    def pointer(self) -> str:
+        """The message body that stands for the body in S3 (the extended clients' pointer)."""
+        return orjson.dumps([POINTER_CLASS, {"s3BucketName": self.bucket, "s3Key": self.key}]).decode()
+
+
+def claim_key(entry_id: str) -> str:
+    """The S3 key of an entry's body: the same for every delivery of the envelope."""
+    return CLAIM_KEY_PREFIX + hashlib.sha256(entry_id.encode()).hexdigest()
+
+
+def claimed_size(columns: Columns, index: int, claim: Claim) -> int:
+    """Bytes the message standing for a claimed body counts: the pointer, the attributes, the size."""
+    pointer = len(claim.pointer()) - len(columns.bodies[index])
+    return (
+        queue_size(columns, index) + pointer + len(SIZE_ATTRIBUTE) + len(str(claim.size)) + ATTRIBUTE_OVERHEAD
+    )
 
 
 def fifo_token(value: str) -> str:
@@ -128,17 +170,25 @@ def _attributes(entry_id: str, kind: str, trace: Mapping[str, str]) -> dict[str,
     return attributes
 
 
-def sqs_entries(columns: Columns, chunk: Sequence[int], *, fifo: bool) -> list[dict[str, Any]]:
-    """SendMessageBatch entries of ``chunk``; each entry's ``Id`` is its position in the chunk."""
+def sqs_entries(
+    columns: Columns, chunk: Sequence[int], *, fifo: bool, claims: Mapping[int, Claim] | None = None
+) -> list[dict[str, Any]]:
+    """SendMessageBatch entries of ``chunk``; each entry's ``Id`` is its position in the chunk.
+
+    An entry in ``claims`` (by batch index) is sent as the pointer to its body in S3.
+    """
     entries = []
     for position, index in enumerate(chunk):
-        entry: dict[str, Any] = {
-            "Id": str(position),
-            "MessageBody": columns.bodies[index].decode(),
-            "MessageAttributes": _attributes(
-                columns.ids[index], columns.kind, columns.traces[index] if columns.traces else {}
-            ),
-        }
+        attributes = _attributes(
+            columns.ids[index], columns.kind, columns.traces[index] if columns.traces else {}
+        )
+        claim = claims.get(index) if claims else None
+        if claim is None:
+            body = columns.bodies[index].decode()
+        else:
+            body = claim.pointer()
+            attributes[SIZE_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(claim.size)}
+        entry: dict[str, Any] = {"Id": str(position), "MessageBody": body, "MessageAttributes": attributes}
         if fifo:
             entry["MessageGroupId"] = fifo_token(columns.keys[index] or columns.ids[index])
             entry["MessageDeduplicationId"] = fifo_token(columns.ids[index])
@@ -146,9 +196,11 @@ def sqs_entries(columns: Columns, chunk: Sequence[int], *, fifo: bool) -> list[d
     return entries
 
 
-def sns_entries(columns: Columns, chunk: Sequence[int], *, fifo: bool) -> list[dict[str, Any]]:
+def sns_entries(
+    columns: Columns, chunk: Sequence[int], *, fifo: bool, claims: Mapping[int, Claim] | None = None
+) -> list[dict[str, Any]]:
     """PublishBatch entries of ``chunk`` (``Message`` instead of ``MessageBody``)."""
-    entries = sqs_entries(columns, chunk, fifo=fifo)
+    entries = sqs_entries(columns, chunk, fifo=fifo, claims=claims)
     for entry in entries:
         entry["Message"] = entry.pop("MessageBody")
     return entries

@@ -22,6 +22,7 @@ from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_sp
 from relayd.sinks.aws.entries import (
     batch_reply_outcomes,
     chunks,
+    claim_key,
     fifo_token,
     kinesis_reply_outcomes,
     lanes_of,
@@ -144,20 +145,128 @@ async def test_kinesis_records_carry_the_ordering_key_as_partition_key_in_order(
         assert seqs == sorted(seqs)
 
 
-async def test_a_message_over_the_limit_is_permanent_and_holds_back_its_target(
+def padded(seq: int, target: str, pad: int) -> Any:
+    """An outbox entry whose event carries ``pad`` bytes of data."""
+    return outbox("p", seq, target, {"id": f"e{seq}", "kind": "Big", "data": {"pad": "x" * pad}})
+
+
+async def test_a_message_over_the_queues_own_limit_is_permanent_and_holds_back_its_target(
     moto_server: MotoServer, name: str, make_sink: MakeSink
 ) -> None:
-    url = moto_server.create("sqs", name)
+    """The limit is the queue's MaximumMessageSize (here set to 256 KiB), read from the queue."""
+    url = moto_server.client("sqs").create_queue(QueueName=name, Attributes={"MaximumMessageSize": "262144"})[
+        "QueueUrl"
+    ]
     sink = await make_sink(SqsSink, moto_server.spec("sqs", url))
-    huge = outbox("p", 1, "a", {"id": "e", "kind": "Big", "data": {"pad": "x" * 300_000}})
-    batch = [huge, outbox("p", 2, "a"), outbox("p", 3, "b")]
+    batch = [padded(1, "a", 300_000), outbox("p", 2, "a"), outbox("p", 3, "b")]
 
     outcomes = await sink.deliver(Batch.of(batch))
 
     assert isinstance(outcomes[0], Permanent)
     assert "too large" in outcomes[0].reason
+    assert "limit 262144" in outcomes[0].reason
     assert outcomes[1] == Retry(error=HELD_BACK)
     assert outcomes[2] == DELIVERED
+
+
+async def test_sqs_takes_entries_up_to_1_mib_and_refuses_what_is_over(
+    moto_server: MotoServer, name: str, make_sink: MakeSink
+) -> None:
+    """A queue's default limit is 1 MiB: 900 KiB is delivered, 1.1 MiB is too large."""
+    url = moto_server.create("sqs", name)
+    sink = await make_sink(SqsSink, moto_server.spec("sqs", url))
+    batch = [padded(1, "a", 900 * 1024), padded(2, "b", 1_100_000), outbox("p", 3, "c")]
+
+    outcomes = await sink.deliver(Batch.of(batch))
+
+    assert outcomes[0] == DELIVERED
+    assert isinstance(outcomes[1], Permanent)
+    assert "limit 1048576" in outcomes[1].reason
+    assert outcomes[2] == DELIVERED
+    got = receive_all(moto_server.client("sqs"), url)
+    assert sorted(m.body for m in got) == sorted(batch[i].to_json().decode() for i in (0, 2))
+
+
+def extended_sqs(moto_server: MotoServer) -> Any:
+    """An SQS client of ``amazon-sqs-extended-client``, its S3 client pointed at moto."""
+    from sqs_extended_client.client import SQSExtendedClientSession
+
+    sqs = SQSExtendedClientSession(region_name="us-east-1").client("sqs", endpoint_url=moto_server.url)
+    sqs.s3_client = moto_server.client("s3")  # it makes its own without an endpoint
+    sqs.large_payload_support = "unused-by-receive"  # receiving follows each message's own pointer
+    return sqs
+
+
+async def test_sqs_claim_check_puts_large_bodies_in_s3_for_the_extended_client(
+    moto_server: MotoServer, name: str, make_sink: MakeSink
+) -> None:
+    """Over the queue's limit the body goes to S3; the AWS extended client's own code reads it
+    back. The key is the envelope id's, so a redelivery overwrites the one object."""
+    url = moto_server.create("sqs", name)
+    s3 = moto_server.client("s3")
+    s3.create_bucket(Bucket=name)
+    sink = await make_sink(SqsSink, moto_server.spec("sqs", url) + f"&claim_check_bucket={name}")
+    big, small = padded(1, "a", 2_000_000), outbox("p", 2, "a")
+
+    assert await sink.deliver(Batch.of([big, small])) == [DELIVERED, DELIVERED]
+    assert await sink.deliver(Batch.of([big])) == [DELIVERED]  # a redelivery
+
+    objects = s3.list_objects_v2(Bucket=name).get("Contents", [])
+    assert [o["Key"] for o in objects] == [claim_key(big.id)]
+    sqs = extended_sqs(moto_server)
+    bodies = []
+    for _ in range(10):  # moto hands out at most 10 per receive, fewer at times
+        reply = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"])
+        got = reply.get("Messages", [])
+        bodies += [(m["Body"], m["MessageAttributes"]["relayd-id"]["StringValue"]) for m in got]
+        if len(bodies) >= 3:
+            break
+    assert sorted(bodies) == sorted(
+        [(big.to_json().decode(), big.id)] * 2 + [(small.to_json().decode(), small.id)]
+    )
+
+
+async def test_a_claim_check_that_cannot_write_s3_sends_nothing_of_that_key(
+    moto_server: MotoServer, name: str, make_sink: MakeSink
+) -> None:
+    """The S3 write comes first: a missing bucket leaves the entry (and its key) unsent, Retry."""
+    url = moto_server.create("sqs", name)
+    sink = await make_sink(SqsSink, moto_server.spec("sqs", url) + "&claim_check_bucket=no-such-bucket")
+    batch = [padded(1, "a", 1_100_000), outbox("p", 2, "a"), outbox("p", 3, "b")]
+
+    outcomes = await sink.deliver(Batch.of(batch))
+
+    assert isinstance(outcomes[0], Retry)
+    assert "s3 refused the request (NoSuchBucket)" in outcomes[0].error
+    assert outcomes[1] == Retry(error=HELD_BACK)
+    assert outcomes[2] == DELIVERED
+    assert [m.body for m in receive_all(moto_server.client("sqs"), url)] == [batch[2].to_json().decode()]
+    assert "NoSuchBucket" in (sink.not_ready_reason() or "")
+
+
+async def test_sns_claim_check_with_a_threshold_reaches_an_extended_client_subscriber(
+    moto_server: MotoServer, name: str, make_sink: MakeSink
+) -> None:
+    """SNS (256 KiB) with ``claim_check_threshold=1000``: bodies over 1000 bytes go to S3."""
+    topic = moto_server.create("sns", name)
+    queue = subscribe_queue(moto_server, topic, f"{name}-sub")
+    moto_server.client("s3").create_bucket(Bucket=name)
+    spec = moto_server.spec("sns", topic) + f"&claim_check_bucket={name}&claim_check_threshold=1000"
+    sink = await make_sink(SnsSink, spec)
+    batch = [padded(1, "a", 5_000), outbox("p", 2, "a"), padded(3, "b", 400_000)]
+
+    assert await sink.deliver(Batch.of(batch)) == [DELIVERED] * 3
+
+    objects = moto_server.client("s3").list_objects_v2(Bucket=name)["Contents"]
+    assert sorted(o["Key"] for o in objects) == sorted(claim_key(batch[i].id) for i in (0, 2))
+    sqs = extended_sqs(moto_server)
+    bodies: list[str] = []
+    for _ in range(10):
+        reply = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=0)
+        bodies += [m["Body"] for m in reply.get("Messages", [])]
+        if len(bodies) >= 3:
+            break
+    assert sorted(bodies) == sorted(e.to_json().decode() for e in batch)
 
 
 async def test_an_unreachable_endpoint_is_retry_and_not_ready_without_naming_it(make_sink: MakeSink) -> None:
@@ -219,6 +328,7 @@ async def test_throttling_is_retry_after_a_delay_that_grows_while_it_lasts(
                 {"Error": {"Code": "ThrottlingException", "Message": "slow"}}, "SendMessageBatch"
             )
 
+    assert await sink.deliver(Batch.of([outbox("p", 1, "a")])) == [DELIVERED]  # the queue's limit read
     sink._client = Throttled()
     first = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
     second = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
@@ -293,6 +403,14 @@ def test_lanes_keep_a_key_together_in_order_and_chunks_respect_both_limits() -> 
         ("kinesis", "s?region=moon", "not an AWS region"),
         ("sqs", "https://h/1/q?endpoint_url=http://vpce.example:80", "--allow-plaintext"),
         ("sqs", "https://h/1/q?endpoint_url=https://user:pw@vpce.example", "no credentials in endpoint_url"),
+        ("sqs", "https://h/1/q?claim_check_bucket=Not_A_Bucket", "not an S3 bucket name"),
+        (
+            "sns",
+            "arn:aws:sns:us-east-1:1:t?claim_check_bucket=b-1&claim_check_threshold=2000000",
+            "from 0 to",
+        ),
+        ("sqs", "https://h/1/q?claim_check_threshold=10", "need claim_check_bucket"),
+        ("kinesis", "s?claim_check_bucket=b-1", "unknown parameter 'claim_check_bucket'"),
     ],
     ids=[
         "sqs-url",
@@ -302,6 +420,10 @@ def test_lanes_keep_a_key_together_in_order_and_chunks_respect_both_limits() -> 
         "region",
         "plaintext-endpoint",
         "endpoint-creds",
+        "bucket",
+        "threshold",
+        "threshold-alone",
+        "kinesis-claim-check",
     ],
 )
 def test_bad_aws_specs_are_one_line_config_errors(service: Any, text: str, message: str) -> None:
@@ -355,4 +477,5 @@ async def test_each_request_that_ends_restarts_the_calls_liveness_deadline(
 
     assert outcomes == [DELIVERED] * 25
     assert call.timeout_s == 35.0
-    assert call.progressed_s == call.started_s + 3  # three requests of one lane, one tick each
+    # the queue's limit read, then three requests of one lane: one tick each
+    assert call.progressed_s == call.started_s + 4
