@@ -52,6 +52,8 @@ class KafkaBroker:
     advertised_port: int
     log_path: Path
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    #: ``--authentication``: tansu requires SASL (it refuses the OAUTHBEARER tokens the tests make)
+    authentication: bool = False
 
     @property
     def bootstrap(self) -> str:
@@ -64,7 +66,7 @@ class KafkaBroker:
             "--listener-url", f"tcp://127.0.0.1:{self.port}",
             "--advertised-listener-url", f"tcp://127.0.0.1:{self.advertised_port}",
             "--storage-engine", "memory://relayd/",
-        ]  # fmt: skip
+        ] + (["--authentication"] if self.authentication else [])  # fmt: skip
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=log)
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -122,11 +124,18 @@ class KafkaBroker:
         return records
 
 
-def start_kafka(*, port: int | None = None, advertised_port: int | None = None) -> KafkaBroker:
+def start_kafka(
+    *, port: int | None = None, advertised_port: int | None = None, authentication: bool = False
+) -> KafkaBroker:
     """Start a tansu broker on ``port`` (a free loopback port by default; the caller stops it)."""
     port = port or free_port()
     log_dir = Path(tempfile.mkdtemp(prefix="relayd-tansu-"))
-    broker = KafkaBroker(port=port, advertised_port=advertised_port or port, log_path=log_dir / "tansu.log")
+    broker = KafkaBroker(
+        port=port,
+        advertised_port=advertised_port or port,
+        log_path=log_dir / "tansu.log",
+        authentication=authentication,
+    )
     try:
         broker.start()
     except BaseException:

@@ -33,8 +33,28 @@ class KafkaOptions:
         reads=watched(secret_file),
         secret=True,
     )
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = option(
-        "SCRAM-SHA-512", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.", panel=SECURITY
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM"] = option(
+        "SCRAM-SHA-512",
+        "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (with the username and password files),"
+        " OAUTHBEARER (OIDC client credentials: the --kafka-oauth-* options) or AWS_MSK_IAM"
+        " (Amazon MSK IAM, credentials from the standard AWS chain).",
+        panel=SECURITY,
+    )
+    oauth_token_url: str | None = option(
+        None,
+        "OIDC token endpoint for --kafka-sasl-mechanism OAUTHBEARER (client credentials grant).",
+        panel=SECURITY,
+    )
+    oauth_client_id: str | None = option(None, "OIDC client id for OAUTHBEARER.", panel=SECURITY)
+    oauth_client_secret_file: Path | None = option(
+        None,
+        f"File holding the OIDC client secret for OAUTHBEARER ({STRIPPED_WATCHED}).",
+        panel=SECURITY,
+        reads=watched(secret_file),
+        secret=True,
+    )
+    oauth_scope: str | None = option(
+        None, "OIDC scope asked for with OAUTHBEARER (optional).", panel=SECURITY
     )
     ca_file: Path | None = option(
         None, "PEM CA bundle for the kafka sink's TLS (implies TLS).", panel=SECURITY, reads=watched(pem_file)
@@ -50,6 +70,7 @@ class KafkaOptions:
     username: Material[str] | None = content_of("username_file")
     password: Material[str] | None = content_of("password_file")
     ca: Material[bytes] | None = content_of("ca_file")
+    oauth_client_secret: Material[str] | None = content_of("oauth_client_secret_file")
 
     def librdkafka(self) -> dict[str, Any]:
         """The producer settings these options pass to librdkafka as they are (metadata ``librdkafka``)."""

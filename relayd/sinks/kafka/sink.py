@@ -31,7 +31,9 @@ this same client's plain produce-and-flush).
 
 TLS verifies the broker (``--kafka-ca-file`` replaces the system store); SASL credentials come
 from ``--kafka-username-file`` / ``--kafka-password-file``, never from the spec, and appear in
-no log line or error.
+no log line or error. Cloud identity (``relayd.sinks.kafka.config``): ``OAUTHBEARER`` with OIDC
+client credentials (librdkafka makes the grant; the client secret from a watched file) and
+``AWS_MSK_IAM`` (``relayd.sinks.kafka.msk_iam``: a token callback).
 
 Rotation: librdkafka reads its CA bundle and SASL credentials once, when a producer is made.
 When one of those files changed (``relayd.material``), the next batch first makes a producer
@@ -61,7 +63,7 @@ from relayd.sinks.broker_targets import (
     kafka_topic_ok,
     parse_kafka_target,
 )
-from relayd.sinks.kafka.config import CurrentMaterial, KafkaMaterial, producer_config
+from relayd.sinks.kafka.config import CurrentMaterial, KafkaMaterial, msk_region, producer_config
 from relayd.sinks.kafka.options import KafkaOptions
 from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import SinkSpec
@@ -143,6 +145,11 @@ class KafkaSink(ReadyByReason):
         self._made_with = self._material.value
         self._refused: KafkaMaterial | None = None
         self._config = producer_config(spec, options, self._made_with)
+        self._token: Any = None  # AWS_MSK_IAM: the token callback (relayd.sinks.kafka.msk_iam)
+        if options.own_options(KafkaOptions).sasl_mechanism == "AWS_MSK_IAM":
+            from relayd.sinks.kafka.msk_iam import TokenCallback
+
+            self._token = TokenCallback(msk_region(spec))
         self._producer: Any = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -161,7 +168,9 @@ class KafkaSink(ReadyByReason):
     def _make_producer(self, config: dict[str, Any]) -> Any:
         # librdkafka's own log lines go through stdlib logging, so relayd's format and redaction
         # apply (served by the report thread's poll)
-        hooks = {"error_cb": self._on_error, "logger": logging.getLogger(__name__)}
+        hooks: dict[str, Any] = {"error_cb": self._on_error, "logger": logging.getLogger(__name__)}
+        if self._token is not None:
+            hooks["oauth_cb"] = self._token
         return self._library.Producer({**config, **hooks})
 
     def _start_reports(self) -> None:
@@ -314,7 +323,8 @@ class KafkaSink(ReadyByReason):
         if self._fatal:
             return "kafka producer failed (a new one is made for the next batch)"
         if self._brokers_down:
-            return "kafka brokers unreachable"
+            failure = self._token.failure if self._token is not None else None
+            return failure or "kafka brokers unreachable"
         if not self._delivered_last:
             return "kafka delivered nothing of the last batch"
         return None
