@@ -13,17 +13,25 @@ limit (``relayd.tracing.setup``): a link costs the relay more than relaying its 
 batch of one envelope is instead a child of its producer's span, its id the span's
 ``messaging.message.id``. The outcomes are counted as attributes, and a batch not delivered
 whole sets the status to error.
+
+Every producer trace shows its entry's delivery: in a batch of several, an envelope whose
+producer context is sampled (the ``traceparent`` flags' sampled bit) also gets a span of its
+own, a child of that context, with its ``messaging.message.id`` and its outcome
+(``relayd.outcome``; status error when not delivered), spanning the sink call. Those spans are
+made after the call returns, with its start and end times, and only for sampled contexts: an
+envelope whose producer is not sampled costs nothing beyond the batch span.
 """
 
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from relayd.batch import Batch
-from relayd.sinks.base import Delivered, Outcome, Retry, Sink, all_delivered
+from relayd.sinks.base import Delivered, Outcome, Permanent, Retry, Sink, all_delivered
 from relayd.sinks.trace_context import of_batch
 
 if TYPE_CHECKING:
@@ -89,18 +97,82 @@ async def _traced(tracer: Tracer, sink: Sink, batch: Batch, prefix: str) -> Sequ
             parent = otel.trace.set_span_in_context(otel.trace.NonRecordingSpan(producer))
     else:
         links = _links(batch, contexts, otel, _max_links)
-    with tracer.start_as_current_span(
-        f"send {destination}", context=parent, kind=otel.PRODUCER, attributes=attributes, links=links
-    ) as span:
-        outcomes = await sink.deliver(batch)
-        if not all_delivered(outcomes, count):
-            delivered = sum(type(outcome) is Delivered for outcome in outcomes)
-            retried = sum(type(outcome) is Retry for outcome in outcomes)
-            span.set_attribute("relayd.delivered_count", delivered)
-            span.set_attribute("relayd.retry_count", retried)
-            span.set_attribute("relayd.permanent_count", len(outcomes) - delivered - retried)
-            span.set_status(otel.Status(otel.ERROR, "not every envelope was delivered"))
-        return outcomes
+    started_ns = ended_ns = 0  # the sink call's, for the envelopes' own spans
+    outcomes: Sequence[Outcome] = ()
+    try:
+        with tracer.start_as_current_span(
+            f"send {destination}", context=parent, kind=otel.PRODUCER, attributes=attributes, links=links
+        ) as span:
+            started_ns = time.time_ns()
+            outcomes = await sink.deliver(batch)
+            ended_ns = time.time_ns()
+            if not all_delivered(outcomes, count):
+                delivered = sum(type(outcome) is Delivered for outcome in outcomes)
+                retried = sum(type(outcome) is Retry for outcome in outcomes)
+                span.set_attribute("relayd.delivered_count", delivered)
+                span.set_attribute("relayd.retry_count", retried)
+                span.set_attribute("relayd.permanent_count", len(outcomes) - delivered - retried)
+                span.set_status(otel.Status(otel.ERROR, "not every envelope was delivered"))
+            return outcomes
+    finally:
+        if count > 1:
+            _entry_spans(
+                tracer,
+                otel,
+                batch,
+                contexts,
+                batch_attributes=attributes,
+                outcomes=outcomes,
+                started_ns=started_ns or time.time_ns(),
+                ended_ns=ended_ns or time.time_ns(),
+            )
+
+
+def _entry_spans(
+    tracer: Tracer,
+    otel: _Otel,
+    batch: Batch,
+    contexts: Sequence[dict[str, str]],
+    *,
+    batch_attributes: dict[str, str | int],
+    outcomes: Sequence[Outcome],
+    started_ns: int,
+    ended_ns: int,
+) -> None:
+    """A span for each envelope whose producer context is sampled, its child, over the sink call.
+
+    ``outcomes`` is empty when the sink raised: each such span is then an error too.
+    """
+    attributes: dict[str, str | int] | None = None
+    for index, found in enumerate(contexts):
+        # the flags' last hex digit holds the sampled bit (checked: lower-case hex)
+        if not found or found["traceparent"][54] not in _SAMPLED:
+            continue
+        producer = _span_context(found, otel)
+        if producer is None:
+            continue
+        if attributes is None:
+            attributes = {k: v for k, v in batch_attributes.items() if k != "messaging.batch.message_count"}
+        outcome = outcomes[index] if outcomes else None
+        span = tracer.start_span(
+            f"send {batch_attributes['messaging.destination.name']}",
+            context=otel.trace.set_span_in_context(otel.trace.NonRecordingSpan(producer)),
+            kind=otel.PRODUCER,
+            attributes={
+                **attributes,
+                "messaging.message.id": batch[index].id,
+                "relayd.outcome": _OUTCOME_NAMES.get(type(outcome), "error"),
+            },
+            start_time=started_ns,
+        )
+        if type(outcome) is not Delivered:
+            span.set_status(otel.Status(otel.ERROR, "not delivered"))
+        span.end(end_time=ended_ns)
+
+
+#: The last hex digit of a ``traceparent``'s flags when its sampled bit is set.
+_SAMPLED: Final = frozenset("13579bdf")
+_OUTCOME_NAMES: Final[dict[type, str]] = {Delivered: "delivered", Retry: "retry", Permanent: "permanent"}
 
 
 class _Otel(NamedTuple):

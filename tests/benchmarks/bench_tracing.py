@@ -11,14 +11,19 @@ into the default stream sink on a throwaway redis-server), in one of these modes
   records it at commit, a trace of its own for each entry (the worst case for links), which
   the stream sink hands on as each entry's ``traceparent`` field;
 - ``on``: those entries, and relayd's own spans at full sampling (``OTEL_TRACES_SAMPLER=
-  always_on``): a span per batch linked to each entry's producer, exported with OTLP/HTTP by
-  the batch processor every 100 ms (so the export runs during the drain) to a local receiver
-  in a process of its own that reads and discards every request.
+  always_on``): a span per batch linked to each entry's producer, and a span of its own for
+  each entry (every producer context is sampled), exported with OTLP/HTTP by the batch
+  processor every 100 ms (so the export runs during the drain) to a local receiver in a
+  process of its own that reads and discards every request;
+- ``on-sparse``: the same, but only a share of the producer contexts sampled (flags ``01``; the
+  rest ``00``; ``--sparse``, by default one in a hundred), so only those entries get spans of
+  their own.
 
 Rounds rotate the order of the modes, so a machine whose speed drifts slows all alike. Printed:
 each mode's median entries/s and relay CPU µs per entry, and each mode's rate over ``off``'s
-(the geometric mean of the round-by-round ratios), ``on`` also over ``handed-on``; the export
-requests and bytes the receiver got.
+(the geometric mean of the round-by-round ratios), ``on`` and ``on-sparse`` also over
+``handed-on``; the export requests and bytes the receiver got. With ``--old``, ``old-on`` is the
+old checkout in ``on``'s setting (its spans, whatever they were then).
 
 Run: ``python tests/benchmarks/bench_tracing.py [--old PATH] [--rounds 3] [--backlog 50000]``,
 with ``PATH`` for example ``git archive <commit> relayd store | tar -x -C /tmp/old``.
@@ -43,8 +48,12 @@ import os, secrets, sys
 if os.environ.get("BENCH_TRACED_ENTRIES"):
     import store.codec
     encode = store.codec.encode_outbox_value
+    import random
+    ratio = float(os.environ.get("BENCH_SAMPLED_RATIO", "1"))
     def traced(target, event, trace=None):
-        return encode(target, event, {"traceparent": f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"})
+        flags = "01" if random.random() < ratio else "00"
+        context = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-{flags}"
+        return encode(target, event, {"traceparent": context})
     store.codec.encode_outbox_value = traced
 stop = None
 if os.environ.get("OTEL_TRACES_EXPORTER"):
@@ -80,7 +89,7 @@ print(server.server_address[1], flush=True)
 server.serve_forever()
 """
 
-MODES = ("old", "off", "handed-on", "on")
+MODES = ("old", "old-on", "off", "handed-on", "on", "on-sparse")
 
 
 def _drain(root: Path, backlog: int, extra_env: dict[str, str]) -> tuple[float, float]:
@@ -103,9 +112,12 @@ def main() -> None:
     parser.add_argument("--old", type=Path, help="a checkout of the code before tracing")
     parser.add_argument("--rounds", type=int, default=3, help="drains of each mode (medians kept)")
     parser.add_argument("--backlog", type=int, default=50_000, help="outbox entries seeded per drain")
+    parser.add_argument(
+        "--sparse", type=float, default=0.01, help="share of producers sampled in 'on-sparse'"
+    )
     parser.add_argument("--links", type=int, help="OTEL_SPAN_LINK_COUNT_LIMIT for 'on' (relayd's default)")
     args = parser.parse_args()
-    modes = [m for m in MODES if m != "old" or args.old is not None]
+    modes = [m for m in MODES if not m.startswith("old") or args.old is not None]
     with tempfile.TemporaryDirectory() as tmp:
         counts_file = Path(tmp) / "received"
         receiver = subprocess.Popen(
@@ -131,6 +143,8 @@ def main() -> None:
                     | ({"OTEL_SPAN_LINK_COUNT_LIMIT": str(args.links)} if args.links is not None else {}),
                 ),
             }
+            setups["on-sparse"] = (HERE, setups["on"][1] | {"BENCH_SAMPLED_RATIO": str(args.sparse)})
+            setups["old-on"] = (setups["old"][0], setups["on"][1])
             runs: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
             for round_ in range(args.rounds):
                 order = modes[round_ % len(modes) :] + modes[: round_ % len(modes)]
@@ -148,11 +162,13 @@ def main() -> None:
         cpu = statistics.median(c for _, c in runs[mode])
         ratio = statistics.geometric_mean([m[0] / o[0] for m, o in zip(runs[mode], runs["off"], strict=True)])
         print(f"{mode:<10} {rate:>10.0f} {cpu:>9.2f} {ratio:>7.3f}")
-    on_over = statistics.geometric_mean(
-        [n[0] / h[0] for n, h in zip(runs["on"], runs["handed-on"], strict=True)]
-    )
+    for mode in [m for m in modes if m in ("old-on", "on", "on-sparse")]:
+        over = statistics.geometric_mean(
+            [n[0] / h[0] for n, h in zip(runs[mode], runs["handed-on"], strict=True)]
+        )
+        print(f"{mode} / handed-on: {over:.3f}")
     requests, size = received.split()
-    print(f"on / handed-on: {on_over:.3f}; OTLP export: {requests} requests, {int(size) / 1e6:.1f} MB")
+    print(f"OTLP export: {requests} requests, {int(size) / 1e6:.1f} MB")
 
 
 if __name__ == "__main__":

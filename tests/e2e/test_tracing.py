@@ -163,8 +163,10 @@ def test_webhook_delivery_is_traced_and_hands_on_each_producers_context(redis_se
         assert span.attributes["messaging.operation"] == "publish"
         assert span.attributes["relayd.prefix"] == prefix
         assert span.name == f"send {span.attributes['messaging.destination.name']}"
-    counts = [int(span.attributes["messaging.batch.message_count"]) for span in spans]
-    assert sum(counts) == len(backlog.traces)
+    batches = [span for span in spans if "messaging.batch.message_count" in span.attributes]
+    assert sum(int(span.attributes["messaging.batch.message_count"]) for span in batches) == len(
+        backlog.traces
+    )
 
 
 def orjson_id(body: bytes) -> str:
@@ -195,6 +197,48 @@ def test_kafka_records_carry_each_producers_context(redis_server, kafka_broker, 
     spans = exported_spans(exported)
     assert producer_of_each_envelope(spans) == backlog.traces
     assert {span.attributes["messaging.system"] for span in spans} == {"kafka"}
+
+
+def test_each_sampled_entry_has_one_delivery_span_in_its_producers_trace(
+    redis_server, otlp, prefix, tmp_path
+) -> None:
+    """Entries committed in sampled spans, and three whose producer was not sampled (flags 00 in
+    their data): one span per sampled entry, the child of its producer, with its id; none for
+    the unsampled ones (they are at most links of a batch span)."""
+    endpoint, exported = otlp
+    backlog = commit_traced(redis_server.client(), prefix, 12)
+    store = RedisStore(redis_server.client(), prefix=prefix)
+    unsampled = {}
+    for n in range(3):
+        trace = f"{n + 1:032x}"
+        seqs = store.commit(
+            Execution(definition_id="d", status=Status.RUNNING),
+            [(f"target-u{n}", Event(kind="K", data={"traceparent": f"00-{trace}-00f067aa0ba902b7-00"}))],
+        )
+        unsampled[f"{prefix}:outbox:{seqs[0]}"] = trace
+    out = tmp_path / "out.jsonl"
+
+    result = run_relayd(
+        "sweep", "--once", "--redis-url", redis_server.url, "--prefix", prefix, "--sink", f"jsonl:{out}",
+        env=otel_env(endpoint),
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert len(out.read_text().splitlines()) == len(backlog.traces) + len(unsampled)
+    spans = exported_spans(exported)
+    own = [
+        (str(span.attributes["messaging.message.id"]), span.parent_trace)
+        for span in spans
+        if "messaging.message.id" in span.attributes and span.parent_trace is not None
+    ]
+    assert sorted(own) == sorted(backlog.traces.items())  # one each, in its producer's trace
+    assert any(int(span.attributes["messaging.batch.message_count"]) > 1 for span in spans if
+               "messaging.batch.message_count" in span.attributes)  # fmt: skip
+    assert all(
+        span.attributes["relayd.outcome"] == "delivered"
+        for span in spans
+        if "relayd.outcome" in span.attributes
+    )
 
 
 def test_a_collector_that_does_not_answer_changes_nothing_but_the_log(redis_server, prefix, tmp_path) -> None:
