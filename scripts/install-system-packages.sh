@@ -32,3 +32,10 @@ if ((${#missing[@]})); then
   apt-get install -y --no-install-recommends "${missing[@]}"
   [ -z "$policy_added" ] || rm -f /usr/sbin/policy-rc.d
 fi
+# The Pub/Sub emulator for the pubsub sink's tests (tests/support/pubsub.py): the package
+# google-cloud-cli-pubsub-emulator (Java), which the machine image ships. It comes from Google's
+# apt repository, not Debian's, so it is checked here and not installed.
+emulator=/usr/lib/google-cloud-sdk/platform/pubsub-emulator/bin/cloud-pubsub-emulator
+if [ ! -x "$emulator" ] && ! command -v gcloud >/dev/null 2>&1; then
+  echo "missing: google-cloud-cli-pubsub-emulator (the pubsub sink's tests need it; not in Debian)" >&2
+fi

@@ -19,6 +19,7 @@ import structlog
 from support.kafka import KafkaBroker, start_kafka
 from support.moto import MotoServer, start_moto
 from support.nats import NatsServer, start_nats
+from support.pubsub import PubSubEmulator, start_pubsub
 from support.rabbitmq import RabbitServer, start_rabbitmq
 from support.redis_server import RedisServer, start_redis_server
 
@@ -51,6 +52,14 @@ def moto_server() -> Iterator[MotoServer]:
     server = start_moto()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def pubsub_emulator() -> Iterator[PubSubEmulator]:
+    """One Pub/Sub emulator for the session; tests isolate by topic."""
+    emulator = start_pubsub()
+    yield emulator
+    emulator.stop()
 
 
 @pytest.fixture(scope="session")

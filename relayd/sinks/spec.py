@@ -130,6 +130,13 @@ def _parse_webhook(rest: str, has_colon: bool) -> SinkSpec:
     return SinkSpec("webhook", rest)
 
 
+def _parse_pubsub(rest: str, has_colon: bool) -> SinkSpec:
+    from relayd.sinks.gcp.target import parse_pubsub_target  # pure; it reads its query with sink_params
+
+    parse_pubsub_target(rest)  # a bad topic name stops relayd before anything starts
+    return SinkSpec("pubsub", rest)
+
+
 def _parse_redis_stream(rest: str, has_colon: bool) -> SinkSpec:
     url, params = _take_params(rest, "redis-stream", _STREAM_PARAMS, "redis-stream:redis://host?stream=NAME")
     stream = params.get("stream", "")
@@ -223,4 +230,5 @@ _PARSERS: Final[dict[str, _Parser]] = {
     "redis-stream": _parse_redis_stream,
     "harel": _parse_harel,
     "python": _parse_python,
+    "pubsub": _parse_pubsub,
 }

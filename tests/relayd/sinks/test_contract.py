@@ -1,9 +1,9 @@
 """Every built-in sink and the plugin example through one contract (``relayd.sinks.testing``).
 
 Each class says how to open its sink against a real destination (the session's redis-server,
-kafka, nats, rabbitmq and moto servers, a scripted HTTP server, a file) and how to read back
-what arrived; the cases are the contract's (the null sink, which keeps nothing, is the one left
-out). The memory and webhook sinks can be told to refuse
+kafka, nats, rabbitmq and moto servers, the Pub/Sub emulator, a scripted HTTP server, a file)
+and how to read back what arrived; the cases are the contract's (the null sink, which keeps
+nothing, is the one left out). The memory and webhook sinks can be told to refuse
 a target, so they also run the cases of mixed outcomes, ``Retry-After`` and ``Permanent``.
 """
 
@@ -241,6 +241,22 @@ class TestKinesisSink(_AwsContract):
 
     async def received(self, count: int) -> list[str]:
         return [orjson.loads(data)["id"] for _, data in kinesis_records(self.moto, self.stream)]
+
+
+class TestPubSubSink(SinkContract):
+    @pytest.fixture(autouse=True)
+    def _emulator(self, pubsub_emulator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("PUBSUB_EMULATOR_HOST", pubsub_emulator.host)
+        self.emulator, self.topic = pubsub_emulator, f"c{uuid.uuid4().hex[:10]}"
+        self.path = pubsub_emulator.topic(self.topic)
+
+    async def open_sink(self) -> Sink:
+        from relayd.sinks.gcp.sink import PubSubSink
+
+        return await _started(PubSubSink(parse_sink_spec(f"pubsub:{self.path}"), SinkOptions()))
+
+    async def received(self, count: int) -> list[str]:
+        return [m.attributes["relayd-id"] for m in self.emulator.pull(self.topic, count)]
 
 
 class TestPluginExampleSink(SinkContract):
