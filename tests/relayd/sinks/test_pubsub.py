@@ -51,7 +51,7 @@ async def test_every_entry_once_in_per_key_order_with_its_attributes(
     emulator.topic(name)
     sink = await make_sink(f"projects/{PROJECT}/topics/{name}")
     batch = [outbox("p", seq, f"exe-{seq % 4}" if seq % 9 else None) for seq in range(1, 61)]
-    batch[4].body["traceparent"] = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    batch[4].body["traceparent"] = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"  # as store recorded it
 
     outcomes = await sink.deliver(Batch.of(batch))
 
@@ -65,6 +65,7 @@ async def test_every_entry_once_in_per_key_order_with_its_attributes(
         assert message.data == envelope.to_json()
         assert message.attributes["relayd-kind"] == "outbox"
         assert message.ordering_key == (envelope.ordering_key or "")
+        assert message.attributes.get("traceparent") == envelope.body.get("traceparent")
     for key in {e.ordering_key for e in batch if e.ordering_key}:
         sent = [e.id for e in batch if e.ordering_key == key]
         assert [m.attributes["relayd-id"] for m in got if m.ordering_key == key] == sent
