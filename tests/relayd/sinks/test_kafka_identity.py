@@ -374,3 +374,38 @@ def test_conflicting_sasl_flags_stop_relayd_with_one_line_and_exit_2(tmp_path: P
     assert "OAUTHBEARER takes no --kafka-username-file" in result.output
     assert len(result.output.strip().splitlines()) == 1
     assert SECRET not in result.output
+
+
+async def test_a_rotated_oidc_secret_file_makes_the_next_grant_with_the_new_secret(
+    auth_broker: tuple[KafkaBroker, _CapturingRelay], token_endpoint: TokenEndpoint, tmp_path: Path
+) -> None:
+    """The secret file is watched: once it changed, the next batch is produced by a new producer,
+    whose grant carries the new secret (the old producer's token is not asked for again)."""
+    from support.secret_files import SecretDir
+
+    from relayd.material import secret_file
+
+    broker, _relay = auth_broker
+    secrets = SecretDir(tmp_path / "secrets", "kubelet")
+    secrets.write({"secret": "first-secret\n"})
+    watched = secret_file("--kafka-oauth-client-secret-file", secrets.path("secret"))
+    own = KafkaOptions(
+        sasl_mechanism="OAUTHBEARER",
+        oauth_token_url=token_endpoint.url,
+        oauth_client_id="relayd-producer",
+        oauth_client_secret=watched,
+    )
+    sink = KafkaSink(
+        parse_sink_spec(f"kafka:{broker.bootstrap}?topic=events&timeout_s=1"), SinkOptions(own=own)
+    )
+    await sink.start()
+    try:
+        await until(lambda: len(token_endpoint.grants) == 1, timeout_s=30)
+        secrets.write({"secret": "second-secret\n"})
+        assert watched.check() == "reloaded"
+        await sink.deliver(Batch.of([outbox("p", 1, "a")]))
+        await until(lambda: len(token_endpoint.grants) == 2, timeout_s=30)
+    finally:
+        await sink.close()
+
+    assert [grant["client_secret"] for grant in token_endpoint.grants] == ["first-secret", "second-secret"]
