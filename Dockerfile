@@ -76,4 +76,5 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
 
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["relayd"]
+# The sink comes from RELAYD_SINK (the manifests set it): with none, sweep exits 2 saying so.
 CMD ["sweep"]

@@ -21,7 +21,8 @@ class Defaults:
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     prefix: tuple[str, ...] = ("stm",)
-    sink: str = "log"
+    # No default sink: relaying into the log by accident acks the backlog (``--sink log`` asks for it).
+    sink: str | None = None
     outbox_sink: str | None = None
     spawn_sink: str | None = None
     timer_sink: str | None = None

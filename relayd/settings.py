@@ -68,6 +68,11 @@ def read_secret_file(option: str, path: Path) -> str:
 _CREDENTIAL_FILES: Final = frozenset(
     {"--redis-username-file", "--redis-password-file", "--sentinel-username-file", "--sentinel-password-file"}
 )
+#: What a sweep without a sink is told: nothing is relayed (or acked) until a sink is named.
+NO_SINK_HINT: Final = (
+    "name one with --sink or RELAYD_SINK (e.g. --sink jsonl:relayd.jsonl, or --sink log to log "
+    "every entry and ack it)"
+)
 #: Constraints of the numeric options (checked by pydantic, named in the error).
 Batch = Annotated[int, Field(ge=1, le=100_000)]
 Seconds = Annotated[float, Field(gt=0, le=3600)]
@@ -86,7 +91,7 @@ class Settings(BaseSettings):
     redis_url: str = DEFAULTS.redis_url
     # NoDecode: RELAYD_PREFIX is comma-separated text (``_split_prefixes``), not a JSON list.
     prefix: Annotated[tuple[str, ...], NoDecode] = DEFAULTS.prefix
-    sink: str = DEFAULTS.sink
+    sink: str | None = DEFAULTS.sink
     outbox_sink: str | None = DEFAULTS.outbox_sink
     spawn_sink: str | None = DEFAULTS.spawn_sink
     timer_sink: str | None = DEFAULTS.timer_sink
@@ -291,12 +296,20 @@ class Settings(BaseSettings):
         return tuple(value for value in shown if value)
 
     def sink_specs(self) -> dict[str, str]:
-        """The sink spec per kind, ``--sink`` filling in the kinds not set on their own."""
-        return {
+        """The sink spec per kind, ``--sink`` filling in the kinds not set on their own.
+
+        Raises:
+            ConfigError: a kind has no sink (there is no default one: see ``NO_SINK_HINT``).
+        """
+        specs = {
             "spawn": self.spawn_sink or self.sink,
             "outbox": self.outbox_sink or self.sink,
             "timer": self.timer_sink or self.sink,
         }
+        missing = [kind for kind, spec in specs.items() if spec is None]
+        if missing:
+            raise ConfigError(f"no sink for {', '.join(missing)} entries: {NO_SINK_HINT}")
+        return {kind: spec for kind, spec in specs.items() if spec is not None}
 
     def sweep_options(self, *, once: bool = False) -> SweepOptions:
         return SweepOptions(

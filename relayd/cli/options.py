@@ -363,7 +363,47 @@ def settings_from(ctx: typer.Context) -> Settings:
     flags = {
         name: value for name, value in ctx.params.items() if name in ALL_OPTION_NAMES and _typed(ctx, name)
     }
-    return load_settings(**flags)
+    settings = load_settings(**flags)
+    check_environment(ctx, settings)
+    return settings
+
+
+def check_environment(ctx: typer.Context, settings: Settings) -> None:
+    """Refuse a ``RELAYD_*`` variable no command, option or sink reads (``relayd.environment``).
+
+    Raises:
+        ConfigError: one line naming the variable and the closest known one.
+    """
+    import os
+
+    from relayd.environment import unknown_variable_error
+    from relayd.errors import ConfigError
+
+    known = {f"RELAYD_{name.upper()}" for name in OPTION_NAMES} | _command_variables(ctx.find_root().command)
+    known |= {
+        own_options.envvar(cls, item.name) for cls in BUILT_IN_OPTIONS for item in own_options.declared(cls)
+    }
+
+    def plugin_prefixes() -> list[str]:
+        from relayd.sinks.registry import option_prefixes
+
+        specs = (settings.sink, settings.outbox_sink, settings.spawn_sink, settings.timer_sink)
+        return option_prefixes(spec for spec in specs if spec is not None)
+
+    error = unknown_variable_error(os.environ, known, plugin_prefixes)
+    if error is not None:
+        raise ConfigError(error)
+
+
+def _command_variables(command: Any) -> set[str]:
+    """The variables the options of ``command`` and all its subcommands read (click's ``envvar``)."""
+    names: set[str] = set()
+    for parameter in getattr(command, "params", ()):
+        envvar = getattr(parameter, "envvar", None)
+        names.update([envvar] if isinstance(envvar, str) else envvar or ())
+    for sub in getattr(command, "commands", {}).values():
+        names |= _command_variables(sub)
+    return names
 
 
 def _typed(ctx: typer.Context, name: str) -> bool:

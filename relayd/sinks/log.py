@@ -1,7 +1,8 @@
-"""The ``log`` sink: one structlog line per envelope at info, then Delivered.
+"""The ``log`` sink: one structlog line per envelope at info (the whole envelope), then Delivered.
 
 Useful to watch a relay in a terminal or to smoke-test a deployment; it is as durable as the
-log pipeline behind it, so production setups use a real sink.
+log pipeline behind it, so production setups use a real sink. It is never a default: a sweep
+uses it only when it is named (``--sink log``), since it acks what it logs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ log = structlog.get_logger(__name__)
 
 
 class LogSink(ReadyByReason):
-    """Log ``envelope`` (fields ``id``, ``kind``, ``prefix``, ``attempt``) and report it delivered."""
+    """Log each envelope (``id``, ``kind``, ``prefix``, ``attempt``, the whole ``envelope``); Delivered."""
 
     name = "log"
 
@@ -38,6 +39,7 @@ class LogSink(ReadyByReason):
                 kind=envelope.kind,
                 prefix=envelope.prefix,
                 attempt=envelope.attempt,
+                envelope=envelope.body,
             )
         return [DELIVERED] * len(batch)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Final, cast
 
@@ -41,6 +41,22 @@ SinkFactory = Callable[[SinkSpec, SinkOptions], Sink]
 def known_sinks() -> list[str]:
     """Every sink name that resolves: the entry points of ``relayd.sinks`` plus ``python``."""
     return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)} | {"python"})
+
+
+def option_prefixes(specs: Iterable[str]) -> list[str]:
+    """The names whose ``RELAYD_<NAME>_<KEY>`` variables a sink may read: every registered sink's,
+    and the own-options prefix of each ``python:`` sink among ``specs`` that can be loaded."""
+    prefixes = [ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    for spec in specs:
+        try:
+            parsed = parse_sink_spec(spec)
+            factory = _python_factory(parsed) if parsed.scheme == "python" else None
+        except ConfigError:
+            continue  # resolving the sink says what is wrong with it
+        prefix = getattr(getattr(factory, "options_class", None), "prefix", None)
+        if isinstance(prefix, str) and prefix:
+            prefixes.append(prefix)
+    return prefixes
 
 
 def resolve_sink(spec: str, options: SinkOptions) -> Sink:

@@ -11,7 +11,7 @@ from relayd.errors import ConfigError
 from relayd.host_port import parse_host_port
 from relayd.prefixes import expand_prefixes
 from relayd.redis_url import parse_redis_url
-from relayd.settings import Settings, load_settings
+from relayd.settings import NO_SINK_HINT, Settings, load_settings
 from relayd.sinks.amqp.options import AmqpOptions
 from relayd.sinks.webhook.options import WebhookOptions
 
@@ -47,7 +47,7 @@ def test_defaults_map_onto_sweep_and_sink_options():
     assert (options.batch, options.poll_interval_s, options.max_attempts) == (1000, 1.0, 10)
     assert (options.lease_ttl_s, options.shutdown_grace_s, options.once) == (5.0, 10.0, True)
     assert settings.metrics_addr == "127.0.0.1:9464"
-    assert settings.sink_specs() == {"spawn": "log", "outbox": "log", "timer": "log"}
+    assert settings.sink is None  # no sink by default: a sweep must name one (sink_specs refuses)
     webhook = settings.own_options(WebhookOptions)
     assert webhook.secrets is None
     assert (webhook.timeout, webhook.concurrency) == (10.0, 16)
@@ -304,6 +304,14 @@ def test_webhook_options_reach_sink_options_and_header_values_are_secrets(tmp_pa
     )
     assert "Bearer s3cr3t" in settings.secrets()  # redacted from every log line
     assert "s3cr3t" not in repr(options)
+
+
+def test_a_kind_without_a_sink_is_one_config_error_with_the_hint():
+    """No default sink: a sweep without one would otherwise ack its backlog into the log."""
+    with pytest.raises(ConfigError) as info:
+        load_settings(outbox_sink="null").sink_specs()
+
+    assert str(info.value) == f"no sink for spawn, timer entries: {NO_SINK_HINT}"
 
 
 def test_per_kind_sinks_default_to_sink():
