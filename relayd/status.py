@@ -42,6 +42,8 @@ class StatusReport:
     active: ActiveReplica | None = None
     #: kind -> why, for each kind whose live key has the wrong type (it is not relayed)
     wrong_type: dict[Kind, str] = field(default_factory=dict)
+    #: the harel sink's handoffs: "KIND:relayd" (picked up, harel had not) and "KIND:harel" -> n
+    harel: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,6 +61,7 @@ def build_report(
     dead: dict[Kind, int],
     active: ActiveReplica | None,
     wrong_type: dict[Kind, str] | None = None,
+    harel: dict[str, int] | None = None,
 ) -> StatusReport:
     """Assemble a report from raw counts (pure)."""
     lag = None if oldest_due_fire_at is None or due_timers == 0 else max(0.0, now - oldest_due_fire_at)
@@ -71,6 +74,7 @@ def build_report(
         dead_letters={kind: dead.get(kind, 0) for kind in KINDS},
         active=active,
         wrong_type=dict(wrong_type or {}),
+        harel=dict(harel or {}),
     )
 
 
@@ -97,7 +101,8 @@ async def collect_status(client: Any, prefix: str, *, now: float) -> StatusRepor
     pipe.zrangebyscore(keyspace.timers, "-inf", now, start=0, num=1, withscores=True)
     for kind in KINDS:
         pipe.hlen(relay.dead(kind))
-    outbox, spawns, timers, due, oldest, *dead_counts = await pipe.execute(raise_on_error=False)
+    pipe.hgetall(relay.harel())
+    outbox, spawns, timers, due, oldest, *dead_counts, harel = await pipe.execute(raise_on_error=False)
     if isinstance(oldest, Exception):
         oldest = []
     lease = await read_lease(client, keyspace)
@@ -113,7 +118,22 @@ async def collect_status(client: Any, prefix: str, *, now: float) -> StatusRepor
         dead=dict(zip(KINDS, (_count(n) for n in dead_counts), strict=True)),
         active=active,
         wrong_type=wrong,
+        harel=_handoffs(harel),
     )
+
+
+def _handoffs(reply: object) -> dict[str, int]:
+    """The harel sink's counts from its hash (nothing when the hash is missing or unreadable)."""
+    if not isinstance(reply, dict):
+        return {}
+    counts = {}
+    for field_, value in reply.items():
+        name = field_.decode() if isinstance(field_, bytes) else str(field_)
+        try:
+            counts[name] = int(value)
+        except (TypeError, ValueError):
+            continue
+    return dict(sorted(counts.items()))
 
 
 def render_table(reports: Sequence[StatusReport]) -> Table:
@@ -130,6 +150,7 @@ def render_table(reports: Sequence[StatusReport]) -> Table:
         "oldest\nlag",
         "dead\nletters",
         "active",
+        *(("harel\nhandoffs",) if any(r.harel for r in reports) else ()),
     ):
         # Fold, never an ellipsis: a prefix, a holder or a count is read or copied whole.
         table.add_column(
@@ -146,8 +167,19 @@ def render_table(reports: Sequence[StatusReport]) -> Table:
             lag,
             dead,
             active,
+            *((_handoff_cell(r),) if any(report.harel for report in reports) else ()),
         )
     return table
+
+
+def _handoff_cell(report: StatusReport) -> str:
+    """``KIND: relayd=N harel=M`` per kind the harel sink saw: relayd picked N up, harel did M."""
+    lines = []
+    for kind in KINDS:
+        relayd, harel = report.harel.get(f"{kind}:relayd", 0), report.harel.get(f"{kind}:harel", 0)
+        if relayd or harel:
+            lines.append(f"{kind}: relayd={relayd} harel={harel}")
+    return "\n".join(lines) or "-"
 
 
 def _backlog_cell(report: StatusReport, kind: Kind) -> str:

@@ -49,6 +49,12 @@ def resolve_sinks(
         if spec not in by_spec:
             by_spec[spec] = resolve_sink(spec, options)
         sinks[kind] = by_spec[spec]  # type: ignore[index]  # keys of sink_specs() are the three kinds
+    for sink in by_spec.values():
+        # A sink may refuse kinds it cannot relay correctly (the harel sink's spawns without
+        # machine definitions): one ConfigError line, before anything connects.
+        check_kinds = getattr(sink, "check_kinds", None)
+        if callable(check_kinds):
+            check_kinds({kind for kind, of in sinks.items() if of is sink})
     return sinks
 
 
@@ -101,6 +107,10 @@ async def run_sweep(
     stop = asyncio.Event()
     install_signal_handlers(stop)
     metrics = RelayMetrics(registry)
+    for sink in {id(sink): sink for sink in sinks.values()}.values():
+        register_metrics = getattr(sink, "register_metrics", None)  # a sink's own series
+        if callable(register_metrics):
+            register_metrics(registry)
     health = Health(sentinel_service=settings.redis.service)
     health.watch_deliveries(functools.partial(DELIVERIES.overruns, grace_s=settings.hung_sink_grace))
     watch.on_reload(lambda: redact_also(settings.secrets()))

@@ -7,7 +7,7 @@ Pure: no I/O, no imports of redis, aiohttp or structlog. The grammar (docs/sinks
     jsonl:PATH                                      append JSON lines; ``jsonl:-`` is stdout
     webhook:URL                                     POST each envelope (http or https)
     redis-stream:REDIS_URL?stream=NAME[&maxlen=N]   XADD to a stream; ``{target}`` routes per target
-    harel:REDIS_URL[?store=URL&max_connections=N]   publish into harel's own transport
+    harel:REDIS_URL[?store=URL&definitions=DIR&…]   publish into harel's own transport
     python:package.module:factory[?k=v&…]           any factory found by dotted path
     <name>[:<rest>]                                 a sink registered under entry points ``relayd.sinks``
 
@@ -36,7 +36,11 @@ REDIS_SCHEMES: Final = frozenset({*_OWN_REDIS_SCHEMES, "unix"})
 HTTP_SCHEMES: Final = frozenset({"http", "https"})
 #: Query parameters the redis-stream sink takes for itself; the rest stay in the Redis URL.
 _STREAM_PARAMS: Final = ("stream", "maxlen")
-_HAREL_PARAMS: Final = ("store", "max_connections")
+_HAREL_PARAMS: Final = (
+    "store", "definitions", "handoff_delay", "timer_grace", "timer_hold", "max_connections"
+)  # fmt: skip
+#: The harel sink's parameters in seconds, and the most each may be.
+_HAREL_SECONDS: Final = {"handoff_delay": 600.0, "timer_grace": 600.0, "timer_hold": 3600.0}
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -155,6 +159,11 @@ def _parse_harel(rest: str, has_colon: bool) -> SinkSpec:
         _check_redis_form(params["store"], "harel")
     if "max_connections" in params:
         _positive_int(params["max_connections"], "harel", "max_connections")
+    for name, most in _HAREL_SECONDS.items():
+        if name in params:
+            _seconds(params[name], "harel", name, most)
+    if params.get("definitions") == "":
+        raise ConfigError("sink 'harel': definitions needs a directory (harel's HAREL_DEFINITIONS_DIR)")
     return SinkSpec("harel", url, params)
 
 
@@ -207,6 +216,16 @@ def _check_redis_form(url: str, sink: str) -> None:
         parse_url(url)
     except ValueError as exc:
         raise ConfigError(f"sink {sink!r}: {exc}") from None
+
+
+def _seconds(value: str, sink: str, name: str, most: float) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= most:
+        raise ConfigError(f"sink {sink!r}: {name} must be seconds from 0 to {most:g}, got {value[:20]!r}")
+    return seconds
 
 
 def _positive_int(value: str, sink: str, name: str) -> int:

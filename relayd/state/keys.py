@@ -7,6 +7,7 @@
     P:relay:cursor:outbox     string  low-water seq of the outbox reader (written by ``store``)
     P:relay:cursor:spawns     string  the same for spawn intents
     P:relay:audit             list    console actions, newest first, JSON {at, action, filter, count, ...}
+    P:relay:harel             hash    {"KIND:relayd"|"KIND:harel" -> n}: the harel sink's handoffs (status)
 
 ``kind`` is the envelope kind: ``outbox``, ``spawn`` or ``timer``. The cursors are the
 store's and use its own kind names (``outbox``, ``spawns``).
@@ -38,6 +39,10 @@ class RelayKeys:
     def cursor(self, store_kind: str) -> str:
         """The store reader's persisted low-water mark (``outbox`` or ``spawns``); read-only here."""
         return self.keyspace.relay(f"cursor:{store_kind}")
+
+    def harel(self) -> str:
+        """The harel sink's handoff counts (``relayd.sinks.harel.handoff``), shown by ``relayd status``."""
+        return self.keyspace.relay("harel")
 
     @property
     def audit(self) -> str:

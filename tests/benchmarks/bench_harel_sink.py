@@ -67,7 +67,7 @@ async def relay_drain(
     prefix = new_prefix()
     try:
         seed(sync, prefix, kind, count, clock=time.time)
-        sink = resolve_sink(f"harel:{url}", SinkOptions())
+        sink = resolve_sink(f"harel:{url}?handoff_delay=0&timer_grace=0&timer_hold=0", SinkOptions())
         options = SweepOptions(prefixes=(prefix,), batch=1000, once=True)
 
         async def drain() -> None:

@@ -25,7 +25,14 @@ SINK_RUNS = [
     WEBHOOK,
     [*WEBHOOK, "--webhook-secret-file", "{secret}"],
     ["--sink", "jsonl:{tmpdir}/bench.jsonl", "--kinds", "outbox,spawn,timer", "--backlog", "100000"],
-    ["--sink", "harel:{redis_url}", "--kinds", "outbox,timer", "--backlog", "20000"],
+    [
+        "--sink",
+        "harel:{redis_url}?handoff_delay=0&timer_grace=0&timer_hold=0",
+        "--kinds",
+        "outbox,timer",
+        "--backlog",
+        "20000",
+    ],
 ]
 
 

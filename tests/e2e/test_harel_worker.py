@@ -112,11 +112,14 @@ def test_harel_backlog_relayed_by_relayd_is_handled_by_a_harel_worker_process(
     due_before = store.due_timers(time.time())
     seeded = {eid: store.load(eid).active_path for eid in flows + timed}
 
+    harel_workflow.write_definitions(tmp_path)
+    # relayd alone on a backlog no harel is relaying: no handoff to wait for
+    alone = "handoff_delay=0&timer_grace=0&timer_hold=0"
     argv = [
         sys.executable, "-m", "relayd", "sweep", "--once",
         "--redis-url", redis_server.url,
         "--prefix", prefix,
-        "--sink", f"harel:{redis_server.url}",
+        "--sink", f"harel:{redis_server.url}?definitions={tmp_path}&{alone}",
         "--log-format", "json",
     ]  # fmt: skip
     env_relay = {k: v for k, v in os.environ.items() if not k.startswith("RELAYD_")}
@@ -124,7 +127,6 @@ def test_harel_backlog_relayed_by_relayd_is_handled_by_a_harel_worker_process(
     outbox_after = store.pending_outbox()
     timers_after = client.zcard(f"{prefix}:timers")
 
-    harel_workflow.write_definitions(tmp_path)
     env = {
         **os.environ,
         "HAREL_STORE_BACKEND": "redis",

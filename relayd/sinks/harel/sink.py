@@ -1,12 +1,14 @@
 """The ``harel`` sink: write harel 0.9's transport wire format, one script call per batch.
 
-``harel:REDIS_URL[?store=STORE_URL&max_connections=N]``. REDIS_URL is harel's transport Redis
-(``HAREL_REDIS_URL``); STORE_URL is its store Redis (``HAREL_STORE_REDIS_URL``) and defaults to
-REDIS_URL, as harel's own worker does. The transport and store prefix is the envelope's
-``prefix`` (harel uses one prefix for both, so relayd runs with ``--prefix harel`` or the
-deployment's own). harel itself is not needed at run time: the transport's keys and values are a
-wire contract (``relayd.sinks.harel.wire`` and ``scripts/harel_publish.lua``), and the store's
-are relayd's own ``store`` package's.
+``harel:REDIS_URL[?store=STORE_URL&definitions=DIR&handoff_delay=S&timer_grace=S&timer_hold=S
+&max_connections=N]``. REDIS_URL is harel's transport Redis (``HAREL_REDIS_URL``); STORE_URL is
+its store Redis (``HAREL_STORE_REDIS_URL``) and defaults to REDIS_URL, as harel's own worker
+does. The transport and store prefix is the envelope's ``prefix`` (harel uses one prefix for
+both). Outbox entries and timers need no harel at run time: the transport's keys and values are
+a wire contract (``relayd.sinks.harel.wire`` and ``scripts/harel_publish.lua``). Spawns are
+created with harel's own code and the machine definitions in ``definitions`` (the directory
+harel's workers read from ``HAREL_DEFINITIONS_DIR``; ``relayd.sinks.harel.spawning``, the
+``harel`` extra); without it the sink refuses at start-up to be the spawns' sink.
 
 What each kind becomes (what harel 0.9's relay and worker do, ``TransportDriverLogic._flush_flow``
 and ``WorkerLogic.fire_due_timers_flow``):
@@ -17,18 +19,17 @@ and ``WorkerLogic.fire_due_timers_flow``):
   unpublished. Counted in ``untargeted_total`` and logged at debug (``untargeted_outbox``).
 - timer → harel's ``timeout_event(execution_id, path, fire_at)`` (id and payload exact) in the
   execution's group at its priority.
-- spawn → harel's relay creates the child and runs its start inline, which needs the machine
-  definitions a relay does not have. This sink does what harel's distributed ``create`` does
-  instead: it commits the child Execution (PENDING, the parent's definition and priority, the
-  spawn's ``root_path``, ``parent_id``, ``child_id`` and ``context``; an ``invoke`` child's
-  ``__invoke_fqn__`` becomes its ``definition_fqn``) together with its ``Start`` event in harel's
-  outbox, in one atomic create-if-absent commit through the store. The next relay pass publishes
-  that Start like any outbox event, and the worker that claims it starts the child. Idempotent:
-  a child that already exists is left alone (Delivered). Limitation: context defaults of an
-  invoked machine's schema are not filled in (that needs its definition).
+- spawn → the child, created and started as harel's relay creates it (idempotent: a child that
+  exists already is left alone).
 
-Outbox entries and timers go out as one ``harel_publish.lua`` call per batch and prefix (the
-round-trip per entry is what bounded the sink: ``tests/benchmarks/bench_harel_sink.py``). The
+Beside a live harel the sink is a safety net (``relayd.sinks.harel.handoff``): harel's relay
+gets ``handoff_delay`` seconds for an outbox or spawn entry and its worker ``timer_grace``
+seconds past a timer's due time, and a timer goes out only while its workflow has nothing queued
+in harel's transport. What the sink finds harel did is Delivered without publishing again; what
+it publishes itself is counted (``handoff.HandoffCounts``: the ``relayd_harel_entries_total``
+metric and ``relayd status``).
+
+Outbox entries and timers go out as one ``harel_publish.lua`` call per batch and prefix. The
 script reads each new group's priority from its execution record itself when the store is the
 transport's Redis; with a separate store, one MGET on the store reads them first. A group the
 script cannot publish to is Retry for its own entries only; an entry harel's ``Event`` refuses is
@@ -38,14 +39,16 @@ child, concurrently across children over a bounded pool (``max_connections``, de
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from importlib.resources import files
 from typing import Any, Final
 
 import orjson
 import redis.asyncio as aioredis
 import structlog
+from prometheus_client import CollectorRegistry, Counter
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -53,7 +56,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from relayd.batch import Batch
 from relayd.envelope import Envelope
 from relayd.errors import ConfigError, SinkError
+from relayd.inflight import progressed
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, ReadyByReason, Retry, SinkOptions
+from relayd.sinks.harel import handoff
+from relayd.sinks.harel.spawning import HarelSpawner
 from relayd.sinks.harel.wire import (
     HIGHEST_PRIORITY,
     LOWEST_PRIORITY,
@@ -65,7 +71,7 @@ from relayd.sinks.harel.wire import (
 from relayd.sinks.per_key import HELD_BACK, deliver_per_key
 from relayd.sinks.redis_stream.client import open_destination
 from relayd.sinks.spec import SinkSpec, check_redis_url
-from store import AsyncRedisStore, Event, Execution, StoreConflict, StoreUnavailable
+from store import StoreUnavailable
 
 log = structlog.get_logger(__name__)
 
@@ -73,6 +79,8 @@ DEFAULT_MAX_CONNECTIONS: Final = 64
 #: How long a command waits for a free pooled connection before it counts as a Retry.
 POOL_WAIT_S: Final = 10.0
 SOCKET_TIMEOUT_S: Final = 5.0
+#: When a timer whose workflow stayed busy past ``timer_hold`` is tried again.
+BUSY_RETRY_S: Final = 1.0
 PUBLISH_SCRIPT: Final = files(__package__).joinpath("scripts/harel_publish.lua").read_text(encoding="utf-8")
 _UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError, StoreUnavailable)
 
@@ -98,16 +106,46 @@ class HarelSink(ReadyByReason):
         for url in {self._transport_url, self._store_url}:
             check_redis_url(url, "harel", allow_plaintext=options.allow_plaintext)
         self._max_connections = int(spec.params.get("max_connections", DEFAULT_MAX_CONNECTIONS))
+        self.handoff_delay_s = float(spec.params.get("handoff_delay", handoff.DEFAULT_HANDOFF_DELAY_S))
+        self.timer_grace_s = float(spec.params.get("timer_grace", handoff.DEFAULT_TIMER_GRACE_S))
+        self.timer_hold_s = float(spec.params.get("timer_hold", handoff.DEFAULT_TIMER_HOLD_S))
+        definitions = spec.params.get("definitions")
+        self._spawner = HarelSpawner(definitions) if definitions is not None else None
         self._options = options
         self._clock = clock
         self._transport_client: aioredis.Redis | None = client
         self._store_client: aioredis.Redis | None = client
         self._owns_clients = client is None
         self._publish: Any = None
-        self._stores: dict[str, AsyncRedisStore[Execution, Event]] = {}
         self._not_ready: str | None = None
         #: outbox entries without a target, acked unpublished (as harel's relay does)
         self.untargeted_total = 0
+        #: what relayd picked up because harel had not, and what it found harel had done
+        self.handoffs = handoff.HandoffCounts()
+        self._saved: dict[tuple[str, str, str], int] = {}  # the counts already in the status hashes
+
+    def check_kinds(self, kinds: Collection[str]) -> None:
+        """Refuse to be the spawns' sink without machine definitions (children would be wrong).
+
+        Raises:
+            ConfigError: spawns come here and the spec has no ``definitions``.
+        """
+        if "spawn" in kinds and self._spawner is None:
+            raise ConfigError(
+                "sink 'harel' relays spawns only with harel's machine definitions: add "
+                "definitions=DIR (the HAREL_DEFINITIONS_DIR of harel's workers), or send spawns "
+                "to another sink with --spawn-sink"
+            )
+
+    def register_metrics(self, registry: CollectorRegistry) -> None:
+        """Count the handoffs as ``relayd_harel_entries_total{prefix, kind, by}``."""
+        counter = Counter(
+            "relayd_harel_entries",
+            "Entries the harel sink delivered, by who had: relayd (picked up, harel had not) or harel.",
+            ["prefix", "kind", "by"],
+            registry=registry,
+        )
+        self.handoffs.listeners.append(lambda prefix, kind, by, n: counter.labels(prefix, kind, by).inc(n))
 
     async def start(self) -> None:
         if self._owns_clients:
@@ -128,13 +166,113 @@ class HarelSink(ReadyByReason):
         )
 
     async def deliver(self, batch: Batch) -> Sequence[Outcome]:
-        if self._transport_client is None:
+        if self._transport_client is None or self._store_client is None:
             raise SinkError("sink 'harel' delivered to before start()")
         envelopes = list(batch)  # the one read of the batch: envelopes of one kind
         if not envelopes:
             return []
-        if envelopes[0].kind == "spawn":
-            return await self._spawn_all(envelopes)
+        try:
+            outcomes, todo = await self._hand_off(envelopes)
+        except _UNREACHABLE as exc:
+            self._not_ready = f"harel redis unreachable ({type(exc).__name__})"
+            return [Retry(error=self._not_ready)] * len(envelopes)
+        except RedisError as exc:
+            return [Retry(error=f"harel redis error ({type(exc).__name__})")] * len(envelopes)
+        if todo:
+            picked = [envelopes[index] for index in todo]
+            if envelopes[0].kind == "spawn":
+                sent = await self._spawn_all(picked)
+            else:
+                sent = await self._publish_all(picked)
+            for index, outcome in zip(todo, sent, strict=True):
+                outcomes[index] = outcome
+            self._count(picked, sent, handoff.BY_RELAYD)
+        else:
+            self._not_ready = None
+        await self._record(envelopes[0].kind)
+        return [outcome if outcome is not None else Retry(error=HELD_BACK) for outcome in outcomes]
+
+    async def _hand_off(self, envelopes: list[Envelope]) -> tuple[list[Outcome | None], list[int]]:
+        """What harel has done already (Delivered), what waits (Retry), and the indexes left to send."""
+        assert self._store_client is not None
+        outcomes: list[Outcome | None] = [None] * len(envelopes)
+        if envelopes[0].kind == "timer" and (self.timer_grace_s > 0 or self.timer_hold_s > 0):
+            await self._hold_timers(envelopes, outcomes)
+            candidates = [index for index, outcome in enumerate(outcomes) if outcome is None]
+            # looked at again after the hold: harel may have fired it meanwhile
+            armed = await handoff.timers_armed(self._store_client, [envelopes[i] for i in candidates])
+        elif self.handoff_delay_s > 0:
+            await handoff.wait_for_handoff(envelopes, self.handoff_delay_s, self._clock)
+            candidates = list(range(len(envelopes)))
+            armed = await handoff.still_pending(self._store_client, envelopes)
+        else:  # no handoff: relayd relays alone
+            return outcomes, list(range(len(envelopes)))
+        done_by_harel = [envelopes[index] for index, live in zip(candidates, armed, strict=True) if not live]
+        for index, live in zip(candidates, armed, strict=True):
+            if not live:
+                outcomes[index] = DELIVERED  # harel's relay or worker did it: not published again
+        self._count(done_by_harel, [DELIVERED] * len(done_by_harel), handoff.BY_HAREL)
+        todo = [index for index, live in zip(candidates, armed, strict=True) if live]
+        return outcomes, todo
+
+    async def _hold_timers(self, envelopes: list[Envelope], outcomes: list[Outcome | None]) -> None:
+        """Wait out the grace, then while a timer's workflow is busy in harel's transport (at most
+        ``timer_hold``); a timer whose workflow is still busy is Retry, and so are its later ones."""
+        assert self._store_client is not None
+        assert self._transport_client is not None
+        due = max(float(envelope.body["fire_at"]) for envelope in envelopes)  # type: ignore[arg-type]
+        await handoff.sleep_until(due + self.timer_grace_s, self._clock)
+        if self.timer_hold_s == 0:
+            return  # no idle rule: every timer goes out once its grace has passed
+        armed = await handoff.timers_armed(self._store_client, envelopes)
+        store, transport = self._store_client, self._transport_client
+        for prefix in {envelope.prefix for envelope in envelopes}:
+            # a timer harel fired or cancelled meanwhile waits for nothing
+            ids = sorted(
+                {
+                    str(e.body["execution_id"])
+                    for e, live in zip(envelopes, armed, strict=True)
+                    if live and e.prefix == prefix
+                }
+            )
+            if not ids:
+                continue
+            busy = await handoff.hold_while_busy(
+                functools.partial(handoff.busy_workflows, store, transport, prefix, ids),
+                hold_s=self.timer_hold_s,
+                progressed=progressed,
+            )
+            for index, (envelope, live) in enumerate(zip(envelopes, armed, strict=True)):
+                if live and envelope.prefix == prefix and str(envelope.body["execution_id"]) in busy:
+                    outcomes[index] = Retry(error="harel workflow busy (events queued)", after_s=BUSY_RETRY_S)
+
+    def _count(self, envelopes: Sequence[Envelope], outcomes: Sequence[Outcome], by: str) -> None:
+        delivered: dict[tuple[str, str], int] = {}
+        for envelope, outcome in zip(envelopes, outcomes, strict=True):
+            if outcome is DELIVERED:
+                key = (envelope.prefix, envelope.kind)
+                delivered[key] = delivered.get(key, 0) + 1
+        for (prefix, kind), n in delivered.items():
+            self.handoffs.add(prefix, kind, by, n)
+
+    async def _record(self, kind: str) -> None:
+        """Add this batch's counts to each prefix's status hash (``relayd status`` shows them)."""
+        pending = {key: n for key, n in self.handoffs.counts.items() if key[1] == kind}
+        unsaved = {key: n - self._saved.get(key, 0) for key, n in pending.items()}
+        unsaved = {key: n for key, n in unsaved.items() if n}
+        if not unsaved or self._store_client is None:
+            return
+        try:
+            async with self._store_client.pipeline(transaction=False) as pipe:
+                for (prefix, kind_, by), n in unsaved.items():
+                    pipe.hincrby(handoff.status_key(prefix), f"{kind_}:{by}", n)
+                await pipe.execute()
+        except RedisError:
+            return  # the counts are shown again with the next batch's
+        for key, n in unsaved.items():
+            self._saved[key] = self._saved.get(key, 0) + n
+
+    async def _publish_all(self, envelopes: list[Envelope]) -> Sequence[Outcome]:
         outcomes: list[Outcome] = [Retry(error=HELD_BACK)] * len(envelopes)
         plans = self._plan(envelopes, outcomes)
         try:
@@ -233,42 +371,12 @@ class HarelSink(ReadyByReason):
         return outcomes
 
     async def _spawn(self, envelope: Envelope) -> Outcome:
-        body = envelope.body
-        store = self._store(envelope.prefix)
-        child_id, parent_id = str(body["child_id"]), body["parent_id"]
-        if await store.load(child_id) is not None:
-            return DELIVERED  # created on an earlier attempt (or by harel itself): keep its progress
-        parent = await store.load(str(parent_id)) if parent_id is not None else None
-        if parent is None:
-            return Permanent(reason="harel spawn: parent execution not found")
-        context = body["context"]
-        if not isinstance(context, dict):
-            return Permanent(reason="harel rejected the entry (context is not an object)")
-        context = dict(context)
-        fqn = context.pop("__invoke_fqn__", None)
-        now = self._clock()
-        child = Execution(
-            id=child_id,
-            definition_id=fqn if fqn is not None else parent.definition_id,
-            definition_fqn=fqn,
-            root_path=body["root_path"],
-            context=context,
-            parent_id=parent_id,
-            child_id=child_id,
-            priority=parent.priority,
-            created_at=now,
-            updated_at=now,
+        if self._spawner is None:  # check_kinds keeps a sweep from getting here
+            return Permanent(reason="harel spawn: the sink has no machine definitions (definitions=DIR)")
+        why = await self._spawner.create(
+            self._store_client, envelope.prefix, envelope.body, int(handoff.entry_seq(envelope))
         )
-        try:
-            await store.commit(child, [(child_id, Event(kind="Start", data={}))])
-        except StoreConflict:
-            return DELIVERED  # created concurrently: the commit is create-if-absent
-        return DELIVERED
-
-    def _store(self, prefix: str) -> AsyncRedisStore[Execution, Event]:
-        if prefix not in self._stores:
-            self._stores[prefix] = AsyncRedisStore(self._store_client, prefix=prefix)
-        return self._stores[prefix]
+        return DELIVERED if why is None else Permanent(reason=why)
 
     def not_ready_reason(self) -> str | None:
         return self._not_ready

@@ -298,7 +298,12 @@ class TestHarelSink(SinkContract):
     async def open_sink(self) -> Sink:
         from relayd.sinks.harel.sink import HarelSink
 
-        return await _started(HarelSink(parse_sink_spec(f"harel:{self.server.url}"), SinkOptions()))
+        return await _started(
+            HarelSink(
+                parse_sink_spec(f"harel:{self.server.url}?handoff_delay=0&timer_grace=0&timer_hold=0"),
+                SinkOptions(),
+            )
+        )
 
     async def received(self, count: int) -> list[str]:
         import redis.asyncio as aioredis

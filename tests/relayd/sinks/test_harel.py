@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 from harel.engine.aio_store import AsyncRedisStore
 from harel.engine.aio_transport import AsyncRedisTransport
 from harel.engine.core import timeout_event
-from harel.engine.execution import Execution, Status
+from harel.engine.execution import Execution
 from structlog.testing import capture_logs
 from support.proxy import TcpProxy
 from support.redis_server import RedisServer, free_port
@@ -36,10 +36,14 @@ async def harel_sink(
     if backend == "real":
         server: RedisServer = request.getfixturevalue("redis_server")
         sink = HarelSink(
-            parse_sink_spec(f"harel:{server.url}?max_connections=8"), SinkOptions(), clock=lambda: NOW_S
+            parse_sink_spec(
+                f"harel:{server.url}?max_connections=8&handoff_delay=0&timer_grace=0&timer_hold=0"
+            ),
+            SinkOptions(),
+            clock=lambda: NOW_S,
         )
     else:
-        spec = parse_sink_spec("harel:redis://127.0.0.1:6379/0")
+        spec = parse_sink_spec("harel:redis://127.0.0.1:6379/0?handoff_delay=0&timer_grace=0&timer_hold=0")
         sink = HarelSink(spec, SinkOptions(), clock=lambda: NOW_S, client=async_client)
     await sink.start()
     yield sink
@@ -119,47 +123,18 @@ async def test_untargeted_outbox_is_acked_unpublished_and_counted(
     assert logs[0]["log_level"] == "debug"
 
 
-async def test_spawn_creates_the_child_with_its_start_queued_idempotently(
+async def test_a_spawn_without_definitions_creates_nothing(
     harel_sink: HarelSink, async_client: aioredis.Redis, prefix: str
 ) -> None:
-    """The child is committed PENDING (parent's definition and priority) with a Start in harel's outbox."""
+    """No machine definitions: no child made wrongly (a sweep refuses this sink for spawns at
+    start-up; children with definitions: test_harel_handoff.py)."""
     parent = await save(async_client, prefix, priority=4)
     envelope = spawn(prefix, 1, parent.id, f"{parent.id}.r1", root_path="root.r1", context={"k": 1})
-    store = AsyncRedisStore(async_client, prefix=prefix)
 
-    first = await harel_sink.deliver([envelope])
-    second = await harel_sink.deliver([envelope])
+    outcomes = await harel_sink.deliver([envelope])
 
-    child = await store.load(f"{parent.id}.r1")
-    pending = await store.pending_outbox()
-    assert list(first) == list(second) == [DELIVERED]
-    assert child is not None
-    assert (child.status, child.definition_id, child.priority) == (Status.PENDING, "machine", 4)
-    assert (child.parent_id, child.child_id, child.root_path) == (parent.id, child.id, "root.r1")
-    assert child.context == {"k": 1}
-    assert child.created_at == NOW_S
-    assert [(entry.target_id, entry.event.kind) for entry in pending] == [(child.id, "Start")]
-
-
-async def test_invoke_spawn_records_the_submachine_fqn(
-    harel_sink: HarelSink, async_client: aioredis.Redis, prefix: str
-) -> None:
-    """An invoke child's __invoke_fqn__ becomes its definition_fqn and leaves the context."""
-    parent = await save(async_client, prefix)
-    envelope = spawn(prefix, 1, parent.id, "kid", root_path="", context={"__invoke_fqn__": "pkg.Sub", "a": 2})
-
-    await harel_sink.deliver([envelope])
-
-    child = await AsyncRedisStore(async_client, prefix=prefix).load("kid")
-    assert child is not None
-    assert (child.definition_fqn, child.context) == ("pkg.Sub", {"a": 2})
-
-
-async def test_spawn_without_parent_is_permanent(harel_sink: HarelSink, prefix: str) -> None:
-    """A spawn whose parent record is gone cannot be created: Permanent."""
-    outcomes = await harel_sink.deliver([spawn(prefix, 1, "gone", "kid", root_path="", context={})])
-
-    assert list(outcomes) == [Permanent("harel spawn: parent execution not found")]
+    assert list(outcomes) == [Permanent("harel spawn: the sink has no machine definitions (definitions=DIR)")]
+    assert await AsyncRedisStore(async_client, prefix=prefix).load(f"{parent.id}.r1") is None
 
 
 async def test_malformed_event_is_permanent(harel_sink: HarelSink, prefix: str) -> None:
@@ -258,7 +233,7 @@ async def test_a_store_on_another_redis_gives_the_priorities(redis_server: Redis
     store = aioredis.Redis(port=redis_server.port, db=3)
     await save(store, prefix, id="hi", priority=3)
     await store.set(f"{prefix}:exe:garbled", "[]")
-    spec = f"harel:redis://127.0.0.1:{redis_server.port}/2?store=redis://127.0.0.1:{redis_server.port}/3"
+    spec = f"harel:redis://127.0.0.1:{redis_server.port}/2?store=redis://127.0.0.1:{redis_server.port}/3&handoff_delay=0&timer_grace=0&timer_hold=0"
     sink = HarelSink(parse_sink_spec(spec), SinkOptions())
     await sink.start()
 
@@ -281,7 +256,9 @@ async def test_a_cut_connection_is_retry_and_not_ready_until_redis_answers_again
 ) -> None:
     """Redis gone: every entry Retry, not ready; back: the same batch lands and ready again."""
     with TcpProxy(redis_server.port) as proxy:
-        sink = HarelSink(parse_sink_spec(f"harel:{proxy.url}"), SinkOptions())
+        sink = HarelSink(
+            parse_sink_spec(f"harel:{proxy.url}?handoff_delay=0&timer_grace=0&timer_hold=0"), SinkOptions()
+        )
         await sink.start()
         batch = [outbox(prefix, 1, "a"), outbox(prefix, 2, None), timer(prefix, "a", "p", 1.5)]
         proxy.set_mode("cut")
@@ -303,7 +280,10 @@ async def test_a_cut_connection_is_retry_and_not_ready_until_redis_answers_again
 async def test_unreachable_redis_is_retry_and_not_ready(prefix: str) -> None:
     """Connection refused: Retry per entry, ready() false, no URL in the error."""
     port = free_port()
-    sink = HarelSink(parse_sink_spec(f"harel:redis://127.0.0.1:{port}/0"), SinkOptions())
+    sink = HarelSink(
+        parse_sink_spec(f"harel:redis://127.0.0.1:{port}/0?handoff_delay=0&timer_grace=0&timer_hold=0"),
+        SinkOptions(),
+    )
     await sink.start()
 
     outcomes = await sink.deliver([outbox(prefix, 1, "a")])

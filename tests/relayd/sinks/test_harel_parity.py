@@ -93,7 +93,11 @@ async def transport_state(client: aioredis.Redis, prefix: str) -> dict[str, Any]
 
 
 async def relay_through_the_sink(client: aioredis.Redis, prefix: str) -> HarelSink:
-    sink = HarelSink(parse_sink_spec("harel:redis://127.0.0.1:6379/0"), SinkOptions(), client=client)
+    sink = HarelSink(
+        parse_sink_spec("harel:redis://127.0.0.1:6379/0?handoff_delay=0&timer_grace=0&timer_hold=0"),
+        SinkOptions(),
+        client=client,
+    )
     await run_relay(
         SweepOptions(prefixes=(prefix,), once=True),
         redis=client,
