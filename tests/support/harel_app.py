@@ -79,9 +79,11 @@ def write_definitions(directory: Path, pay_timeout_s: int = PAY_TIMEOUT_S) -> Pa
 
 
 def record(proxy: Any, event: Any, what: str = "", **inputs: Any) -> None:
-    """Append ``EXECUTION WHAT KEY`` to the ledger (the key: harel's idempotency key)."""
+    """Append ``EXECUTION WHAT KEY`` to the ledger (the key: harel's idempotency key,
+    ``{execution_id}:{event id}:{index}:{action}``; this app's actions run on a ``Start`` or a
+    ``Finished``, whose ids hold no colon)."""
     key = str(proxy.idempotency_key)
-    execution_id = key.rsplit(":", 2)[0]
+    execution_id = key.rsplit(":", 3)[0]
     ledger = os.environ.get("HAREL_APP_LEDGER")
     if ledger:
         with open(ledger, "a", encoding="utf-8") as out:

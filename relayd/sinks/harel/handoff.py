@@ -23,9 +23,8 @@ kind, and what it found harel had done.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import orjson
@@ -157,24 +156,6 @@ def _parent_of(record: bytes | str | None) -> str | None:
         return None
     parent = execution.get("parent_id") if type(execution) is dict else None
     return parent if isinstance(parent, str) else None
-
-
-async def hold_while_busy(
-    is_busy: Callable[[], Awaitable[set[str]]],
-    *,
-    hold_s: float,
-    progressed: Callable[[], None],
-    monotonic: Callable[[], float] = time.monotonic,
-) -> set[str]:
-    """Wait (``IDLE_POLL_S`` at a time) until ``is_busy()`` is empty or ``hold_s`` has passed;
-    the workflows still busy then."""
-    deadline = monotonic() + hold_s
-    busy = await is_busy()
-    while busy and monotonic() < deadline:
-        await asyncio.sleep(IDLE_POLL_S)
-        progressed()
-        busy = await is_busy()
-    return busy
 
 
 def _number(value: object, default: float) -> float:

@@ -39,7 +39,7 @@ child, concurrently across children over a bounded pool (``max_connections``, de
 
 from __future__ import annotations
 
-import functools
+import asyncio
 import time
 from collections.abc import Callable, Collection, Sequence
 from importlib.resources import files
@@ -171,7 +171,12 @@ class HarelSink(ReadyByReason):
         envelopes = list(batch)  # the one read of the batch: envelopes of one kind
         if not envelopes:
             return []
+        kind = envelopes[0].kind
         try:
+            if kind == "timer" and (self.timer_grace_s > 0 or self.timer_hold_s > 0):
+                timed = await self._deliver_timers(envelopes)
+                await self._record(kind)
+                return timed
             outcomes, todo = await self._hand_off(envelopes)
         except _UNREACHABLE as exc:
             self._not_ready = f"harel redis unreachable ({type(exc).__name__})"
@@ -180,71 +185,77 @@ class HarelSink(ReadyByReason):
             return [Retry(error=f"harel redis error ({type(exc).__name__})")] * len(envelopes)
         if todo:
             picked = [envelopes[index] for index in todo]
-            if envelopes[0].kind == "spawn":
-                sent = await self._spawn_all(picked)
-            else:
-                sent = await self._publish_all(picked)
+            sent = await (self._spawn_all(picked) if kind == "spawn" else self._publish_all(picked))
             for index, outcome in zip(todo, sent, strict=True):
                 outcomes[index] = outcome
             self._count(picked, sent, handoff.BY_RELAYD)
-        else:
-            self._not_ready = None
-        await self._record(envelopes[0].kind)
+        await self._record(kind)
         return [outcome if outcome is not None else Retry(error=HELD_BACK) for outcome in outcomes]
 
     async def _hand_off(self, envelopes: list[Envelope]) -> tuple[list[Outcome | None], list[int]]:
-        """What harel has done already (Delivered), what waits (Retry), and the indexes left to send."""
+        """What harel's relay has done already (Delivered), and the indexes left to send."""
         assert self._store_client is not None
         outcomes: list[Outcome | None] = [None] * len(envelopes)
-        if envelopes[0].kind == "timer" and (self.timer_grace_s > 0 or self.timer_hold_s > 0):
-            await self._hold_timers(envelopes, outcomes)
-            candidates = [index for index, outcome in enumerate(outcomes) if outcome is None]
-            # looked at again after the hold: harel may have fired it meanwhile
-            armed = await handoff.timers_armed(self._store_client, [envelopes[i] for i in candidates])
-        elif self.handoff_delay_s > 0:
-            await handoff.wait_for_handoff(envelopes, self.handoff_delay_s, self._clock)
-            candidates = list(range(len(envelopes)))
-            armed = await handoff.still_pending(self._store_client, envelopes)
-        else:  # no handoff: relayd relays alone
+        if self.handoff_delay_s == 0:  # no handoff: relayd relays alone
             return outcomes, list(range(len(envelopes)))
-        done_by_harel = [envelopes[index] for index, live in zip(candidates, armed, strict=True) if not live]
-        for index, live in zip(candidates, armed, strict=True):
+        await handoff.wait_for_handoff(envelopes, self.handoff_delay_s, self._clock)
+        pending = await handoff.still_pending(self._store_client, envelopes)
+        self._done_by_harel([envelope for envelope, live in zip(envelopes, pending, strict=True) if not live])
+        for index, live in enumerate(pending):
             if not live:
-                outcomes[index] = DELIVERED  # harel's relay or worker did it: not published again
-        self._count(done_by_harel, [DELIVERED] * len(done_by_harel), handoff.BY_HAREL)
-        todo = [index for index, live in zip(candidates, armed, strict=True) if live]
-        return outcomes, todo
+                outcomes[index] = DELIVERED  # harel's relay did it: not published again
+        return outcomes, [index for index, live in enumerate(pending) if live]
 
-    async def _hold_timers(self, envelopes: list[Envelope], outcomes: list[Outcome | None]) -> None:
-        """Wait out the grace, then while a timer's workflow is busy in harel's transport (at most
-        ``timer_hold``); a timer whose workflow is still busy is Retry, and so are its later ones."""
+    def _done_by_harel(self, envelopes: list[Envelope]) -> None:
+        self._count(envelopes, [DELIVERED] * len(envelopes), handoff.BY_HAREL)
+
+    async def _deliver_timers(self, envelopes: list[Envelope]) -> list[Outcome]:
+        """Timers once ``timer_grace`` past due, each while its workflow is idle in harel's
+        transport, in rounds for at most ``timer_hold``: a timer whose workflow is idle goes out
+        at once, a busy one is looked at again; one harel fired or cancelled meanwhile is
+        Delivered unpublished; one whose workflow is still busy at the end is Retry."""
         assert self._store_client is not None
         assert self._transport_client is not None
+        outcomes: list[Outcome | None] = [None] * len(envelopes)
         due = max(float(envelope.body["fire_at"]) for envelope in envelopes)  # type: ignore[arg-type]
         await handoff.sleep_until(due + self.timer_grace_s, self._clock)
-        if self.timer_hold_s == 0:
-            return  # no idle rule: every timer goes out once its grace has passed
-        armed = await handoff.timers_armed(self._store_client, envelopes)
-        store, transport = self._store_client, self._transport_client
-        for prefix in {envelope.prefix for envelope in envelopes}:
-            # a timer harel fired or cancelled meanwhile waits for nothing
+        deadline = time.monotonic() + self.timer_hold_s
+        waiting = list(range(len(envelopes)))
+        while waiting:
+            armed = await handoff.timers_armed(self._store_client, [envelopes[i] for i in waiting])
+            self._done_by_harel([envelopes[i] for i, live in zip(waiting, armed, strict=True) if not live])
+            for index, live in zip(waiting, armed, strict=True):
+                if not live:
+                    outcomes[index] = DELIVERED
+            live_ones = [index for index, live in zip(waiting, armed, strict=True) if live]
+            busy = await self._busy(envelopes, live_ones) if self.timer_hold_s > 0 else set()
+            ready = [
+                i for i in live_ones if (envelopes[i].prefix, envelopes[i].body["execution_id"]) not in busy
+            ]
+            if ready:
+                sent = await self._publish_all([envelopes[i] for i in ready])
+                for index, outcome in zip(ready, sent, strict=True):
+                    outcomes[index] = outcome
+                self._count([envelopes[i] for i in ready], sent, handoff.BY_RELAYD)
+            waiting = [i for i in live_ones if i not in ready]
+            if not waiting or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(handoff.IDLE_POLL_S)
+            progressed()
+        busy_retry = Retry(error="harel workflow busy (events queued)", after_s=BUSY_RETRY_S)
+        return [busy_retry if outcome is None else outcome for outcome in outcomes]
+
+    async def _busy(self, envelopes: list[Envelope], indexes: list[int]) -> set[tuple[str, object]]:
+        """(prefix, execution id) of the timers at ``indexes`` whose workflow is busy in harel."""
+        assert self._store_client is not None
+        busy: set[tuple[str, object]] = set()
+        for prefix in sorted({envelopes[i].prefix for i in indexes}):
             ids = sorted(
-                {
-                    str(e.body["execution_id"])
-                    for e, live in zip(envelopes, armed, strict=True)
-                    if live and e.prefix == prefix
-                }
+                {str(envelopes[i].body["execution_id"]) for i in indexes if envelopes[i].prefix == prefix}
             )
-            if not ids:
-                continue
-            busy = await handoff.hold_while_busy(
-                functools.partial(handoff.busy_workflows, store, transport, prefix, ids),
-                hold_s=self.timer_hold_s,
-                progressed=progressed,
-            )
-            for index, (envelope, live) in enumerate(zip(envelopes, armed, strict=True)):
-                if live and envelope.prefix == prefix and str(envelope.body["execution_id"]) in busy:
-                    outcomes[index] = Retry(error="harel workflow busy (events queued)", after_s=BUSY_RETRY_S)
+            found = await handoff.busy_workflows(self._store_client, self._transport_client, prefix, ids)
+            busy |= {(prefix, execution_id) for execution_id in found}
+        return busy
 
     def _count(self, envelopes: Sequence[Envelope], outcomes: Sequence[Outcome], by: str) -> None:
         delivered: dict[tuple[str, str], int] = {}
