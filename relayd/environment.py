@@ -6,12 +6,14 @@ names that are known, it returns the one line to stop on (naming the closest kno
 None. Known are every option's variable (``Settings``, the sinks' own options, each command's
 own, which the CLI passes in), ``RELAYD_<NAME>_<KEY>`` of a plugin sink ``NAME``, and
 ``RELAYD_ALLOW_UNKNOWN_ENV`` itself: a comma-separated list of variables meant for something
-else (``*``: any), which are let through.
+else (``*``: any), which are let through. The service links Kubernetes sets for a Service named
+``relayd`` (``RELAYD_SERVICE_HOST``, ``RELAYD_PORT_9464_TCP``, ...) are let through too.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Final
 
@@ -19,6 +21,11 @@ from typing import Final
 VARIABLE_PREFIX: Final = "RELAYD_"
 #: The escape: variables meant for something else, comma-separated (``*``: every one).
 ALLOW_UNKNOWN: Final = "RELAYD_ALLOW_UNKNOWN_ENV"
+#: What Kubernetes sets in every pod of a namespace with a Service named ``relayd`` (its
+#: service links: ``RELAYD_SERVICE_HOST``, ``RELAYD_PORT_9464_TCP_ADDR``, ...): never an option.
+SERVICE_LINK: Final = re.compile(
+    r"RELAYD_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)?)"
+)
 
 
 def unknown_variable_error(
@@ -38,7 +45,9 @@ def unknown_variable_error(
     candidates = sorted(
         name.upper()
         for name in env
-        if name.upper().startswith(VARIABLE_PREFIX) and name.upper() not in known_upper | allowed
+        if name.upper().startswith(VARIABLE_PREFIX)
+        and name.upper() not in known_upper | allowed
+        and not SERVICE_LINK.fullmatch(name.upper())
     )
     if not candidates:
         return None

@@ -51,3 +51,19 @@ def test_a_plugin_sink_owns_its_variables_and_is_asked_only_when_needed() -> Non
     env = {"RELAYD_PIGEON_BIRDS": "3", "RELAYD_MY_SINK_TOKEN_FILE": "/t"}
     assert unknown_variable_error(env, KNOWN, prefixes) is None
     assert unknown_variable_error({"RELAYD_PIGEONS": "3"}, KNOWN, prefixes) is not None
+
+
+def test_kubernetes_service_links_of_a_service_named_relayd_pass() -> None:
+    env = {
+        "RELAYD_SERVICE_HOST": "10.0.0.7",
+        "RELAYD_SERVICE_PORT": "9464",
+        "RELAYD_SERVICE_PORT_METRICS": "9464",
+        "RELAYD_PORT": "tcp://10.0.0.7:9464",
+        "RELAYD_PORT_9464_TCP": "tcp://10.0.0.7:9464",
+        "RELAYD_PORT_9464_TCP_PROTO": "tcp",
+        "RELAYD_PORT_9464_TCP_PORT": "9464",
+        "RELAYD_PORT_9464_TCP_ADDR": "10.0.0.7",
+    }
+
+    assert unknown_variable_error(env, KNOWN) is None
+    assert unknown_variable_error({"RELAYD_PORTS": "1"}, KNOWN) is not None
