@@ -2,7 +2,7 @@
 same way, in the same run, must end the same.
 
 The application is ``support.harel_app``: 12 orders, each forking ``Payment`` (``Paid`` before
-its 8 s timeout, or never: that timeout decides the outcome) and ``Shipping`` (an invoked
+its 6 s timeout, or never: that timeout decides the outcome) and ``Shipping`` (an invoked
 ``courier`` whose context has defaults the order branches on); actions count their side effects
 in a file. Each scenario runs two deployments side by side on one real redis-server, under two
 prefixes: (a) harel's worker alone, (b) the same plus ``relayd sweep --sink harel:...`` with its
@@ -13,29 +13,35 @@ states, outcomes and contexts (every child's too), each final action and each co
 run once (distinct idempotency keys in the ledger), and nothing left (outbox, spawns, timers,
 queues, dead letters).
 
-Scenarios: steady state with keyspace notifications on and off; a crash between commit and
-relay (the worker dies right after the first commit that carries spawns, restarted 4 s later);
+Scenarios: steady state with keyspace notifications on and off, and through the webhook route
+(``--sink webhook:`` to ``support.harel_webhook``, which feeds harel through its API) after a
+crash; a crash between commit and relay (the worker dies right after the first commit that carries spawns,
+restarted 4 s later);
 the worker SIGKILLed for 10 s while the orders wait, ``Paid`` sent meanwhile (queued at the
 parents) and every unpaid timer coming due during the outage.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 from support.harel_app import write_definitions
 from support.harel_run import HarelDeployment
+from support.harel_webhook import HarelReceiver
+from support.http_receiver import serve_in_thread
 from support.redis_server import RedisServer
 from support.waiting import wait_until
 
 ORDERS = [f"o{n}" for n in range(12)]
 PAID = ORDERS[:8]
-PAY_TIMEOUT_S = 8
-FINAL_TIMEOUT_S = 45.0
+PAY_TIMEOUT_S = 6
+FINAL_TIMEOUT_S = 90.0
 
 
 @pytest.fixture
@@ -156,3 +162,53 @@ def test_a_worker_killed_for_10_s_ends_as_harel_alone(pair: tuple[HarelDeploymen
     counts = _finish_and_compare(pair)
 
     print(f"harel_differential outage relayd_counts={counts}")
+
+
+def test_the_webhook_route_ends_as_harel_alone(
+    redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """relayd with ``--sink webhook:`` to a receiver feeding harel through its public API (and
+    harel's worker logic for spawns), as docs/harel.md shows, beside harel's worker: a crash
+    between commit and relay, the receiver creates the children, the same end as harel alone."""
+    definitions = write_definitions(tmp_path / "definitions", pay_timeout_s=PAY_TIMEOUT_S)
+    run = uuid.uuid4().hex[:8]
+    receiver = HarelReceiver(redis_server.url, f"hook_{run}", str(definitions), handoff_s=2.0)
+    # the receiver runs the children's start actions in this process: they count here
+    monkeypatch.setenv("HAREL_APP_LEDGER", str(tmp_path / "hook" / "ledger.txt"))
+
+    async def handle(request: web.Request) -> web.Response:
+        await asyncio.to_thread(receiver.receive, await request.json())
+        return web.Response(status=204)
+
+    with serve_in_thread(handle) as url:
+        alone = HarelDeployment(
+            redis_server.url, f"alone_{run}", tmp_path / "alone", definitions, relayd_sink_params=None
+        )
+        hooked = HarelDeployment(
+            redis_server.url,
+            f"hook_{run}",
+            tmp_path / "hook",
+            definitions,
+            relayd_sink_params=None,
+            relayd_sink=f"webhook:{url}",
+        )
+        try:
+            pair = (alone, hooked)
+            _start(pair, crash_after_spawns=True)
+            for deployment in pair:
+                deployment.create_orders(ORDERS)
+            for deployment in pair:
+                wait_until(deployment.worker_exited, FINAL_TIMEOUT_S, f"the crash ({deployment.prefix})")
+            time.sleep(4.0)
+            for deployment in pair:
+                deployment.start_worker()
+            _each(pair, "every Payment region waiting", "regions_waiting")
+            for deployment in pair:
+                deployment.pay(PAID)
+
+            _finish_and_compare(pair)
+        finally:
+            alone.stop()
+            hooked.stop()
+    print(f"harel_differential webhook fed={receiver.fed}")
+    assert receiver.fed["spawn"] >= 1, "the receiver created the crashed fork's children"

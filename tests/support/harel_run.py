@@ -39,8 +39,17 @@ class HarelDeployment:
     """The application under ``prefix``: sender, worker, optional relayd (see the module docstring)."""
 
     def __init__(
-        self, redis_url: str, prefix: str, workdir: Path, definitions: Path, *, relayd_sink_params: str | None
+        self,
+        redis_url: str,
+        prefix: str,
+        workdir: Path,
+        definitions: Path,
+        *,
+        relayd_sink_params: str | None,
+        relayd_sink: str | None = None,
     ) -> None:
+        """``relayd_sink_params``: run relayd with the harel sink and these parameters (None: no
+        relayd); ``relayd_sink``: run relayd with this sink instead."""
         self.redis_url, self.prefix, self.workdir, self.definitions = redis_url, prefix, workdir, definitions
         workdir.mkdir(parents=True, exist_ok=True)
         self.ledger = workdir / "ledger.txt"
@@ -52,6 +61,7 @@ class HarelDeployment:
             execution="inline",
         )
         self.relayd_sink_params = relayd_sink_params
+        self.relayd_sink = relayd_sink
         self.worker: subprocess.Popen[bytes] | None = None
         self.relay: subprocess.Popen[bytes] | None = None
         self.relay_port = free_port()
@@ -100,10 +110,13 @@ class HarelDeployment:
         return self.worker is not None and self.worker.poll() is not None
 
     def start_relayd(self) -> None:
-        if self.relayd_sink_params is None:
+        if self.relayd_sink is not None:
+            sink = self.relayd_sink
+        elif self.relayd_sink_params is not None:
+            sink = f"harel:{self.redis_url}?definitions={self.definitions}"
+            sink += f"&{self.relayd_sink_params}" if self.relayd_sink_params else ""
+        else:
             return
-        sink = f"harel:{self.redis_url}?definitions={self.definitions}"
-        sink += f"&{self.relayd_sink_params}" if self.relayd_sink_params else ""
         argv = [
             sys.executable, "-m", "relayd", "sweep", "--redis-url", self.redis_url, "--prefix", self.prefix,
             "--sink", sink, "--poll-interval", "0.2", "--metrics-addr", f"127.0.0.1:{self.relay_port}",
