@@ -6,17 +6,27 @@ The rule, from the outcomes of each delivery (``delivery_signal``):
   sink reached its destination and got an answer about an entry (a 422 is an answer).
 - A delivery *fails* when every entry it attempted came back ``Retry`` (refused connections,
   timeouts, 5xx, 429, a broker away, the sink raising). Entries held back behind an earlier
-  failure of their own ordering key were not attempted and do not count.
+  failure of their own ordering key were not attempted and do not count; neither do entries
+  the sink did not send because the lease may have expired (``NOT_SENT``, ``HELD_BACK``): that
+  is the replica's doing, not the sink's, so a delivery with nothing else is no signal at all.
+- A ``Permanent`` marked ``wholesale`` (a 401, 403, or 404 from a receiver's default backend) is
+  an answer about the sink, not the entry, when it comes from many targets at once: when no
+  entry was delivered and the same such answer came for at least ``min_targets`` ordering keys,
+  the delivery *fails* (an outage: nothing dead-lettered) with the answer's hint (what to
+  check) as its error. From one target it stays an answer about that target. In a probe
+  (half-open), such an answer never closes the breaker.
 - The breaker opens when, with no success in between, at least ``threshold`` entries failed and
   they span at least ``min_targets`` ordering keys (an entry without a key counts as a target of
   its own). One target failing on its own (a receiver's 500s for one target) never opens it:
   that is the entry's problem, and ``--max-attempts`` dead-letters it as before.
 
 Open: nothing is delivered for a cool-down, which starts at ``cooldown_base_s`` and doubles
-with each failed probe up to ``cooldown_cap_s``. Then it is half-open: one delivery of at most
-``probe_entries`` entries (the probe) may go; a success closes the breaker, a failure opens it
-again. Deliveries the breaker counts as an outage (the one that opens it, a failed probe) charge
-no attempt: their entries wait, and nothing is dead-lettered for being undeliverable.
+with each failed probe up to ``cooldown_cap_s``, or for as long as the sink's ``Retry-After``
+asked (``Retry.after_s``, the longest of the failed delivery's), whichever is longer. Then it
+is half-open: one delivery of at most ``probe_entries`` entries (the probe) may go; a success
+closes the breaker, a failure opens it again. Deliveries the breaker counts as an outage (the
+one that opens it, a failed probe) charge no attempt: their entries wait, and nothing is
+dead-lettered for being undeliverable.
 
 Pure: the caller passes the monotonic time (``now_s``, for cool-downs) and the epoch time
 (``at``, for ``/readyz``'s "open since"); nothing here sleeps, logs or counts.
@@ -28,7 +38,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from relayd.sinks.base import Delivered, Outcome, Permanent
+from relayd.sinks.base import Delivered, Outcome, Permanent, Retry
+from relayd.sinks.per_key import HELD_BACK
+from relayd.sinks.sending import NOT_SENT
 
 State = Literal["closed", "open", "half_open"]
 #: Every state, in the order the state metric lists them.
@@ -61,12 +73,20 @@ class BreakerPolicy:
 
 @dataclass(frozen=True, slots=True)
 class Signal:
-    """What one delivery says about its sink: a success, or how many entries of which keys failed."""
+    """What one delivery says about its sink: a success, or how many entries of which keys failed.
+
+    ``attempted`` False: the sink sent nothing it could be judged by (no signal either way).
+    """
 
     succeeded: bool
     failed: int = 0
     keys: frozenset[str] = frozenset()
     error: str = ""
+    after_s: float | None = None
+    attempted: bool = True
+    #: The delivery's only answers were ``wholesale`` ones: a failure opens the breaker at once;
+    #: a success (one target's) does not close an open one.
+    wholesale: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +100,20 @@ class Transition:
 
 #: A delivery that succeeded.
 SUCCESS: Final = Signal(True)
+#: A delivery that sent nothing the sink can be judged by (every entry not attempted).
+NO_SIGNAL: Final = Signal(False, attempted=False)
+#: The errors of entries a sink did not attempt: not a failure of the sink.
+NOT_ATTEMPTED: Final = frozenset({HELD_BACK, NOT_SENT})
 
 
-def delivery_signal(keys: Sequence[str | None], ids: Sequence[str], outcomes: Sequence[Outcome]) -> Signal:
+def not_attempted(outcome: Outcome) -> bool:
+    """Whether the sink did not attempt this entry (held back, or not sent for the lease)."""
+    return type(outcome) is Retry and outcome.error in NOT_ATTEMPTED
+
+
+def delivery_signal(
+    keys: Sequence[str | None], ids: Sequence[str], outcomes: Sequence[Outcome], *, min_targets: int = 2
+) -> Signal:
     """Read one delivery's outcomes (in batch order, with each entry's key and id) as a ``Signal``.
 
     A wrong number of outcomes (a sink that broke its contract) is a failure of every entry.
@@ -90,17 +121,48 @@ def delivery_signal(keys: Sequence[str | None], ids: Sequence[str], outcomes: Se
     if len(outcomes) != len(keys):
         return Signal(False, len(keys), frozenset(k or i for k, i in zip(keys, ids, strict=True)), "")
     failed_keys: set[str] = set()
-    failed, error = 0, ""
+    failed, error, after_s = 0, "", None
+    wholesale: dict[str, set[str]] = {}  # a wholesale answer -> the targets that got it
+    hints: dict[str, str] = {}
     for key, id_, outcome in zip(keys, ids, outcomes, strict=True):
-        if isinstance(outcome, Delivered | Permanent):
+        if type(outcome) is Delivered:
             return SUCCESS
         target = key if key is not None else id_
+        if type(outcome) is Permanent:
+            if not outcome.wholesale:
+                return SUCCESS
+            wholesale.setdefault(outcome.reason, set()).add(target)
+            hints[outcome.reason] = outcome.wholesale
+            continue
         if key is not None and key in failed_keys:
             continue  # held back behind an earlier failure of its key: not attempted
+        if not_attempted(outcome):
+            continue
         failed_keys.add(target)
         failed += 1
         error = error or outcome.error
-    return Signal(False, failed, frozenset(failed_keys), error)
+        if outcome.after_s is not None:
+            after_s = max(after_s or 0.0, outcome.after_s)
+    if wholesale:
+        return _wholesale_signal(
+            wholesale, hints, Signal(False, failed, frozenset(failed_keys), error, after_s), min_targets
+        )
+    if not failed:
+        return NO_SIGNAL
+    return Signal(False, failed, frozenset(failed_keys), error, after_s)
+
+
+def _wholesale_signal(
+    wholesale: dict[str, set[str]], hints: dict[str, str], failures: Signal, min_targets: int
+) -> Signal:
+    """A delivery's signal when some entries got a ``wholesale`` answer (the others ``failures``)."""
+    reason, targets = max(wholesale.items(), key=lambda item: len(item[1]))
+    answered = frozenset(target for group in wholesale.values() for target in group)
+    if len(targets) < min_targets:  # one target's own answer: dead-lettered as the sink said
+        return Signal(True, len(answered), answered, f"{reason}: {hints[reason]}", wholesale=True)
+    error = f"{reason} from {len(targets)} targets at once: {hints[reason]}"
+    failed, keys = failures.failed + len(answered), answered | failures.keys
+    return Signal(False, failed, keys, error, failures.after_s, wholesale=True)
 
 
 @dataclass(slots=True)
@@ -147,12 +209,15 @@ class Breaker:
 
     def record(self, signal: Signal, *, now_s: float, at: float) -> Transition | None:
         """Account one delivery; the transition it caused, if any."""
+        if not signal.attempted:  # nothing the sink can be judged by: a probe may go again
+            self.probing = False
+            return None
         if self.state != "closed":
             self.probing = False
-            if signal.succeeded:
+            if signal.succeeded and not signal.wholesale:
                 return self._close()
             self.cooldown_s = min(self.cooldown_s * 2, self.policy.cooldown_cap_s)
-            self.probe_at_s = now_s + self.cooldown_s
+            self.probe_at_s = now_s + max(self.cooldown_s, signal.after_s or 0.0)
             self.reason = signal.error or self.reason
             before, self.state = self.state, "open"
             return Transition(before, "open", self.reason)
@@ -165,11 +230,12 @@ class Breaker:
             if len(self._keys) >= self.policy.min_targets:
                 break
             self._keys.add(key)
-        if self._failed < self.policy.threshold or len(self._keys) < self.policy.min_targets:
+        short = self._failed < self.policy.threshold or len(self._keys) < self.policy.min_targets
+        if short and not signal.wholesale:  # the same refusal from many targets opens it at once
             return None
         self.state, self.opened_at, self.reason = "open", at, signal.error or "deliveries failed"
         self.cooldown_s = min(self.policy.cooldown_base_s, self.policy.cooldown_cap_s)
-        self.probe_at_s = now_s + self.cooldown_s
+        self.probe_at_s = now_s + max(self.cooldown_s, signal.after_s or 0.0)
         return Transition("closed", "open", self.reason)
 
     def _close(self) -> Transition:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from relayd.engine.breaker import not_attempted
 from relayd.engine.ordering import select_heads
 from relayd.envelope import Envelope
 from relayd.sinks.base import Delivered, Outcome, Permanent, Retry
@@ -120,6 +121,8 @@ def judge(
     An entry whose key already failed earlier in the batch is a hold-back, not an attempt,
     whether the sink did not send it (``Retry``) or confirmed it (``Delivered``: acking it
     would leave it ahead of the earlier entry for good); it is left unchanged in ``held_back``.
+    So is an entry the sink says it did not attempt (``breaker.not_attempted``): no attempt is
+    charged for what never left.
     A sink that returns the wrong number of outcomes broke its contract: every entry retries.
     """
     if len(outcomes) != len(batch):
@@ -129,6 +132,13 @@ def judge(
     failed_keys: set[str] = set()
     for item, outcome in zip(batch, outcomes, strict=True):
         key = item.envelope.ordering_key
+        if not_attempted(outcome):
+            # The sink did not send it (behind a failure in its request's lane, or the lease may
+            # have expired): no attempt of its own, and it stops its key like a failure.
+            if key is not None:
+                failed_keys.add(key)
+            verdicts.held_back.append(item)
+            continue
         if key is not None and key in failed_keys and not isinstance(outcome, Permanent):
             # Behind an earlier failure of its own key in this batch: held back, not an attempt
             # of its own. Even when the sink confirmed it, it is not acked: it goes again after

@@ -67,7 +67,12 @@ class SinkGuard:
     def record(self, batch: Batch, outcomes: Sequence[Outcome]) -> bool:
         """Account one delivery; whether its failures count as attempts (False: an outage)."""
         # Any confirmed entry is a success: checked first, without the batch's columns.
-        signal = SUCCESS if DELIVERED in outcomes else delivery_signal(batch.keys(), batch.ids(), outcomes)
+        min_targets = self.breaker.policy.min_targets
+        signal = (
+            SUCCESS
+            if DELIVERED in outcomes
+            else delivery_signal(batch.keys(), batch.ids(), outcomes, min_targets=min_targets)
+        )
         transition = self.breaker.record(signal, now_s=self.clock.monotonic(), at=self.clock.now())
         self._note(transition)
         return signal.succeeded or self.breaker.state == "closed"

@@ -30,9 +30,15 @@ class Retry:
 
 @dataclass(frozen=True, slots=True)
 class Permanent:
-    """The entry can never be delivered; relayd dead-letters it with ``reason`` (free text)."""
+    """The entry can never be delivered; relayd dead-letters it with ``reason`` (free text).
+
+    ``wholesale``, when set, says what to check if many targets get this same answer at once
+    (a 401: the credentials): the sink's breaker then takes it as an outage of the sink, not
+    as poison, and dead-letters nothing (``relayd.engine.breaker``).
+    """
 
     reason: str
+    wholesale: str = field(default="", compare=False)
 
 
 Outcome = Delivered | Retry | Permanent

@@ -21,6 +21,16 @@ from relayd.sinks.webhook.http_excerpt import body_excerpt
 RETRYABLE_STATUSES: Final = frozenset({408, 425, 429})
 #: The status by which an endpoint says it is gone for good (Standard Webhooks: stop sending).
 GONE: Final = 410
+#: Refusals about the sink rather than the entry when many targets get them at once: what to check.
+WHOLESALE_HINTS: Final = {
+    401: "check the credentials (a secret or headers file rotated on one side only?)",
+    403: "check the credentials (a secret or headers file rotated on one side only?)",
+    404: "check the webhook URL (the receiver has no such endpoint)",
+}
+#: Statuses after which a request of several entries is split to find the entry refused: the
+#: receiver answered about the content (a 500 from its handler, a 4xx about the body), not
+#: "not now" (429, 503, ...) nor about the credentials or the URL.
+_NOT_ABOUT_CONTENT: Final = frozenset({GONE, 502, 503, 504, *RETRYABLE_STATUSES, *WHOLESALE_HINTS})
 SIGNATURE_VERSION: Final = "v1"
 #: The signing schemes of ``--webhook-signature``.
 SignatureScheme = Literal["standard", "relayd"]
@@ -106,8 +116,8 @@ def classify_status(status: int, retry_after: str | None, now_s: float, body: by
     2xx → Delivered; 408, 425, 429 and 5xx → Retry (honouring ``Retry-After``); 410 → Permanent
     ``"http 410 endpoint gone"`` (the receiver asks to stop, as Standard Webhooks recommends);
     any other status (4xx, and 1xx/3xx since redirects are not followed) → Permanent
-    ``"http <status>"``. A failure's text ends with a short, redacted excerpt of ``body``
-    (``http 422: {...}``).
+    ``"http <status>"``, marked ``wholesale`` for 401, 403 and 404 (``WHOLESALE_HINTS``). A
+    failure's text ends with a short, redacted excerpt of ``body`` (``http 422: {...}``).
     """
     if 200 <= status < 300:
         return DELIVERED
@@ -118,7 +128,13 @@ def classify_status(status: int, retry_after: str | None, now_s: float, body: by
         return Permanent(reason=text)
     if status in RETRYABLE_STATUSES or status >= 500:
         return Retry(error=text, after_s=parse_retry_after(retry_after, now_s))
-    return Permanent(reason=text)
+    return Permanent(reason=text, wholesale=WHOLESALE_HINTS.get(status, ""))
+
+
+def about_content(status: int, retry_after: str | None) -> bool:
+    """Whether a refusal may be about one entry of a request of several (worth splitting it):
+    a 500 or a 4xx about the body, without ``Retry-After``."""
+    return 400 <= status < 600 and status not in _NOT_ABOUT_CONTENT and retry_after is None
 
 
 def parse_header_lines(text: str) -> tuple[tuple[str, str], ...]:

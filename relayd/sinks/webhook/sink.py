@@ -103,12 +103,12 @@ from relayd.errors import ConfigError, SinkError
 from relayd.inflight import progressed
 from relayd.material import Fixed, Material
 from relayd.sinks import cloud_event, trace_context
-from relayd.sinks.base import Delivered, Outcome, ReadyByReason, Retry, SinkOptions
+from relayd.sinks.base import Outcome, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.per_key import HELD_BACK, deliver_in_key_order
 from relayd.sinks.sending import NOT_SENT, may_send
 from relayd.sinks.spec import SinkSpec
 from relayd.sinks.webhook import batches as webhook_batches
-from relayd.sinks.webhook.http_policy import classify_status, signature_headers
+from relayd.sinks.webhook.http_policy import about_content, classify_status, signature_headers
 from relayd.sinks.webhook.oauth2 import ClientCredentials, OAuth2Tokens, PostForm, TokenUnavailable
 from relayd.sinks.webhook.options import WebhookOptions
 from relayd.sinks.webhook.proxy import NoProxy, check_proxy_url, parse_no_proxy
@@ -123,8 +123,9 @@ from relayd.tls import WatchedCaContext
 
 log = structlog.get_logger(__name__)
 
-#: Sends one request: its body, its id and the headers of its format; returns its outcome.
-_Post = Callable[[bytes, str, dict[str, str]], Awaitable[Outcome]]
+#: Sends one request: its body, its id and the headers of its format; returns its outcome and
+#: whether the refusal may be about one entry of several (``http_policy.about_content``).
+_Post = Callable[[bytes, str, dict[str, str]], Awaitable[tuple[Outcome, bool]]]
 
 #: Gzip level for ``--webhook-gzip``: a middle level; small bodies gain little from the slowest ones.
 GZIP_LEVEL: Final = 5
@@ -184,6 +185,8 @@ class _Sending:
     proxy_headers: dict[str, str] | None
     #: Requests that got an HTTP answer.
     answered: int = 0
+    #: Requests that went out (not those held back for the lease).
+    tried: int = 0
     #: Whether an answer suggests the credentials or the TLS material changed.
     stale: bool = False
 
@@ -342,14 +345,14 @@ class WebhookSink(ReadyByReason):
             proxy_headers=proxy_headers,
         )
 
-        async def post(body: bytes, message_id: str, format_headers: dict[str, str]) -> Outcome:
+        async def post(body: bytes, message_id: str, format_headers: dict[str, str]) -> tuple[Outcome, bool]:
             return await self._post(sending, body, message_id, format_headers)
 
         if self._batch_size > 1:
             outcomes = await self._deliver_batched(batch, post)
         else:
             outcomes = await self._deliver_one_by_one(batch, post)
-        if batch:
+        if sending.tried:  # a batch left unsent for the lease says nothing about the receiver
             self._not_ready = (
                 None if sending.answered > 0 else "webhook receiver gave no answer to the last batch"
             )
@@ -359,27 +362,28 @@ class WebhookSink(ReadyByReason):
 
     async def _post(
         self, sending: _Sending, body: bytes, message_id: str, format_headers: dict[str, str]
-    ) -> Outcome:
-        """Send one request and read its outcome; with OAuth2, a 401 renews the token and sends
-        it once more, within the same attempt."""
+    ) -> tuple[Outcome, bool]:
+        """Send one request and read its outcome, and whether a refusal may be about one entry of
+        several; with OAuth2, a 401 renews the token and sends it once more, within the same
+        attempt."""
         headers = sending.base_headers | {"Idempotency-Key": message_id} | format_headers
         headers |= signature_headers(self._signature, sending.secrets, message_id, int(self._clock()), body)
         data = gzip.compress(body, GZIP_LEVEL, mtime=0) if self._gzip else body
         tokens = self._tokens
         async with self._slots:
             if not may_send():  # a pause while this request waited for its slot
-                return Retry(error=NOT_SENT)
+                return Retry(error=NOT_SENT), False
             token = None
             for renewed in (False, True):
                 if tokens is not None:
                     try:
                         token = tokens.fresh() or await tokens.token()
                     except TokenUnavailable as exc:
-                        return Retry(error=f"webhook oauth2 token endpoint: {exc}")
+                        return Retry(error=f"webhook oauth2 token endpoint: {exc}"), False
                     headers["Authorization"] = f"Bearer {token}"
                 answer = await self._send(sending, data, headers)
                 if not isinstance(answer, tuple):
-                    return answer
+                    return answer, False
                 status, retry_after, answer_body = answer
                 if token is None or status != UNAUTHORIZED or renewed:
                     break
@@ -388,10 +392,13 @@ class WebhookSink(ReadyByReason):
         sending.answered += 1
         sending.stale |= status in REFUSED_CREDENTIALS
         if status == PROXY_AUTHENTICATION_REQUIRED:
-            return Retry(error="webhook proxy refused the request (http 407 proxy authentication required)")
+            return Retry(
+                error="webhook proxy refused the request (http 407 proxy authentication required)"
+            ), False
         if status == UNAUTHORIZED and token is not None:
-            return Retry(error="webhook http 401 to a newly granted oauth2 token")
-        return classify_status(status, retry_after, self._clock(), answer_body)
+            return Retry(error="webhook http 401 to a newly granted oauth2 token"), False
+        outcome = classify_status(status, retry_after, self._clock(), answer_body)
+        return outcome, about_content(status, retry_after)
 
     async def _send(
         self, sending: _Sending, data: bytes, headers: dict[str, str]
@@ -409,12 +416,15 @@ class WebhookSink(ReadyByReason):
             ) as answer:
                 # read to the end: the connection goes back to the pool
                 answer_body = await answer.read()
+                sending.tried += 1
                 return answer.status, answer.headers.get("Retry-After"), answer_body
         except TimeoutError as exc:
+            sending.tried += 1
             return Retry(error=f"webhook timeout ({type(exc).__name__})")
         except aiohttp.ClientError as exc:
             if not may_send():  # ``_FencedBody`` stopped it before a byte went out
                 return Retry(error=NOT_SENT)
+            sending.tried += 1
             # a failed certificate check or a proxy's refusal: new material may be waiting
             sending.stale |= isinstance(exc, aiohttp.ClientSSLError | aiohttp.ClientHttpProxyError)
             return Retry(error="webhook " + _client_error(exc))
@@ -433,7 +443,9 @@ class WebhookSink(ReadyByReason):
             format_headers = trace_context.of_batch(batch)
 
         async def send_one(index: int) -> Outcome:
-            return await post(bodies[index], ids[index], format_headers[index] if format_headers else {})
+            headers = format_headers[index] if format_headers else {}
+            outcome, _ = await post(bodies[index], ids[index], headers)
+            return outcome
 
         return await deliver_in_key_order(batch.keys(), send_one)
 
@@ -450,19 +462,15 @@ class WebhookSink(ReadyByReason):
         outcomes: list[Outcome] = [Retry(error=HELD_BACK)] * len(batch)
         contexts = trace_context.of_batch(batch)
 
-        async def run_lane(requests: list[list[int]]) -> None:
-            for indexes in requests:
-                body = to_body([entries[index] for index in indexes])
-                request_id = webhook_batches.batch_id([ids[index] for index in indexes])
-                headers = {**content, **trace_context.shared([contexts[index] for index in indexes])}
-                outcome = await post(body, request_id, headers)
-                for index in indexes:
-                    outcomes[index] = outcome
-                if not isinstance(outcome, Delivered):
-                    return  # the rest of the lane stays held back: its keys' order holds
+        async def send(indexes: list[int]) -> tuple[Outcome, bool]:
+            body = to_body([entries[index] for index in indexes])
+            request_id = webhook_batches.batch_id([ids[index] for index in indexes])
+            headers = {**content, **trace_context.shared([contexts[index] for index in indexes])}
+            return await post(body, request_id, headers)
 
-        lanes = webhook_batches.lanes(batch.keys(), self._batch_size, self._concurrency)
-        await asyncio.gather(*(run_lane(lane) for lane in lanes))
+        keys, size = batch.keys(), self._batch_size
+        lanes = webhook_batches.lanes(keys, size, self._concurrency)
+        await asyncio.gather(*(webhook_batches.send_lane(lane, keys, size, send, outcomes) for lane in lanes))
         return outcomes
 
     def not_ready_reason(self) -> str | None:
