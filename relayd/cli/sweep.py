@@ -97,6 +97,8 @@ async def run_sweep(
 
     from relayd.connect import BRIEF, FOREVER, build_client, connect
     from relayd.engine.loop import run_relay
+    from relayd.engine.shutdown import ShutdownDeadline
+    from relayd.errors import RedisUnreachable
     from relayd.health import Health
     from relayd.heartbeat import heartbeat
     from relayd.inflight import DELIVERIES
@@ -123,15 +125,24 @@ async def run_sweep(
         host, port = settings.metrics_host_port
         server = serve_http(host, port, registry, health)
         structlog.get_logger(__name__).info("http_serving", url=f"http://{host}:{server.port}/metrics")
+    shutdown = ShutdownDeadline(stop, settings.shutdown_grace)
     try:
         async with heartbeat(health):
-            client = await connect(
-                settings,
-                BRIEF if once else FOREVER,
-                stop=stop,
-                on_failure=health.redis_failed,
-                client_factory=lambda s: build_client(s, watch=watch),
-            )
+            try:
+                client = await connect(
+                    settings,
+                    BRIEF if once else FOREVER,
+                    stop=stop,
+                    on_failure=health.redis_failed,
+                    client_factory=lambda s: build_client(s, watch=watch),
+                )
+            except RedisUnreachable as exc:
+                if once or not stop.is_set():
+                    raise
+                # Stopped before Redis ever answered: nothing was read, so nothing is left
+                # half done; a stop is a clean exit (README.md#commands).
+                structlog.get_logger(__name__).info("stopped_before_connecting", error=str(exc))
+                return 0
             try:
                 for hint in await prefix_hints(client, settings.prefix):
                     structlog.get_logger(__name__).warning("prefix_empty", hint=hint)
@@ -142,9 +153,11 @@ async def run_sweep(
                     metrics=metrics,
                     health=health,
                     stop=stop,
+                    shutdown=shutdown,
                 )
             finally:
-                await client.aclose()
+                async with shutdown.bounded("closing the Redis connection"):
+                    await client.aclose()
     finally:
         watching.cancel()
         if server is not None:

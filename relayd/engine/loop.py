@@ -27,6 +27,7 @@ from relayd.engine.prefix_relay import PrefixRelay
 from relayd.engine.redis_errors import REDIS_ERRORS
 from relayd.engine.redis_time import RedisClock, keep_synced
 from relayd.engine.shares import PrefixView, ShareDecision, decide_shares
+from relayd.engine.shutdown import ShutdownDeadline
 from relayd.engine.sink_guard import guards_for
 from relayd.engine.wake import WakeSubscriber
 from relayd.envelope import Kind
@@ -76,6 +77,7 @@ async def run_relay(
     health: Health,
     stop: asyncio.Event,
     clock: Clock | None = None,
+    shutdown: ShutdownDeadline | None = None,
 ) -> RunSummary:
     """Relay every prefix of ``options`` until ``stop`` is set (or, with ``once``, drained).
 
@@ -83,6 +85,7 @@ async def run_relay(
     sink's own ``RelaydError``) when a sink cannot start. Without ``clock`` the engine's epoch
     time is the Redis server's (``engine.redis_time``), measured again every lease beat period.
     """
+    shutdown = shutdown or ShutdownDeadline(stop, options.shutdown_grace_s)
     synced: RedisClock | None = None
     if clock is None:
         clock = synced = RedisClock()
@@ -121,6 +124,7 @@ async def run_relay(
             stop=stop,
             clock=clock,
             token=token,
+            shutdown=shutdown,
         )
         for prefix in options.prefixes
     ]
@@ -136,7 +140,9 @@ async def run_relay(
                     membership = Membership(
                         redis, [r.store.keyspace for r in relays], token=token, ttl_s=options.lease_ttl_s
                     )
-                    group.create_task(_keep_shares(membership, relays, stop=stop, health=health))
+                    group.create_task(
+                        _keep_shares(membership, relays, stop=stop, health=health, shutdown=shutdown)
+                    )
                 if options.wake and not options.once:  # a latency shortcut; polling goes on regardless
                     subscriber = WakeSubscriber(redis, {r.prefix: r.wake for r in relays}, metrics=metrics)
                     for relay in relays:
@@ -150,7 +156,8 @@ async def run_relay(
             with contextlib.suppress(asyncio.CancelledError):
                 await resync
         health.stopping()
-        await _close_sinks(started)
+        async with shutdown.bounded("closing the sinks"):
+            await _close_sinks(started)
     return _summarise(relays)
 
 
@@ -181,7 +188,12 @@ def _summarise(relays: list[PrefixRelay]) -> RunSummary:
 
 
 async def _keep_shares(
-    membership: Membership, relays: list[PrefixRelay], *, stop: asyncio.Event, health: Health
+    membership: Membership,
+    relays: list[PrefixRelay],
+    *,
+    stop: asyncio.Event,
+    health: Health,
+    shutdown: ShutdownDeadline,
 ) -> None:
     """Beat into the registries, decide the fair share, steer the prefix tasks; leave on stop."""
     rng = random.Random()
@@ -217,6 +229,7 @@ async def _keep_shares(
     # Leave before the prefix tasks release their leases: the others then count one member
     # fewer by the time the leases come free, and take them at once.
     try:
-        await membership.leave()
+        async with shutdown.bounded("leaving the member registry"):
+            await membership.leave()
     except REDIS_ERRORS as exc:
         log.warning("redis_error", error=f"{type(exc).__name__}: {exc}"[:300])

@@ -12,7 +12,8 @@ backoff from a fresh ``Sweeper``. A pass stopped by the lease's fence (``engine.
 deadline passed, or Redis refused an ack for another replica's token) is reported, its sweeper
 dropped, and the prefix goes back to standby. When ``stop`` is set no new read or delivery
 starts, the pass in flight gets ``shutdown_grace_s`` to finish and ack, then the reader cursors
-are checkpointed and the lease released. With ``once`` the loop drains everything due now and returns; when
+are checkpointed and the lease released, all by the one deadline of the shutdown
+(``engine.shutdown``). With ``once`` the loop drains everything due now and returns; when
 another replica holds the lease, it logs that replica and returns at once (the prefix is
 relayed, not here).
 """
@@ -35,6 +36,7 @@ from relayd.engine.options import SweepOptions
 from relayd.engine.pass_log import PassLog
 from relayd.engine.passes import PassResult
 from relayd.engine.redis_errors import REDIS_ERRORS
+from relayd.engine.shutdown import ShutdownDeadline
 from relayd.engine.sink_guard import SinkGuard
 from relayd.engine.sweeper import Sweeper
 from relayd.engine.wake import WakeTarget
@@ -84,8 +86,11 @@ class PrefixRelay:
         stop: asyncio.Event,
         clock: Clock,
         token: str | None = None,
+        shutdown: ShutdownDeadline | None = None,
     ) -> None:
         self.prefix = prefix
+        #: The one deadline of the whole shutdown: the pass's grace and the steps after it.
+        self.shutdown = shutdown or ShutdownDeadline(stop, options.shutdown_grace_s)
         self.options = options
         self.redis = redis
         self.store = AsyncRedisStore(redis, prefix=prefix)
@@ -217,7 +222,8 @@ class PrefixRelay:
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
-            await self._shutdown()
+            async with self.shutdown.bounded("checkpoint and lease release", prefix=self.prefix):
+                await self._shutdown()
 
     async def _loop(self) -> None:
         error_streak = idle_streak = 0
@@ -380,7 +386,7 @@ class PrefixRelay:
     def _arm_grace(self, waiter: asyncio.Task[bool]) -> None:
         if waiter.cancelled() or self._passing is None:
             return  # the loop ended, or stopped between passes (it then starts none)
-        self._grace = asyncio.get_running_loop().call_later(self.options.shutdown_grace_s, self._end_pass)
+        self._grace = asyncio.get_running_loop().call_at(self.shutdown.at(), self._end_pass)
 
     def _end_pass(self) -> None:
         """The grace ran out: cancel the pass still running (``_pass`` takes the cancel)."""

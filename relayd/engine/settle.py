@@ -39,6 +39,8 @@ log = structlog.get_logger(__name__)
 
 #: Seconds between two log lines about one kind of bookkeeping write Redis refused.
 REFUSED_LOG_EVERY_S: Final = 10.0
+#: Seconds before an entry whose dead letter Redis refused goes again (its target waits behind it).
+UNBURIED_RETRY_S: Final = 5.0
 
 
 class Settlement:
@@ -131,13 +133,7 @@ class Settlement:
                 )
         else:
             self.failures.flush(now)
-        buried = True
-        if verdicts.dead:
-            buried = await self._bury(kind, verdicts.dead, now)
-        resolved = [*acked, *(d.held.ref for d in verdicts.dead)]
-        if not buried:
-            # Forgotten here, still live in Redis: the reconcile scan reads them again later.
-            verdicts.dead.clear()
+        resolved = [*acked, *await self._settle_dead(lane, verdicts, now)] if verdicts.dead else acked
         if lane.held:
             for ref in resolved:
                 lane.held.pop(ref, None)
@@ -145,6 +141,30 @@ class Settlement:
             lane.reader.resolve(resolved)
         if kind == "timer":
             self._observe_lag(verdicts.ack, acked_fast, stamp)
+
+    async def _settle_dead(self, lane: Lane, verdicts: Verdicts, now: float) -> list[str]:
+        """Move the dead letters; the refs they resolve (a refused move keeps its held entries)."""
+        if await self._bury(lane.kind, verdicts.dead, now):
+            return [d.held.ref for d in verdicts.dead]
+        forgotten = self._unburied(lane, verdicts.dead, now)
+        verdicts.dead.clear()
+        return forgotten
+
+    def _unburied(self, lane: Lane, dead: list[Dead], now: float) -> list[str]:
+        """The refs to forget of entries whose dead letter Redis refused (out of memory).
+
+        An entry that went to the sink stays held, unresolved, so no later entry of its target
+        overtakes it; it goes again after ``UNBURIED_RETRY_S`` and is dead-lettered once Redis
+        takes the write. One that never went (malformed) has no order to keep: it is forgotten,
+        still live in Redis, and the reconcile scan reads it again later.
+        """
+        forgotten: list[str] = []
+        for d in dead:
+            if lane.held.get(d.held.ref) is d.held:
+                d.held.not_before = max(d.held.not_before, now + UNBURIED_RETRY_S)
+            else:
+                forgotten.append(d.held.ref)
+        return forgotten
 
     def _observe_lag(self, acked: list[Held], acked_fast: FreshBatch, stamp: float) -> None:
         lags_s = [

@@ -6,6 +6,8 @@ import pytest
 
 from relayd.engine.breaker import Breaker, BreakerPolicy, Signal, delivery_signal
 from relayd.sinks.base import DELIVERED, Permanent, Retry
+from relayd.sinks.per_key import HELD_BACK
+from relayd.sinks.sending import NOT_SENT
 
 DOWN = Retry("webhook connection error (ClientConnectorError)")
 
@@ -114,3 +116,65 @@ def test_delivery_signal(keys, outcomes, expected) -> None:
     ids = [f"id{i}" for i in range(len(keys))]
 
     assert delivery_signal(keys, ids, outcomes) == expected
+
+
+UNAUTHORIZED = Permanent("http 401", wholesale="check the credentials")
+
+
+def test_case_10_the_same_401_from_many_targets_at_once_opens_the_breaker_naming_what_to_check() -> None:
+    """A 401 for every target of one delivery is the sink refused, not three poisoned entries."""
+    breaker = Breaker(BreakerPolicy(threshold=5, min_targets=2))
+    signal = delivery_signal(["a", "b", "c"], ["1", "2", "3"], [UNAUTHORIZED] * 3)
+
+    transition = breaker.record(signal, now_s=0.0, at=0.0)
+
+    assert not signal.succeeded
+    assert transition is not None and transition.after == "open"
+    assert "http 401 from 3 targets at once: check the credentials" == transition.reason
+
+
+def test_case_10_a_401_from_one_target_alone_is_that_target_s_answer() -> None:
+    signal = delivery_signal(["a", "a"], ["1", "2"], [UNAUTHORIZED, UNAUTHORIZED])
+
+    assert signal.succeeded
+    assert Breaker().record(signal, now_s=0.0, at=0.0) is None
+
+
+def test_case_10_a_probe_answered_401_does_not_close_the_breaker() -> None:
+    breaker = Breaker(BreakerPolicy(threshold=1, min_targets=1, cooldown_base_s=1.0))
+    breaker.record(_failure("a"), now_s=0.0, at=0.0)
+    assert breaker.admit(5.0)[0] == 3
+
+    breaker.record(delivery_signal(["a"], ["1"], [UNAUTHORIZED]), now_s=5.0, at=5.0)
+
+    assert breaker.state == "open"
+    breaker.admit(10.0)
+    assert breaker.record(delivery_signal(["a"], ["1"], [DELIVERED]), now_s=10.0, at=10.0) is not None
+    assert breaker.state == "closed"
+
+
+def test_case_11_retry_after_holds_the_breaker_open_longer_than_its_cooldown() -> None:
+    """The receiver asked for 30 s: no probe before then, though the cool-down is 2 s."""
+    breaker = Breaker(BreakerPolicy(threshold=2, min_targets=2, cooldown_base_s=2.0, cooldown_cap_s=4.0))
+    busy = Retry("http 503", after_s=30.0)
+
+    breaker.record(delivery_signal(["a", "b"], ["1", "2"], [busy, busy]), now_s=0.0, at=0.0)
+
+    assert breaker.admit(29.0)[0] == 0
+    assert breaker.admit(30.0)[0] == 3
+    breaker.record(delivery_signal(["a"], ["1"], [Retry("http 503", after_s=60.0)]), now_s=30.0, at=30.0)
+    assert breaker.admit(89.0)[0] == 0
+    assert breaker.admit(90.0)[0] == 3
+
+
+def test_case_7_entries_left_unsent_for_the_lease_are_no_signal_about_the_sink() -> None:
+    """A lease expiring mid-batch: what was not sent neither opens nor closes the breaker."""
+    unsent = Retry(NOT_SENT)
+    signal = delivery_signal(["a", "b", "c"], ["1", "2", "3"], [unsent, Retry(HELD_BACK), unsent])
+    breaker = Breaker(BreakerPolicy(threshold=1, min_targets=1))
+
+    for step in range(10):
+        assert breaker.record(signal, now_s=float(step), at=float(step)) is None
+
+    assert not signal.attempted
+    assert breaker.state == "closed"

@@ -104,3 +104,23 @@ def test_judge_holds_back_an_entry_confirmed_behind_a_failure_of_its_key():
     assert [h.ref for h in verdicts.held_back] == ["2"]
     assert batch[1].attempts == 0
     assert [h.ref for h in verdicts.ack] == ["3"]
+
+
+def test_case_1_entries_the_sink_did_not_send_are_held_back_without_an_attempt():
+    """Behind a refused request of their lane, or unsent for the lease: nothing charged, and a
+    later entry of their key the sink confirmed is held back behind them."""
+    from relayd.sinks.per_key import HELD_BACK
+    from relayd.sinks.sending import NOT_SENT
+
+    batch = [_held(1, "A", attempts=4), _held(2, "B", attempts=4), _held(3, "A")]
+
+    verdicts = judge(
+        batch,
+        [Retry(HELD_BACK), Retry(NOT_SENT), DELIVERED],
+        now=100.0,
+        max_attempts=5,
+        delay_s=lambda attempt: 1.0,
+    )
+
+    assert not verdicts.dead and not verdicts.retry and not verdicts.ack
+    assert [(h.ref, h.attempts) for h in verdicts.held_back] == [("1", 4), ("2", 4), ("3", 0)]

@@ -135,3 +135,51 @@ async def test_cloudevents_batches_are_json_arrays_the_sdk_reads() -> None:
         assert event.get_extension("sequence") == f"{envelope.body['seq']:020d}"
         assert event.get_extension("partitionkey") == envelope.ordering_key
         assert event.get_data() == envelope.body["event"]
+
+
+async def test_case_1_a_request_refused_for_one_entry_is_split_until_that_entry_is_found() -> None:
+    """A receiver answering 500 to any request carrying seq 7: every other entry is delivered,
+    seq 7 alone gets the 500, the later entries of its target are held back."""
+    batch = [outbox("wb", seq, f"t{seq % 4}") for seq in range(1, 41)]
+    posted: list[list[int]] = []
+
+    async def receive(request: web.Request) -> web.Response:
+        seqs = [e["seq"] for e in orjson.loads(await request.read())["data"]]
+        posted.append(seqs)
+        return web.Response(status=500 if 7 in seqs else 204)
+
+    async with serve_on_this_loop(receive) as url:
+        sink = WebhookSink(SinkSpec("webhook", url), SinkOptions(own=WebhookOptions(batch=20, concurrency=1)))
+        await sink.start()
+        outcomes = list(await sink.deliver(Batch.of(batch)))
+        await sink.close()
+
+    by_seq = dict(zip(range(1, 41), outcomes, strict=True))
+    assert by_seq[7] == Retry(error="http 500")
+    held = [seq for seq in range(8, 41) if seq % 4 == 7 % 4]
+    assert all(by_seq[seq] == Retry(error=HELD_BACK) for seq in held)
+    assert all(by_seq[seq] == DELIVERED for seq in range(1, 41) if seq != 7 and seq not in held)
+    assert len(posted) <= 2 + 5 + 2  # the two requests, the halving (log2 20), the rest re-formed
+
+
+async def test_case_1_a_receiver_refusing_everything_is_split_once_then_the_lane_stops() -> None:
+    """A 500 to every request: one entry isolated, the rest refused whole, no more requests."""
+    batch = [outbox("wb", seq, f"t{seq % 4}") for seq in range(1, 41)]
+    posted: list[int] = []
+
+    async def receive(request: web.Request) -> web.Response:
+        posted.append(len(orjson.loads(await request.read())["data"]))
+        return web.Response(status=500)
+
+    async with serve_on_this_loop(receive) as url:
+        sink = WebhookSink(SinkSpec("webhook", url), SinkOptions(own=WebhookOptions(batch=20, concurrency=1)))
+        await sink.start()
+        outcomes = list(await sink.deliver(Batch.of(batch)))
+        await sink.close()
+
+    assert posted == [20, 10, 5, 2, 1, 20]  # halved down to seq 1, then the rest re-formed once
+    by_seq = dict(zip(range(1, 41), outcomes, strict=True))
+    rest = [seq for seq in range(2, 41) if seq % 4 != 1][:20]  # seq 1's target held back behind it
+    refused = [1, *rest]
+    assert all(by_seq[seq] == Retry(error="http 500") for seq in refused)
+    assert all(by_seq[seq] == Retry(error=HELD_BACK) for seq in range(1, 41) if seq not in refused)
