@@ -42,7 +42,7 @@ def test_case_11_sigterm_while_redis_is_down_exits_0(tmp_path: Path) -> None:
     relay.start()
     try:
         wait_until(lambda: "redis" in relay.log_tail().lower() and relay.alive, 30, "a failed connection")
-        wait_until(lambda: relay.metrics(), 30, "the metrics server")
+        wait_until(relay.metrics, 30, "the metrics server")
     finally:
         code = relay.stop(timeout_s=GRACE_S + 10)
 
@@ -71,7 +71,8 @@ def test_case_11_black_holed_redis_cannot_hold_the_shutdown_past_the_grace(
         tmp_path / "relay.log",
     )  # fmt: skip
     relay.start()
-    assert redis_process.proc is not None and relay.proc is not None
+    assert redis_process.proc is not None
+    assert relay.proc is not None
     try:
         wait_until(lambda: client.hlen(Keyspace(PREFIX).outbox) == 0, 30, "the backlog drained")
         os.kill(redis_process.proc.pid, signal.SIGSTOP)

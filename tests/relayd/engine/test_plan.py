@@ -122,5 +122,7 @@ def test_case_1_entries_the_sink_did_not_send_are_held_back_without_an_attempt()
         delay_s=lambda attempt: 1.0,
     )
 
-    assert not verdicts.dead and not verdicts.retry and not verdicts.ack
+    assert not verdicts.dead
+    assert not verdicts.retry
+    assert not verdicts.ack
     assert [(h.ref, h.attempts) for h in verdicts.held_back] == [("1", 4), ("2", 4), ("3", 0)]
