@@ -108,7 +108,7 @@ NOT_ATTEMPTED: Final = frozenset({HELD_BACK, NOT_SENT})
 
 def not_attempted(outcome: Outcome) -> bool:
     """Whether the sink did not attempt this entry (held back, or not sent for the lease)."""
-    return type(outcome) is Retry and outcome.error in NOT_ATTEMPTED
+    return isinstance(outcome, Retry) and outcome.error in NOT_ATTEMPTED
 
 
 def delivery_signal(
@@ -125,10 +125,10 @@ def delivery_signal(
     wholesale: dict[str, set[str]] = {}  # a wholesale answer -> the targets that got it
     hints: dict[str, str] = {}
     for key, id_, outcome in zip(keys, ids, outcomes, strict=True):
-        if type(outcome) is Delivered:
+        if isinstance(outcome, Delivered):
             return SUCCESS
         target = key if key is not None else id_
-        if type(outcome) is Permanent:
+        if isinstance(outcome, Permanent):
             if not outcome.wholesale:
                 return SUCCESS
             wholesale.setdefault(outcome.reason, set()).add(target)
