@@ -47,6 +47,7 @@ COMMANDS: Final[Mapping[str, str]] = {
     "hexists": "dead-lettering an outbox or spawn entry (script)",
     "hset": "attempt counts (script); dead letters (script)",
     "hsetnx": "dlq replay (script)",
+    "incr": "dlq replay: an outbox or spawn entry goes back under a new seq (script)",
     "hdel": "acks (script); attempts; dlq replay and purge",
     "zadd": "members registry; dlq replay of a timer (script)",
     "zrem": "timer acks (script); members",

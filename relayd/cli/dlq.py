@@ -148,10 +148,11 @@ def replay(
 ) -> None:
     """Put dead letters back where they came from (original seq or score), attempts reset.
 
-    An id that is a dead letter of no prefix is named on stderr and the exit code is 1; the
-    others are replayed all the same.
+    An outbox or spawn entry goes back under a new seq. An id that is a dead letter of no
+    prefix, or one whose place is taken (it stays parked), is named on stderr and the exit code
+    is 1; the others are replayed all the same.
     """
-    from relayd.state.deadletters import replay_dead_letters, replay_named_dead_letters
+    from relayd.state.deadletters import Replayed, replay
 
     only = _check_kind(kind)
     if only is not None and not ids:
@@ -162,27 +163,27 @@ def replay(
         raise ConfigError("pass either dead-letter ids or --all, not both")
     settings = o.settings_from(ctx)
     o.configure_logs(settings)
-    if replay_all:
+    named = None if replay_all else list(dict.fromkeys(ids or ()))
 
-        async def every(client: AsyncRedis, keyspace: Keyspace) -> int:
-            return int(await replay_dead_letters(client, keyspace, kind=only))
+    async def each(client: AsyncRedis, keyspace: Keyspace) -> Replayed:
+        return await replay(client, keyspace, named, kind=only)
 
-        typer.echo(f"replayed {sum(_per_prefix(settings, every))} dead letter(s)")
-        return
-    named = list(dict.fromkeys(ids or ()))
-
-    async def some(client: AsyncRedis, keyspace: Keyspace) -> tuple[int, set[str]]:
-        return await replay_named_dead_letters(client, keyspace, named, kind=only)
-
-    outcomes = _per_prefix(settings, some)
-    typer.echo(f"replayed {sum(count for count, _ in outcomes)} dead letter(s)")
-    found = set().union(*(parked for _, parked in outcomes))
-    unknown = [i for i in named if i not in found]
+    outcomes = _per_prefix(settings, each)
+    typer.echo(f"replayed {sum(done.count for done in outcomes)} dead letter(s)")
+    failed = False
+    kept = [i for done in outcomes for i in done.kept]
+    if kept:
+        typer.echo(f"relayd: not replayed, their place is taken (still parked): {' '.join(kept)}", err=True)
+        failed = True
+    found = set().union(*(done.parked for done in outcomes))
+    unknown = [i for i in named or () if i not in found]
     if unknown:
         where = f"{only} " if only else ""
         typer.echo(
             f"relayd: not a {where}dead letter of {', '.join(settings.prefix)}: {' '.join(unknown)}", err=True
         )
+        failed = True
+    if failed:
         raise typer.Exit(1)
 
 

@@ -121,8 +121,9 @@ def encode_dead_letter(
     return orjson.dumps(doc)
 
 
-def decode_dead_letter(raw: bytes | str) -> DeadLetter:
-    """Parse a stored dead letter."""
+def decode_dead_letter(raw: bytes | str, dead_id: bytes | str | None = None) -> DeadLetter:
+    """Parse a stored dead letter; ``dead_id``, its field in the dead-letter hash, is its id (the
+    entry's delivery id, with ``#2``, ``#3``, ... when an earlier dead letter had that id)."""
     doc = orjson.loads(raw)
     member = doc.get("member")
     if member is None and "member_b64" in doc:
@@ -131,7 +132,7 @@ def decode_dead_letter(raw: bytes | str) -> DeadLetter:
     if field is None and "field_b64" in doc:
         field = _bytes_from(doc, "field").decode("utf-8", "backslashreplace")
     return DeadLetter(
-        id=doc["id"],
+        id=doc["id"] if dead_id is None else _as_bytes(dead_id).decode("utf-8", "backslashreplace"),
         kind=doc["kind"],
         reason_code=doc["reason_code"],
         reason=doc["reason"],
@@ -194,7 +195,7 @@ async def list_dead_letters(
     keys = RelayKeys(keyspace)
     letters: list[DeadLetter] = []
     for k in _kinds(kind):
-        letters += [decode_dead_letter(raw) for raw in (await _read_all(client, keys.dead(k))).values()]
+        letters += [decode_dead_letter(raw, f) for f, raw in (await _read_all(client, keys.dead(k))).items()]
     return sorted(letters, key=lambda d: (d.dead_at, d.id))
 
 
@@ -206,8 +207,8 @@ async def scan_dead_letters(
     Costs about ``count`` entries however many are parked; cursor 0 starts, 0 back means done.
     """
     next_cursor, found = await client.hscan(RelayKeys(keyspace).dead(kind), cursor=cursor, count=count)
-    values = found.values() if isinstance(found, dict) else found[1::2]
-    return int(next_cursor), [decode_dead_letter(raw) for raw in values]
+    pairs = found.items() if isinstance(found, dict) else zip(found[::2], found[1::2], strict=True)
+    return int(next_cursor), [decode_dead_letter(raw, f) for f, raw in pairs]
 
 
 async def get_dead_letters(
@@ -219,7 +220,8 @@ async def get_dead_letters(
     keys = RelayKeys(keyspace)
     found: list[DeadLetter] = []
     for k in _kinds(kind):
-        found += [decode_dead_letter(raw) for raw in await client.hmget(keys.dead(k), list(ids)) if raw]
+        values = await client.hmget(keys.dead(k), list(ids))
+        found += [decode_dead_letter(raw, id_) for id_, raw in zip(ids, values, strict=True) if raw]
     return found
 
 
@@ -229,38 +231,55 @@ async def _read_some(client: RedisClient, key: str, ids: set[bytes]) -> dict[byt
     return {field: _as_bytes(raw) for field, raw in zip(wanted, values, strict=True) if raw is not None}
 
 
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """What a replay did: how many went back, which named ids were parked here, and which
+    dead letters stayed parked because their place was taken (named, never deleted)."""
+
+    count: int
+    parked: frozenset[str]
+    kept: tuple[str, ...]
+
+
 async def replay_dead_letters(
     client: RedisClient,
     keyspace: Keyspace,
     ids: Iterable[str] | None = None,
     kind: Kind | None = None,
 ) -> int:
-    """Put dead letters (all, or those with ``ids``; of ``kind`` when given) back where they were.
+    """Put dead letters (all, or those with ``ids``; of ``kind`` when given) back; how many.
 
-    Outbox and spawn entries return under their original seq field, timers with their original
-    score, attempts reset; a live entry that exists meanwhile is never overwritten. Named ids
-    are read with HMGET, so replaying a few costs the same however many are parked. Returns how
-    many went back.
+    ``replay`` says which stayed parked too.
     """
-    replayed, _ = await _replay(client, keyspace, ids, kind)
-    return replayed
+    return (await replay(client, keyspace, ids, kind)).count
 
 
 async def replay_named_dead_letters(
     client: RedisClient, keyspace: Keyspace, ids: Iterable[str], kind: Kind | None = None
 ) -> tuple[int, set[str]]:
     """``replay_dead_letters`` of ``ids``; also returns which of them were dead letters here."""
-    replayed, parked = await _replay(client, keyspace, list(ids), kind)
-    return replayed, {i.decode("utf-8", "backslashreplace") for i in parked}
+    done = await replay(client, keyspace, list(ids), kind)
+    return done.count, set(done.parked)
 
 
-async def _replay(
-    client: RedisClient, keyspace: Keyspace, ids: Iterable[str] | None, kind: Kind | None
-) -> tuple[int, set[bytes]]:
+async def replay(
+    client: RedisClient, keyspace: Keyspace, ids: Iterable[str] | None = None, kind: Kind | None = None
+) -> Replayed:
+    """Put dead letters (all, or those with ``ids``; of ``kind`` when given) back.
+
+    Outbox and spawn entries go back under a new seq from the engine's counter (a new commit:
+    read in order after what their target already got, and never in the place of an entry
+    committed meanwhile at their old seq); timers with their original score; attempts reset.
+    A live entry is never overwritten, and a dead letter is deleted only once its entry is
+    back: one whose place is taken (a timer the engine re-armed, a new seq someone wrote above
+    the counter) stays parked and is named in ``kept``. Named ids are read with HMGET, so
+    replaying a few costs the same however many are parked.
+    """
     keys = RelayKeys(keyspace)
     wanted = None if ids is None else {i.encode() for i in ids}
     replayed = 0
     seen: set[bytes] = set()
+    kept: list[str] = []
     for k in _kinds(kind):
         if wanted is None:
             parked = await _read_all(client, keys.dead(k))
@@ -279,13 +298,17 @@ async def _replay(
                 ref, payload = _bytes_from(doc, "field"), _bytes_from(doc, "value")
             attempts_field = doc["id"] if k == "timer" else ref
             groups.append([dead_id, raw, ref, payload, attempts_field])
+        counter = keyspace.outbox_seq if k == "outbox" else keyspace.spawns_seq
         for start in range(0, len(groups), _CHUNK):
             args: list[bytes | str] = ["zset" if k == "timer" else "hash"]
             for group in groups[start : start + _CHUNK]:
                 args += group
-            keys_ = (keys.dead(k), keys.live(k), keys.attempts(k))
-            replayed += int(await client.eval(scripts.REPLAY, 3, *keys_, *args))
-    return replayed, seen
+            keys_ = (keys.dead(k), keys.live(k), keys.attempts(k), counter)
+            answer = await client.eval(scripts.REPLAY, 4, *keys_, *args)
+            replayed += int(answer[0])
+            kept += [_as_bytes(i).decode("utf-8", "backslashreplace") for i in answer[1:]]
+    named = frozenset(i.decode("utf-8", "backslashreplace") for i in seen)
+    return Replayed(replayed, named, tuple(kept))
 
 
 async def purge_dead_letters(client: RedisClient, keyspace: Keyspace, kind: Kind | None = None) -> int:

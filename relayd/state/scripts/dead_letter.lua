@@ -35,7 +35,14 @@ for i = first, #ARGV, 5 do
     present = redis.call("HEXISTS", KEYS[1], ref) == 1
   end
   if present then
-    redis.call("HSET", KEYS[2], id, doc)
+    -- A dead letter already parked under this id (a seq reused after a counter reset) is
+    -- kept: the new one takes the id with "#2", "#3", ... appended.
+    local field, n = id, 1
+    while redis.call("HEXISTS", KEYS[2], field) == 1 do
+      n = n + 1
+      field = id .. "#" .. n
+    end
+    redis.call("HSET", KEYS[2], field, doc)
     if zset then
       redis.call("ZREM", KEYS[1], ref)
     else

@@ -1,28 +1,43 @@
--- Put dead letters back into the live structure with their original seq field or score.
+-- Put dead letters back into the live structure: outbox and spawn entries under a new seq,
+-- timers with their original score.
 --
 -- KEYS[1]  the dead-letter hash P:relay:dead:{kind}
 -- KEYS[2]  the live structure: hash P:outbox / P:spawns, or zset P:timers
 -- KEYS[3]  the attempts hash P:relay:attempts:{kind}
+-- KEYS[4]  the engine's seq counter P:outbox:seq / P:spawns:seq (hash only)
 -- ARGV[1]  "hash" or "zset"
 -- ARGV[2..] groups of 5: dead-letter id, the dead-letter JSON as read (compared, so a
 --           concurrent replay or purge wins once), live ref, value (hash) or score (zset),
 --           attempts field
 --
--- Never overwrites a live entry: a timer the engine re-armed meanwhile keeps its new score.
--- Returns the number of dead letters replayed (removed from KEYS[1]).
+-- A hash entry whose field is a seq takes the next seq of the engine's counter (INCR), as a new
+-- commit would (any other field goes back as it was): it is
+-- read in order after what its target already got, never left below the reader's frontier,
+-- and an entry committed meanwhile at its old seq (a counter reset or restored) is untouched.
+-- Never overwrites a live entry: when the new seq is taken (an entry written above the
+-- counter) or a timer's member is live (the engine re-armed it), the dead letter stays parked.
+-- Returns {replayed, id not replayed, ...}: a dead letter is removed only once it is back.
 local replayed = 0
+local kept = {}
 local zset = ARGV[1] == "zset"
 for i = 2, #ARGV, 5 do
   local id, expected, ref, payload, afield = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   if redis.call("HGET", KEYS[1], id) == expected then
+    local placed
     if zset then
-      redis.call("ZADD", KEYS[2], "NX", payload, ref)
-    else
-      redis.call("HSETNX", KEYS[2], ref, payload)
+      placed = redis.call("ZADD", KEYS[2], "NX", payload, ref) == 1
+    elseif string.match(ref, "^%d+$") then
+      placed = redis.call("HSETNX", KEYS[2], tostring(redis.call("INCR", KEYS[4])), payload) == 1
+    else -- a field that is no seq (bytes that are not UTF-8) goes back as it was
+      placed = redis.call("HSETNX", KEYS[2], ref, payload) == 1
     end
-    redis.call("HDEL", KEYS[1], id)
-    redis.call("HDEL", KEYS[3], afield)
-    replayed = replayed + 1
+    if placed then
+      redis.call("HDEL", KEYS[1], id)
+      redis.call("HDEL", KEYS[3], afield)
+      replayed = replayed + 1
+    else
+      kept[#kept + 1] = id
+    end
   end
 end
-return replayed
+return {replayed, unpack(kept)}

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from relayd.state.deadletters import (
+    DeadMove,
     encode_dead_letter,
     get_dead_letters,
     list_dead_letters,
+    move_to_dead_letters,
+    replay,
     replay_dead_letters,
     scan_dead_letters,
 )
@@ -51,11 +54,14 @@ async def test_replay_by_id_puts_back_only_those_named(async_client, prefix):
     keyspace = Keyspace(prefix)
     outbox_id, timer_id = await _park(async_client, keyspace)
 
+    await async_client.set(keyspace.outbox_seq, 9)  # the engine committed 8 and 9 since
+
     none = await replay_dead_letters(async_client, keyspace, ids=[])
     one = await replay_dead_letters(async_client, keyspace, ids=[outbox_id, "not-parked"])
 
     assert (none, one) == (0, 1)
-    assert await async_client.hget(keyspace.outbox, "7") == b'{"t":null}'
+    # Under the next seq, as a new commit: after what its target got since, in order.
+    assert await async_client.hgetall(keyspace.outbox) == {b"10": b'{"t":null}'}
     assert await async_client.zcard(keyspace.timers) == 0
     assert [d.id for d in await list_dead_letters(async_client, keyspace)] == [timer_id]
 
@@ -104,3 +110,45 @@ async def test_a_field_and_value_that_are_not_utf8_are_parked_as_base64_and_repl
     assert letter.document["reason_code"] == "not_utf8"
     assert replayed == 1
     assert await async_client.hgetall(keyspace.outbox) == {b"\xff\xfe7": value}
+
+
+async def test_case_6_replay_keeps_a_dead_letter_whose_place_is_taken_and_names_it(async_client, prefix):
+    """A timer the engine re-armed meanwhile: its dead letter is not deleted, it is named."""
+    keyspace = Keyspace(prefix)
+    _outbox_id, timer_id = await _park(async_client, keyspace)
+    await async_client.zadd(keyspace.timers, {timer_member("exe", "p"): 99.0})
+    await async_client.hset(keyspace.outbox, "7", b"committed again after a counter reset")
+    await async_client.set(keyspace.outbox_seq, 7)
+
+    done = await replay(async_client, keyspace)
+
+    assert (done.count, done.kept) == (1, (timer_id,))
+    assert await async_client.zscore(keyspace.timers, timer_member("exe", "p")) == 99.0
+    assert await async_client.hgetall(keyspace.outbox) == {
+        b"7": b"committed again after a counter reset",
+        b"8": b'{"t":null}',
+    }
+    assert [d.id for d in await list_dead_letters(async_client, keyspace)] == [timer_id]
+
+
+async def test_case_6_a_new_dead_letter_for_a_reused_seq_keeps_the_old_one(async_client, prefix):
+    keyspace = Keyspace(prefix)
+    keys = RelayKeys(keyspace)
+    outbox_id, _ = await _park(async_client, keyspace)
+    await async_client.hset(keyspace.outbox, "7", b'{"t":"again"}')  # the counter was reset to 0
+    await async_client.set(keyspace.outbox_seq, 7)
+    doc = encode_dead_letter(
+        id_=outbox_id, kind="outbox", reason_code="permanent", reason="http 422", attempts=1,
+        first_attempt_at=3.0, last_attempt_at=3.0, dead_at=4.0, envelope=None,
+        field="7", seq=7, value=b'{"t":"again"}',
+    )  # fmt: skip
+
+    moved = await move_to_dead_letters(
+        async_client, keys, "outbox", [DeadMove("7", None, outbox_id, doc, "7")]
+    )
+
+    letters = await list_dead_letters(async_client, keyspace, kind="outbox")
+    assert moved == 1
+    assert [(d.id, d.reason) for d in letters] == [(outbox_id, "http 400"), (f"{outbox_id}#2", "http 422")]
+    assert await replay_dead_letters(async_client, keyspace, ids=[f"{outbox_id}#2"]) == 1
+    assert await async_client.hget(keyspace.outbox, "8") == b'{"t":"again"}'
