@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from prometheus_client import CollectorRegistry
 
+    from relayd.engine.redis_time import RedisClock
     from relayd.envelope import Kind
     from relayd.material_watch import MaterialWatch
     from relayd.settings import Settings
@@ -32,18 +33,22 @@ FORCED_EXIT_CODE = 1
 
 
 def resolve_sinks(
-    settings: Settings, *, check_material: Callable[[], None] | None = None
+    settings: Settings,
+    *,
+    check_material: Callable[[], None] | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> dict[Kind, Sink]:
     """One sink per distinct spec, shared by the kinds that name it (validated before connecting).
 
-    ``check_material`` lets a sink have the watched files read again at once (``MaterialWatch``).
+    ``check_material`` lets a sink have the watched files read again at once (``MaterialWatch``);
+    ``clock`` is the relay's epoch clock (Redis's), for what sinks stamp (signature timestamps).
     """
     import dataclasses
 
     from relayd.sinks import resolve_sink
 
     by_spec: dict[str, Sink] = {}
-    options = dataclasses.replace(settings.sink_options(), check_material=check_material)
+    options = dataclasses.replace(settings.sink_options(), check_material=check_material, clock=clock)
     sinks: dict[Kind, Sink] = {}
     for kind, spec in settings.sink_specs().items():
         if spec not in by_spec:
@@ -84,6 +89,7 @@ async def run_sweep(
     sinks: Mapping[Kind, Sink],
     registry: CollectorRegistry,
     watch: MaterialWatch,
+    clock: RedisClock | None = None,
 ) -> int:
     """Connect, serve HTTP (unless ``once``), run the relay; return the exit code.
 
@@ -154,6 +160,7 @@ async def run_sweep(
                     health=health,
                     stop=stop,
                     shutdown=shutdown,
+                    clock=clock,
                 )
             finally:
                 async with shutdown.bounded("closing the Redis connection"):
@@ -208,6 +215,7 @@ def sweep(
 
     from prometheus_client import CollectorRegistry
 
+    from relayd.engine.redis_time import RedisClock
     from relayd.logs import redact_also
     from relayd.material_watch import MaterialWatch
     from relayd.tracing.setup import start_tracing
@@ -216,7 +224,8 @@ def sweep(
     o.configure_logs(settings)
     registry = CollectorRegistry()
     watch = MaterialWatch((), registry=registry)
-    sinks = resolve_sinks(settings, check_material=watch.check_now)
+    clock = RedisClock()  # measured against Redis once connected; the sinks stamp with it too
+    sinks = resolve_sinks(settings, check_material=watch.check_now, clock=clock.now)
     # Every file once the sinks are resolved: a plugin's own options (its files, its secrets)
     # are loaded as its sink resolves, the built-ins' with the settings.
     for watched in settings.watched_files():
@@ -224,7 +233,9 @@ def sweep(
     redact_also(settings.secrets())
     stop_tracing = start_tracing()  # delivery spans, when the OTEL_* variables ask for them
     try:
-        code = asyncio.run(run_sweep(settings, once=once, sinks=sinks, registry=registry, watch=watch))
+        code = asyncio.run(
+            run_sweep(settings, once=once, sinks=sinks, registry=registry, watch=watch, clock=clock)
+        )
     finally:
         if stop_tracing is not None:
             stop_tracing()  # exports what is pending

@@ -82,13 +82,14 @@ async def run_relay(
     """Relay every prefix of ``options`` until ``stop`` is set (or, with ``once``, drained).
 
     Starts every sink first and closes them all at the end. Raises ``SinkError`` (or the
-    sink's own ``RelaydError``) when a sink cannot start. Without ``clock`` the engine's epoch
-    time is the Redis server's (``engine.redis_time``), measured again every lease beat period.
+    sink's own ``RelaydError``) when a sink cannot start. Without ``clock``, or with a
+    ``RedisClock`` (one the sinks stamp with too), the engine's epoch time is the Redis
+    server's (``engine.redis_time``), measured again every lease beat period.
     """
     shutdown = shutdown or ShutdownDeadline(stop, options.shutdown_grace_s)
     synced: RedisClock | None = None
-    if clock is None:
-        clock = synced = RedisClock()
+    if clock is None or isinstance(clock, RedisClock):
+        clock = synced = clock or RedisClock()
         await synced.try_sync(redis)
     unique = list({id(sink): sink for sink in sinks.values()}.values())
     started: list[Sink] = []

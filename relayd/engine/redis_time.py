@@ -6,7 +6,8 @@ would fire timers early (behind: late). ``RedisClock.now()`` is the host's monot
 an offset measured with ``TIME`` (half the round-trip counted on each side), so reading it
 costs no command; ``keep_synced`` measures the offset again every lease beat period and keeps
 the measure with the shortest round-trip, aged by how far the two clocks' rates may drift apart
-(parts per million).
+(parts per million). A measure that cannot agree with the current one (their bounds do not
+overlap) means Redis's clock was stepped: it is taken at once and logged (``redis_clock_stepped``).
 Every epoch time the engine reads (due timers, ``relayed_at``, retry waits, the ages it
 reports, dead-letter and attempt times) comes from it.
 
@@ -41,6 +42,8 @@ def parse_time_reply(reply: tuple[int, int] | Mapping[object, tuple[int, int]]) 
 #: The most the two clocks' rates are taken to differ (seconds per second): how fast an offset
 #: measured earlier loses precision.
 DRIFT_RATE: Final = 50e-6
+#: A new measure this far (s) outside what the current one allows is a step of Redis's clock.
+STEP_MARGIN_S: Final = 0.05
 
 
 class RedisClock:
@@ -77,9 +80,17 @@ class RedisClock:
         received_s = self._monotonic()
         error_s = (received_s - sent_s) / 2
         aged_error_s = self._error_s + (sent_s - self._measured_s) * DRIFT_RATE
-        if error_s <= aged_error_s:
-            self.offset_s = parse_time_reply(reply) - (sent_s + received_s) / 2
+        offset_s = parse_time_reply(reply) - (sent_s + received_s) / 2
+        # Each measure bounds the true offset to within its error: when the two bounds do not
+        # overlap, Redis's clock was stepped (an NTP step, a failover to another host) and the
+        # old measure says nothing any more: the new one is taken, however loose.
+        stepped_s = offset_s - self.offset_s
+        stepped = self.synced and abs(stepped_s) > error_s + aged_error_s + STEP_MARGIN_S
+        if error_s <= aged_error_s or stepped:
+            self.offset_s = offset_s
             self._error_s, self._measured_s = error_s, sent_s
+        if stepped:
+            log.warning("redis_clock_stepped", step_s=round(stepped_s, 3), error_s=round(error_s, 3))
         self.synced = True
 
     async def try_sync(self, client: RedisClient) -> bool:

@@ -123,6 +123,9 @@ class SinkOptions:
     #: Re-read every watched secret and certificate file at once (``MaterialWatch.check_now``):
     #: a sink calls it when an answer suggests its material is stale (a 401, a failed TLS check).
     check_material: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    #: Epoch seconds as the relay counts them (the Redis server's clock while relaying; the
+    #: host's when None): what a sink stamps on the wire, a signature's timestamp for one.
+    clock: Callable[[], float] | None = field(default=None, repr=False, compare=False)
     #: The sink's own options: an instance of its factory's ``options_class``
     #: (``relayd.sinks.own_options``), set by ``resolve_sink``; read it with ``own_options``.
     own: Any = field(default=None, repr=False)

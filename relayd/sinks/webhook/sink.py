@@ -202,7 +202,7 @@ class WebhookSink(ReadyByReason):
         spec: SinkSpec,
         options: SinkOptions,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if not spec.target.startswith(("http://", "https://")):
@@ -258,7 +258,7 @@ class WebhookSink(ReadyByReason):
         if self._gzip:
             self._fixed_headers["Content-Encoding"] = "gzip"
         self._check_material = options.check_material
-        self._clock = clock
+        self._clock = clock or options.clock or time.time  # the relay's: Redis's clock, not the host's
         self._session: aiohttp.ClientSession | None = None
         self._slots = asyncio.Semaphore(self._concurrency)
         self._not_ready: str | None = None

@@ -83,3 +83,37 @@ async def test_a_measure_with_a_slow_round_trip_does_not_replace_a_tighter_one()
 
     assert kept == good
     assert clock.offset_s != good
+
+
+async def test_case_8_a_step_of_redis_s_clock_is_taken_at_the_next_measure_and_logged():
+    """A tight measure (1 ms round-trip), then Redis's clock steps 300 s ahead: the next measure,
+    though looser (40 ms), cannot agree with the first and replaces it at once."""
+    mono = Mono()
+    clock = RedisClock(monotonic=mono)
+    server = TimeServer(mono, epoch_s=1_000.0, rtt_s=0.001)
+    await clock.sync(server)
+    server.epoch_s += 300.0
+    server.rtt_s = 0.04
+    mono.t += 1.0
+
+    with capture_logs() as logs:
+        await clock.sync(server)
+
+    assert clock.now() == pytest.approx(1_000.0 + 300.0 + (mono.t - 50.0), abs=0.03)
+    assert [(line["event"], round(line["step_s"])) for line in logs] == [("redis_clock_stepped", 300)]
+
+
+async def test_case_8_a_looser_measure_within_the_bounds_is_no_step():
+    mono = Mono()
+    clock = RedisClock(monotonic=mono)
+    server = TimeServer(mono, epoch_s=1_000.0, rtt_s=0.001)
+    await clock.sync(server)
+    before = clock.offset_s
+    server.rtt_s = 0.04
+    mono.t += 1.0
+
+    with capture_logs() as logs:
+        await clock.sync(server)
+
+    assert clock.offset_s == before
+    assert logs == []
