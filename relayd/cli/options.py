@@ -183,7 +183,7 @@ WAKE = SharedOption(
     TUNING,
 )
 SHUTDOWN_GRACE = _option(
-    "shutdown_grace", "Seconds in-flight deliveries may take after SIGTERM/SIGINT.", TUNING
+    "shutdown_grace", "Seconds a shutdown may take after SIGTERM/SIGINT.", TUNING
 )
 HUNG_SINK_GRACE = _option(
     "hung_sink_grace",

@@ -1,4 +1,4 @@
-"""Where the sink's breaker meets batches, the lease and the receiver's answers (issue 34, cases
+"""Where the sink's breaker meets batches, the lease and the receiver's answers (cases
 1, 7, 10 and the ``Retry-After`` of 11).
 
 Real processes: redis-server, ``relayd sweep`` and a local aiohttp receiver in a thread of the

@@ -1,4 +1,4 @@
-"""Clocks where they meet timers and signatures (issue 34, case 8).
+"""Clocks where they meet timers and signatures (case 8).
 
 Real processes: redis-server (behind a proxy that steps its ``TIME``), ``relayd sweep`` (under
 libfaketime for the signatures) and a local receiver. A step of Redis's clock (an NTP step on

@@ -1,4 +1,4 @@
-"""A dead letter Redis refuses (out of memory) leaves its entry unresolved (issue 34, case 11).
+"""A dead letter Redis refuses (out of memory) leaves its entry unresolved (case 11).
 
 Real processes: redis-server under ``maxmemory`` with ``noeviction``, ``relayd sweep`` and a
 local receiver answering 422 to seq 1 of target ``a`` and 200 to anything else. The dead

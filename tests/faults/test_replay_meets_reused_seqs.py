@@ -1,5 +1,4 @@
-"""A replay where the engine's counter was reset: nothing lost, nothing overwritten (issue 34,
-case 6).
+"""A replay where the engine's counter was reset: nothing lost, nothing overwritten (case 6).
 
 Real processes: redis-server, ``relayd sweep --once`` and ``relayd dlq replay`` against a local
 receiver. Twenty entries are dead-lettered (the receiver answers 422), then the engine's counter

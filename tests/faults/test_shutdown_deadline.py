@@ -1,4 +1,4 @@
-"""A stop is bounded and clean whatever Redis does (issue 34, case 11).
+"""A stop is bounded and clean whatever Redis does (case 11).
 
 Real processes: redis-server and ``relayd sweep``. ``--shutdown-grace`` is one deadline for the
 whole shutdown (the pass, the last checkpoint, the lease release, leaving the member registry,
