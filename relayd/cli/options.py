@@ -182,9 +182,7 @@ WAKE = SharedOption(
     None,
     TUNING,
 )
-SHUTDOWN_GRACE = _option(
-    "shutdown_grace", "Seconds a shutdown may take after SIGTERM/SIGINT.", TUNING
-)
+SHUTDOWN_GRACE = _option("shutdown_grace", "Seconds a shutdown may take after SIGTERM/SIGINT.", TUNING)
 HUNG_SINK_GRACE = _option(
     "hung_sink_grace",
     "Seconds a sink call may run past its sink's own timeout before /healthz fails (503).",
