@@ -153,7 +153,8 @@ def test_case_10_401_from_every_target_opens_the_breaker_and_dead_letters_nothin
         relay.start()
         try:
             wait_until(lambda: _opened(relay) >= 1, 30, "the breaker to open")
-            wait_until(lambda: len(ledger.requests) >= 20, 30, "a probe answered 401 as well")
+            # One request per target (10), then a probe of 3 answered 401 too.
+            wait_until(lambda: len(ledger.requests) >= 13, 30, "a probe answered 401 as well")
             dead_while_refused = _dead_letters(relay)
             readiness = _readyz(relay)
             rotated["done"] = True
@@ -173,11 +174,11 @@ def test_case_10_401_from_every_target_opens_the_breaker_and_dead_letters_nothin
 def test_case_11_retry_after_is_honoured_while_the_breaker_is_open(
     redis_process: RedisServer, tmp_path: Path
 ) -> None:
-    """503 with ``Retry-After: 8`` to everything: the breaker opens and its first probe waits
-    the 8 s the receiver asked for, not the 2 s cool-down. Before: a probe after 2 s."""
+    """503 with ``Retry-After: 5`` to everything: the breaker opens and its first probe waits
+    the 5 s the receiver asked for, not the 2 s cool-down. Before: a probe after 2 s."""
     ids = _seed(redis_process, 10, 2)
     busy = {"until": time.monotonic() + 1e9}
-    ledger = Ledger(lambda request_ids: 503 if time.monotonic() < busy["until"] else 200, retry_after="8")
+    ledger = Ledger(lambda request_ids: 503 if time.monotonic() < busy["until"] else 200, retry_after="5")
     with serve_in_thread(ledger.handle) as url:
         relay = _relay(redis_process, url, tmp_path)
         relay.start()
@@ -193,7 +194,7 @@ def test_case_11_retry_after_is_honoured_while_the_breaker_is_open(
             relay.stop()
     last_refused_at = ledger.requests[refused - 1][0]
 
-    assert probe_at - last_refused_at >= 7.5
+    assert probe_at - last_refused_at >= 4.5
     assert probe_at >= opened_at
 
 
