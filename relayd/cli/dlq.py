@@ -146,11 +146,10 @@ def replay(
     kind: KindOption = None,
     **_: object,
 ) -> None:
-    """Put dead letters back where they came from (original seq or score), attempts reset.
+    """Put dead letters back (outbox and spawns under a new seq, timers at their score), attempts reset.
 
-    An outbox or spawn entry goes back under a new seq. An id that is a dead letter of no
-    prefix, or one whose place is taken (it stays parked), is named on stderr and the exit code
-    is 1; the others are replayed all the same.
+    An id that is a dead letter of no prefix, or one whose place is taken (it stays parked), is
+    named on stderr and the exit code is 1; the others are replayed all the same.
     """
     from relayd.state.deadletters import Replayed, replay
 
