@@ -82,6 +82,14 @@ def install_signal_handlers(stop: asyncio.Event) -> None:
         loop.add_signal_handler(signum, on_signal, signum)
 
 
+def register_sink_metrics(sinks: Mapping[Kind, Sink], registry: CollectorRegistry) -> None:
+    """Let each sink that has series of its own register them, once per sink."""
+    for sink in {id(sink): sink for sink in sinks.values()}.values():
+        register_metrics = getattr(sink, "register_metrics", None)
+        if callable(register_metrics):
+            register_metrics(registry)
+
+
 async def run_sweep(
     settings: Settings,
     *,
@@ -115,10 +123,7 @@ async def run_sweep(
     stop = asyncio.Event()
     install_signal_handlers(stop)
     metrics = RelayMetrics(registry)
-    for sink in {id(sink): sink for sink in sinks.values()}.values():
-        register_metrics = getattr(sink, "register_metrics", None)  # a sink's own series
-        if callable(register_metrics):
-            register_metrics(registry)
+    register_sink_metrics(sinks, registry)
     health = Health(sentinel_service=settings.redis.service)
     health.watch_deliveries(functools.partial(DELIVERIES.overruns, grace_s=settings.hung_sink_grace))
     watch.on_reload(lambda: redact_also(settings.secrets()))
