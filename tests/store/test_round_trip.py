@@ -40,19 +40,38 @@ async def test_replies_come_in_order_as_sent_and_an_error_reply_is_raised_after_
     await client.aclose()
 
 
+def _dropped_on_first_send(connection: Any, killer: aioredis.Redis, client_id: int) -> list[int]:
+    """Make the server drop ``connection`` just before its first send; the kills are listed."""
+    send = connection.send_packed_command
+    kills: list[int] = []
+
+    async def killed_first(*args: Any, **kwargs: Any) -> None:
+        if not kills:
+            kills.append(await killer.client_kill_filter(_id=client_id))
+        await send(*args, **kwargs)
+
+    connection.send_packed_command = killed_first
+    return kills
+
+
 async def test_a_dropped_connection_is_retried_on_a_fresh_socket_as_a_pipeline_is(
     redis_server: RedisServer,
 ) -> None:
+    """The server drops the connection as the round-trip starts (after the pool handed it out:
+    redis-py replaces a connection it already knows to be closed at checkout)."""
     killer = _client(redis_server)
     for retries, survives in ((3, True), (0, False)):
         client = _client(redis_server, retries)
         await client.client_setname(f"rt{uuid.uuid4().hex[:8]}")
-        await killer.client_kill_filter(_id=await client.client_id())
+        connection = await client.connection_pool.get_connection()
+        await client.connection_pool.release(connection)
+        kills = _dropped_on_first_send(connection, killer, await client.client_id())
         if survives:
             assert await round_trip(client, [("CLIENT", "GETNAME")]) == [None]  # a new connection
         else:
             with pytest.raises(RedisConnectionError):
                 await round_trip(client, [("CLIENT", "GETNAME")])
+        assert kills == [1]
         await client.aclose()
     await killer.aclose()
 
