@@ -44,6 +44,7 @@ COMMANDS: Final[Mapping[str, str]] = {
     "hmget": "the backlog reader",
     "hscan": "the backlog reader's gap scan; dlq list",
     "hget": "dead letters (script)",
+    "hgetall": "operator pauses (each relay, at most twice a second); status",
     "hexists": "dead-lettering an outbox or spawn entry (script)",
     "hset": "attempt counts (script); dead letters (script)",
     "hsetnx": "dlq replay (script)",

@@ -2,7 +2,8 @@
 
 Labels stay bounded: ``prefix`` (configured), ``kind`` (outbox, spawn, timer), ``outcome``
 (delivered, retry, permanent), ``reason`` (the dead-letter reason codes, the fence reasons),
-``event`` (lease transitions), ``sink`` and ``state`` (the configured sinks' circuit breakers).
+``event`` (lease transitions), ``sink`` and ``state`` (the configured sinks' circuit breakers),
+``scope`` (what an operator paused: prefix, kind, sink or target).
 Never an entry id, a target id or a URL.
 """
 
@@ -149,6 +150,13 @@ class RelayMetrics:
             "relayd_sink_breaker_transitions",
             "Circuit breaker transitions of each sink, by the state entered.",
             ["sink", "state"],
+            registry=registry,
+        )
+        self.paused_since = Gauge(
+            "relayd_paused_since_timestamp_seconds",
+            "Epoch seconds since when the oldest operator pause of each scope (prefix, kind, sink,"
+            " target) has held deliveries back; no series while nothing is paused.",
+            ["prefix", "scope"],
             registry=registry,
         )
         self.build = Info("relayd_build", "relayd version and Python.", registry=registry)

@@ -1,4 +1,5 @@
-"""Report the state of each prefix for ``relayd status``: backlog, due timers, lag, dead letters, lease.
+"""Report the state of each prefix for ``relayd status``: backlog, due timers, lag, dead letters,
+lease, operator pauses.
 
 ``collect_status`` is the I/O shell (one pipelined round-trip per prefix plus the lease read);
 ``StatusReport`` and the renderers are pure. Nothing here ever carries a secret: the report
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from rich import box
@@ -16,6 +18,7 @@ from rich.table import Table
 
 from relayd.envelope import KINDS, Kind
 from relayd.state.keys import RelayKeys
+from relayd.state.pauses import Pause
 from store import Keyspace
 
 
@@ -42,6 +45,8 @@ class StatusReport:
     active: ActiveReplica | None = None
     #: kind -> why, for each kind whose live key has the wrong type (it is not relayed)
     wrong_type: dict[Kind, str] = field(default_factory=dict)
+    #: What operators paused: each scope's selectors, ``since`` (epoch s), ``by``, ``reason``.
+    paused: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,6 +64,7 @@ def build_report(
     dead: dict[Kind, int],
     active: ActiveReplica | None,
     wrong_type: dict[Kind, str] | None = None,
+    paused: Sequence[Pause] = (),
 ) -> StatusReport:
     """Assemble a report from raw counts (pure)."""
     lag = None if oldest_due_fire_at is None or due_timers == 0 else max(0.0, now - oldest_due_fire_at)
@@ -71,6 +77,10 @@ def build_report(
         dead_letters={kind: dead.get(kind, 0) for kind in KINDS},
         active=active,
         wrong_type=dict(wrong_type or {}),
+        paused=[
+            {**p.selectors(), "scope": p.describe(), "since": p.at, "by": p.by, "reason": p.reason}
+            for p in paused
+        ],
     )
 
 
@@ -83,6 +93,7 @@ async def collect_status(client: Any, prefix: str, *, now: float) -> StatusRepor
     """Read one prefix's counts in one pipelined round-trip plus the lease."""
     from relayd.engine.key_types import describe, read_key_types, wrong_types
     from relayd.state.lease import read_lease
+    from relayd.state.pauses import read_pauses
 
     keyspace = Keyspace(prefix)
     relay = RelayKeys(keyspace)
@@ -113,6 +124,7 @@ async def collect_status(client: Any, prefix: str, *, now: float) -> StatusRepor
         dead=dict(zip(KINDS, (_count(n) for n in dead_counts), strict=True)),
         active=active,
         wrong_type=wrong,
+        paused=await read_pauses(client, keyspace),
     )
 
 
@@ -130,10 +142,11 @@ def render_table(reports: Sequence[StatusReport]) -> Table:
         "oldest\nlag",
         "dead\nletters",
         "active",
+        "paused",
     ):
         # Fold, never an ellipsis: a prefix, a holder or a count is read or copied whole.
         table.add_column(
-            column, justify="left" if column in ("prefix", "active") else "right", overflow="fold"
+            column, justify="left" if column in ("prefix", "active", "paused") else "right", overflow="fold"
         )
     for r in reports:
         lag = "-" if r.oldest_timer_lag_s is None else f"{r.oldest_timer_lag_s:.1f}s"
@@ -146,8 +159,22 @@ def render_table(reports: Sequence[StatusReport]) -> Table:
             lag,
             dead,
             active,
+            _paused_cell(r),
         )
     return table
+
+
+def _paused_cell(report: StatusReport) -> str:
+    """Each pause as ``scope since T by WHO: reason`` (``-`` when nothing is paused)."""
+    lines = []
+    for p in report.paused:
+        age_s = max(0.0, report.at - p["since"])
+        lines.append(f"{p['scope']} since {_utc(p['since'])} ({age_s:.0f}s) by {p['by']}: {p['reason']}")
+    return "\n".join(lines) or "-"
+
+
+def _utc(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def _backlog_cell(report: StatusReport, kind: Kind) -> str:

@@ -44,7 +44,7 @@ def _check_kind(kind: str | None) -> Kind | None:
     return kind
 
 
-def _per_prefix(
+def per_prefix(
     settings: Settings, action: Callable[[AsyncRedis, Keyspace], Awaitable[T]], *, hint: bool = False
 ) -> list[T]:
     """Run ``action`` on each prefix; with ``hint``, print the hint for a prefix that holds nothing."""
@@ -66,6 +66,44 @@ def _per_prefix(
             await client.aclose()
 
     return asyncio.run(run())
+
+
+async def _audit(
+    client: AsyncRedis,
+    keyspace: Keyspace,
+    action: str,
+    count: int,
+    *,
+    kind: Kind | None,
+    ids: Sequence[str] = (),
+) -> None:
+    """Record a change made from the command line in the prefix's audit trail (the console's
+    Audit page): what, how many, the equivalent command and who (``cli:user@host``)."""
+    from relayd.cli.pause import operator
+    from relayd.console.actions import AUDIT_IDS
+    from relayd.console.commands import purge_command, replay_command
+    from relayd.console.filters import DeadLetterFilter
+    from relayd.state.audit import AuditRecord, record_action
+    from relayd.state.pauses import redis_now
+
+    if count == 0:
+        return
+    wanted = DeadLetterFilter(kind=kind)
+    command = (
+        replay_command(keyspace.prefix, wanted, ids)
+        if action == "replay"
+        else purge_command(keyspace.prefix, wanted)
+    )
+    record = AuditRecord(
+        at=await redis_now(client),
+        action=action,
+        filter=wanted.as_record(),
+        count=count,
+        command=command,
+        source=operator(),
+        ids=list(ids[:AUDIT_IDS]),
+    )
+    await record_action(client, keyspace, record)
 
 
 def _as_dict(letter: Any) -> dict[str, Any]:
@@ -124,7 +162,7 @@ def list_(ctx: typer.Context, as_json: JsonOption = False, kind: KindOption = No
         letters = await list_dead_letters(client, keyspace, kind=only)
         return [{"prefix": keyspace.prefix, **_as_dict(letter)} for letter in letters]
 
-    rows = [row for rows in _per_prefix(settings, action, hint=True) for row in rows]
+    rows = [row for rows in per_prefix(settings, action, hint=True) for row in rows]
     if as_json:
         import orjson
 
@@ -165,16 +203,20 @@ def replay(
     if replay_all:
 
         async def every(client: AsyncRedis, keyspace: Keyspace) -> int:
-            return int(await replay_dead_letters(client, keyspace, kind=only))
+            count = int(await replay_dead_letters(client, keyspace, kind=only))
+            await _audit(client, keyspace, "replay", count, kind=only)
+            return count
 
-        typer.echo(f"replayed {sum(_per_prefix(settings, every))} dead letter(s)")
+        typer.echo(f"replayed {sum(per_prefix(settings, every))} dead letter(s)")
         return
     named = list(dict.fromkeys(ids or ()))
 
     async def some(client: AsyncRedis, keyspace: Keyspace) -> tuple[int, set[str]]:
-        return await replay_named_dead_letters(client, keyspace, named, kind=only)
+        count, parked = await replay_named_dead_letters(client, keyspace, named, kind=only)
+        await _audit(client, keyspace, "replay", count, kind=only, ids=[i for i in named if i in parked])
+        return count, parked
 
-    outcomes = _per_prefix(settings, some)
+    outcomes = per_prefix(settings, some)
     typer.echo(f"replayed {sum(count for count, _ in outcomes)} dead letter(s)")
     found = set().union(*(parked for _, parked in outcomes))
     unknown = [i for i in named if i not in found]
@@ -204,9 +246,11 @@ def purge(
     only = _check_kind(kind)
 
     async def action(client: AsyncRedis, keyspace: Keyspace) -> int:
-        return int(await purge_dead_letters(client, keyspace, kind=only))
+        count = int(await purge_dead_letters(client, keyspace, kind=only))
+        await _audit(client, keyspace, "purge", count, kind=only)
+        return count
 
-    count = sum(_per_prefix(settings, action))
+    count = sum(per_prefix(settings, action))
     typer.echo(f"purged {count} dead letter(s)")
 
 
