@@ -87,7 +87,7 @@ def _optional(value: object) -> str | None:
 
 async def read_pauses(client: RedisClient, keyspace: Keyspace) -> list[Pause]:
     """Every pause of the prefix, oldest first (one ``HGETALL``)."""
-    raw: Mapping[bytes, bytes] = await client.hgetall(RelayKeys(keyspace).pauses)
+    raw: Mapping[bytes | str, bytes | str] = await client.hgetall(RelayKeys(keyspace).pauses)
     pauses = [p for value in raw.values() if (p := decode_pause(value)) is not None]
     return sorted(pauses, key=lambda p: (p.at, p.scope))
 
