@@ -142,11 +142,10 @@ def render_table(reports: Sequence[StatusReport]) -> Table:
         "oldest\nlag",
         "dead\nletters",
         "active",
-        "paused",
     ):
         # Fold, never an ellipsis: a prefix, a holder or a count is read or copied whole.
         table.add_column(
-            column, justify="left" if column in ("prefix", "active", "paused") else "right", overflow="fold"
+            column, justify="left" if column in ("prefix", "active") else "right", overflow="fold"
         )
     for r in reports:
         lag = "-" if r.oldest_timer_lag_s is None else f"{r.oldest_timer_lag_s:.1f}s"
@@ -159,18 +158,22 @@ def render_table(reports: Sequence[StatusReport]) -> Table:
             lag,
             dead,
             active,
-            _paused_cell(r),
         )
     return table
 
 
-def _paused_cell(report: StatusReport) -> str:
-    """Each pause as ``scope since T by WHO: reason`` (``-`` when nothing is paused)."""
-    lines = []
-    for p in report.paused:
+def render_pauses(reports: Sequence[StatusReport]) -> Table | None:
+    """A second table, one row per operator pause (None when nothing is paused)."""
+    rows = [(r, p) for r in reports for p in r.paused]
+    if not rows:
+        return None
+    table = Table(title="paused", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for column in ("prefix", "scope", "since", "by", "reason"):
+        table.add_column(column, overflow="fold")
+    for report, p in rows:
         age_s = max(0.0, report.at - p["since"])
-        lines.append(f"{p['scope']} since {_utc(p['since'])} ({age_s:.0f}s) by {p['by']}: {p['reason']}")
-    return "\n".join(lines) or "-"
+        table.add_row(report.prefix, p["scope"], f"{_utc(p['since'])} ({age_s:.0f}s)", p["by"], p["reason"])
+    return table
 
 
 def _utc(epoch_s: float) -> str:

@@ -41,13 +41,14 @@ def status(
     ] = False,
     **_: object,
 ) -> None:
-    """Show per prefix: backlog of each kind, due timers, oldest timer lag, dead letters, active replica."""
+    """Show per prefix: backlog of each kind, due timers, oldest timer lag, dead letters, active replica,
+    and what operators paused (since when, by whom, why)."""
     import asyncio
 
     import orjson
     from rich.console import Console
 
-    from relayd.status import render_table
+    from relayd.status import render_pauses, render_table
 
     settings = o.settings_from(ctx)
     o.configure_logs(settings)
@@ -59,7 +60,10 @@ def status(
             orjson.dumps({"prefixes": [r.to_json() for r in reports]}, option=orjson.OPT_INDENT_2).decode()
         )
     else:
-        Console().print(render_table(reports))
+        console = Console()
+        console.print(render_table(reports))
+        if (pauses := render_pauses(reports)) is not None:
+            console.print(pauses)
 
 
 def register(app: typer.Typer) -> None:

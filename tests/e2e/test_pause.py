@@ -140,6 +140,9 @@ def test_a_paused_outbox_stops_while_spawns_and_timers_flow_survives_a_takeover_
         assert _count(client, "outbox") == stopped_at
         status = _cli(server.url, prefix, "status", "--json")
         assert orjson.loads(status.stdout)["prefixes"][0]["paused"][0]["reason"] == "receiver migration"
+        table = _cli(server.url, prefix, "status").stdout
+        assert "paused" in table
+        assert "migration" in table
 
         resumed = _cli(server.url, prefix, "resume", "--kind", "outbox")
 
