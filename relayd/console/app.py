@@ -18,7 +18,7 @@ from starlette.staticfiles import StaticFiles
 from relayd.console.error_pages import EXCEPTION_HANDLERS
 from relayd.console.guard import ConsoleGuard
 from relayd.console.state import ConsoleState
-from relayd.console.views import actions, audit, dead_letters, groups, login, overview, timers
+from relayd.console.views import actions, audit, dead_letters, groups, login, overview, pauses, timers
 
 
 def build_app(state: ConsoleState, *, static_dir: str, allowed_hosts: Sequence[str] = ("*",)) -> Starlette:
@@ -30,6 +30,7 @@ def build_app(state: ConsoleState, *, static_dir: str, allowed_hosts: Sequence[s
         *timers.ROUTES,
         *audit.ROUTES,
         *actions.ROUTES,
+        *pauses.ROUTES,
         *login.ROUTES,
         Mount("/static", StaticFiles(directory=static_dir), name="static"),
     ]

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 import redis
 from support.console import ConsoleProcess, console_env, start_console
@@ -36,6 +37,7 @@ PAGES = [
     "/timers?prefix={p}",
     "/timers?prefix={p}&execution=exe-1",
     "/audit?prefix={p}",
+    "/pauses?prefix={p}",
     "/replay?prefix={p}&kind=outbox",
     "/replay?prefix={p}&ids={p}:outbox:1",
     "/purge?prefix={p}&kind=timer",
@@ -254,6 +256,52 @@ def test_a_bearer_token_replays_and_the_action_is_audited(
     )
 
 
+def test_a_bearer_token_pauses_and_resumes_and_both_are_audited(
+    console: ConsoleProcess, seeded: redis.Redis, prefix: str
+) -> None:
+    """The pause is the one ``relayd pause`` writes: shown on the overview and the pauses page,
+    with the console client as its author; the resume removes it; both are in the audit trail."""
+    keys = RelayKeys(Keyspace(prefix))
+    form = {"prefix": prefix, "kind": "outbox", "target": "order-3", "sink": ""}
+    with httpx.Client(
+        base_url=console.url, timeout=30, headers={"Authorization": f"Bearer {TOKEN}"}
+    ) as client:
+        empty = client.post("/pause", data={**form, "reason": "  "})
+        bad_kind = client.post("/pause", data={**form, "kind": "outbx", "reason": "r"})
+        paused = client.post("/pause", data={**form, "reason": "tenant <b>migration</b>"})
+        stored = seeded.hgetall(keys.pauses)
+        page = client.get(f"/pauses?prefix={prefix}")
+        overview = wait_until(
+            lambda: (
+                (answer := client.get("/")).status_code == 200 and "data-paused" in answer.text and answer
+            ),
+            30,
+            "the pause on the overview",
+        )
+        resumed = client.post("/resume", data=form)
+
+    assert (empty.status_code, bad_kind.status_code, paused.status_code, resumed.status_code) == (
+        400,
+        400,
+        303,
+        303,
+    )
+    (value,) = stored.values()
+    assert b'"by":"console:127.0.0.1"' in value
+    assert "kind=outbox target=order-3" in page.text
+    assert "tenant &lt;b&gt;migration&lt;/b&gt;" in page.text  # escaped, never markup
+    assert "tenant &lt;b&gt;migration&lt;/b&gt;" in overview.text
+    assert not seeded.exists(keys.pauses)
+    actions = [orjson.loads(r) for r in seeded.lrange(keys.audit, 0, 1)]
+    assert [(a["action"], a["source"]) for a in actions] == [
+        ("resume", "console:127.0.0.1"),
+        ("pause", "console:127.0.0.1"),
+    ]
+    assert actions[1]["command"] == (
+        f"relayd pause --prefix {prefix} --kind outbox --target order-3 --reason 'tenant <b>migration</b>'"
+    )
+
+
 def test_an_action_on_a_prefix_the_console_does_not_serve_is_400(
     console: ConsoleProcess, seeded: redis.Redis, prefix: str
 ) -> None:
@@ -279,13 +327,17 @@ def test_a_read_only_console_refuses_actions(
             page = client.get(f"/dead-letters?prefix={prefix}")
             preview = client.get(f"/replay?prefix={prefix}")
             post = client.post("/replay", data={"prefix": prefix}, headers={"Origin": running.url})
+            pause = client.post(
+                "/pause", data={"prefix": prefix, "reason": "r"}, headers={"Origin": running.url}
+            )
     finally:
         running.stop()
 
     assert page.status_code == 200
     assert "read-only" in page.text
     assert "replay selected" not in page.text
-    assert (preview.status_code, post.status_code) == (403, 403)
+    assert (preview.status_code, post.status_code, pause.status_code) == (403, 403, 403)
+    assert not seeded.exists(RelayKeys(Keyspace(prefix)).pauses)
 
 
 @pytest.mark.slow
