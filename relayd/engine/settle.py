@@ -109,7 +109,15 @@ class Settlement:
                     await self.check_attempts(lane)
         if verdicts.retry:
             records = {
-                h.ref: AttemptRecord(h.attempts, h.first_attempt_at or now, h.last_attempt_at or now)
+                # The error, the next attempt and the key feed ``relayd status --retrying``.
+                h.ref: AttemptRecord(
+                    h.attempts,
+                    h.first_attempt_at or now,
+                    h.last_attempt_at or now,
+                    h.last_error,
+                    h.not_before,
+                    h.envelope.ordering_key,
+                )
                 for h in verdicts.retry
             }
             lane.attempts_maybe = True
