@@ -18,7 +18,17 @@ from starlette.staticfiles import StaticFiles
 from relayd.console.error_pages import EXCEPTION_HANDLERS
 from relayd.console.guard import ConsoleGuard
 from relayd.console.state import ConsoleState
-from relayd.console.views import actions, audit, dead_letters, groups, login, overview, pauses, timers
+from relayd.console.views import (
+    actions,
+    audit,
+    dead_letters,
+    groups,
+    login,
+    overview,
+    pauses,
+    retrying,
+    timers,
+)
 
 
 def build_app(state: ConsoleState, *, static_dir: str, allowed_hosts: Sequence[str] = ("*",)) -> Starlette:
@@ -28,6 +38,7 @@ def build_app(state: ConsoleState, *, static_dir: str, allowed_hosts: Sequence[s
         *dead_letters.ROUTES,
         *groups.ROUTES,
         *timers.ROUTES,
+        *retrying.ROUTES,
         *audit.ROUTES,
         *actions.ROUTES,
         *pauses.ROUTES,

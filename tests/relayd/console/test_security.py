@@ -20,6 +20,7 @@ from support.secret_files import SecretDir
 from support.waiting import wait_until
 
 from relayd.console.security import SESSION_COOKIE
+from relayd.state.attempts import AttemptRecord, encode_record
 from relayd.state.keys import RelayKeys
 from store.keys import Keyspace, timer_member
 from tests.relayd.console.parked import park_outbox, park_timers
@@ -38,6 +39,8 @@ PAGES = [
     "/timers?prefix={p}&execution=exe-1",
     "/audit?prefix={p}",
     "/pauses?prefix={p}",
+    "/retrying?prefix={p}",
+    "/retrying?prefix={p}&page=outbox:0",
     "/replay?prefix={p}&kind=outbox",
     "/replay?prefix={p}&ids={p}:outbox:1",
     "/purge?prefix={p}&kind=timer",
@@ -300,6 +303,34 @@ def test_a_bearer_token_pauses_and_resumes_and_both_are_audited(
     assert actions[1]["command"] == (
         f"relayd pause --prefix {prefix} --kind outbox --target order-3 --reason 'tenant <b>migration</b>'"
     )
+
+
+def test_the_retrying_page_lists_an_entry_in_backoff_with_its_error_and_next_attempt(
+    console: ConsoleProcess, seeded: redis.Redis, prefix: str
+) -> None:
+    keys = RelayKeys(Keyspace(prefix))
+    (now_s, _) = seeded.time()
+    record = AttemptRecord(
+        4, now_s - 60.0, now_s - 5.0, "HTTP 503: <html>busy</html>", now_s + 120.0, "order-9"
+    )
+    seeded.hset(keys.attempts("outbox"), "9", encode_record(record))
+    try:
+        with httpx.Client(
+            base_url=console.url, timeout=30, headers={"Authorization": f"Bearer {TOKEN}"}
+        ) as client:
+            page = client.get(f"/retrying?prefix={prefix}")
+            bad_token = client.get(f"/retrying?prefix={prefix}&page=nope")
+    finally:
+        seeded.hdel(keys.attempts("outbox"), "9")
+
+    assert page.status_code == 200
+    row = re.search(r'<tr class="retrying">(.*?)</tr>', page.text, re.S)
+    assert row is not None
+    assert f"{prefix}:outbox:9" in row.group(1)
+    assert "order-9" in row.group(1)
+    assert "HTTP 503: &lt;html&gt;busy&lt;/html&gt;" in row.group(1)
+    assert re.search(r"in (1\d\d\.\d s|2\.0 min)", row.group(1))  # the next attempt, about two minutes out
+    assert bad_token.status_code == 400
 
 
 def test_an_action_on_a_prefix_the_console_does_not_serve_is_400(
