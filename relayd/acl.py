@@ -34,7 +34,7 @@ COMMANDS: Final[Mapping[str, str]] = {
     "ping": "connect: the first PING",
     "time": "the engine's clock; members registry (scripts)",
     "get": "lease holder; the lease check of every fenced ack (scripts); reader cursors; status",
-    "set": "lease: SET NX PX; reader cursors",
+    "set": "lease: SET NX PX; reader cursors; the sinks' health for status",
     "del": "lease release (script); dlq purge (script)",
     "pexpire": "lease renewal; members registry (scripts)",
     "pttl": "the lease's time left",

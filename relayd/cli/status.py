@@ -140,13 +140,13 @@ def status(
     **_: object,
 ) -> None:
     """Show per prefix: backlog of each kind, due timers, oldest timer lag, dead letters, active replica,
-    and what operators paused (since when, by whom, why)."""
+    each sink's breaker, last error and retries, and what operators paused (since when, by whom, why)."""
     import asyncio
 
     import orjson
     from rich.console import Console
 
-    from relayd.status import render_pauses, render_table
+    from relayd.status import render_pauses, render_sinks, render_table
 
     settings = o.settings_from(ctx)
     o.configure_logs(settings)
@@ -163,8 +163,9 @@ def status(
     else:
         console = Console()
         console.print(render_table(reports))
-        if (pauses := render_pauses(reports)) is not None:
-            console.print(pauses)
+        for extra in (render_sinks(reports), render_pauses(reports)):
+            if extra is not None:
+                console.print(extra)
 
 
 def register(app: typer.Typer) -> None:

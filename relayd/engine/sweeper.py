@@ -41,6 +41,7 @@ from relayd.engine.pause_watch import PauseWatch
 from relayd.engine.plan import Dead, Held, choose, pick_probe
 from relayd.engine.settle import Settlement
 from relayd.engine.sink_guard import SinkGuard, guards_for
+from relayd.engine.sink_health import SinkHealthPublisher
 from relayd.envelope import Kind
 from relayd.metrics import RelayMetrics
 from relayd.runtime.packing import use_hiredis_packing
@@ -109,6 +110,8 @@ class Sweeper:
             may_deliver=may_deliver,
         )
         self.gauges = PrefixGauges(store.client, store.keyspace, metrics)
+        # Each sink's breaker and retries, written for ``relayd status`` (``engine.sink_health``).
+        self.sink_health = SinkHealthPublisher(store.client, store.keyspace, clock=clock)
         # What operators paused (``engine.pause``): read at the start of a pass, now and then.
         self.pauses = PauseWatch(
             store.client,
@@ -269,6 +272,7 @@ class Sweeper:
             held={lane.kind: lane.held.values() for lane in self.lanes},
             empty=empty,
         )
+        await self.sink_health.maybe_publish(self.lanes)
         duration_s = self.clock.monotonic() - started_s
         self._sweep_duration.observe(duration_s)
         self._last_sweep.set(self.clock.now())

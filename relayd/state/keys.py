@@ -8,6 +8,8 @@
     P:relay:cursor:spawns     string  the same for spawn intents
     P:relay:audit             list    operator actions, newest first, JSON {at, action, filter, count, ...}
     P:relay:pauses            hash    {scope -> pause JSON}: what operators paused (state/pauses.py)
+    P:relay:sinks             string  each sink's breaker and retries, as the lease holder last saw them (PX;
+                                      engine/sink_health.py)
 
 ``kind`` is the envelope kind: ``outbox``, ``spawn`` or ``timer``. The cursors are the
 store's and use its own kind names (``outbox``, ``spawns``).

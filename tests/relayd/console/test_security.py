@@ -333,6 +333,44 @@ def test_the_retrying_page_lists_an_entry_in_backoff_with_its_error_and_next_att
     assert bad_token.status_code == 400
 
 
+def test_the_overview_names_a_sink_whose_breaker_is_open(
+    console: ConsoleProcess, seeded: redis.Redis, prefix: str
+) -> None:
+    """What the lease holder published (``P:relay:sinks``) shows on the prefix's card."""
+    health = [
+        {
+            "sink": "webhook",
+            "kinds": ["outbox"],
+            "state": "open",
+            "since": 1.0,
+            "last_error": "HTTP 503",
+            "retrying": 7,
+        },
+        {
+            "sink": "kafka",
+            "kinds": ["timer"],
+            "state": "closed",
+            "since": 1.0,
+            "last_error": "",
+            "retrying": 0,
+        },
+    ]
+    seeded.set(f"{prefix}:relay:sinks", orjson.dumps(health), px=60_000)
+    try:
+        with httpx.Client(
+            base_url=console.url, timeout=30, headers={"Authorization": f"Bearer {TOKEN}"}
+        ) as client:
+            shown = wait_until(
+                lambda: 'data-sink="webhook"' in (text := client.get("/").text) and text, 30, "the open sink"
+            )
+    finally:
+        seeded.delete(f"{prefix}:relay:sinks")
+
+    assert "sink webhook breaker open" in shown
+    assert "7 waiting to go again: HTTP 503" in shown
+    assert 'data-sink="kafka"' not in shown
+
+
 def test_an_action_on_a_prefix_the_console_does_not_serve_is_400(
     console: ConsoleProcess, seeded: redis.Redis, prefix: str
 ) -> None:
