@@ -46,6 +46,12 @@ _LATENCY_BUCKETS_S: Final = (
     10.0,
     30.0,
 )
+# From a commit (or a timer's fire_at) to the sink's confirmation: milliseconds on a live relay,
+# seconds behind a backlog, minutes and hours through an outage or a pause.
+_COMMIT_DELAY_BUCKETS_S: Final = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    300.0, 900.0, 3600.0,
+)  # fmt: skip
 # Timers are polled, so lag below the poll interval is normal; minutes mean trouble.
 _LAG_BUCKETS_S: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 
@@ -152,6 +158,14 @@ class RelayMetrics:
             ["sink", "state"],
             registry=registry,
         )
+        self.commit_to_delivery = Histogram(
+            "relayd_commit_to_delivery_seconds",
+            "From an entry's commit (the store's stamp on the Redis clock; a timer's fire_at) to the"
+            " sink's confirmation; entries without a commit time are not observed.",
+            ["prefix", "kind"],
+            buckets=_COMMIT_DELAY_BUCKETS_S,
+            registry=registry,
+        )
         self.paused_since = Gauge(
             "relayd_paused_since_timestamp_seconds",
             "Epoch seconds since when the oldest operator pause of each scope (prefix, kind, sink,"
@@ -170,6 +184,7 @@ class RelayMetrics:
             self.dead_letters.labels(prefix, kind)
             self.oldest_due_age.labels(prefix, kind)
             self.sink_latency.labels(prefix, kind)
+            self.commit_to_delivery.labels(prefix, kind)
             for outcome in OUTCOMES:
                 self.attempts.labels(prefix, kind, outcome)
             for reason in sorted(REASON_CODES):
