@@ -57,7 +57,7 @@ COMMANDS: Final[Mapping[str, str]] = {
     "zrangebyscore": "due timers; members",
     "zcount": "status: due timers",
     "zcard": "status: timers",
-    "eval": "scripts, first run",
+    "eval": "scripts, first run; the shared --sink-rate bucket (--sink-rate-scope cluster)",
     "evalsha": "scripts the store registers (fenced acks); the redis-stream sink's script",
     "script|load": "the same, when the server answers NOSCRIPT",
     "subscribe": "wake-up",

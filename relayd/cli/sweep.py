@@ -167,6 +167,8 @@ async def run_sweep(
 @o.BREAKER_THRESHOLD
 @o.BREAKER_COOLDOWN_CAP
 @o.SINK_RATE
+@o.SINK_RATE_SCOPE
+@o.SINK_RATE_FALLBACK
 def sweep(
     ctx: typer.Context,
     once: Annotated[

@@ -26,6 +26,7 @@ from relayd.engine.options import SweepOptions
 from relayd.engine.prefix_relay import PrefixRelay
 from relayd.engine.redis_errors import REDIS_ERRORS
 from relayd.engine.redis_time import RedisClock, keep_synced
+from relayd.engine.shared_rate import shared_buckets
 from relayd.engine.shares import PrefixView, ShareDecision, decide_shares
 from relayd.engine.sink_guard import guards_for
 from relayd.engine.wake import WakeSubscriber
@@ -104,7 +105,12 @@ async def run_relay(
         {f"{kind}:{sink.name}": reason for kind, sink in sinks.items() if (reason := not_ready_reason(sink))},
     )
     guards = guards_for(
-        sinks, policy=options.breaker, rate_per_s=options.sink_rate_per_s, metrics=metrics, clock=clock
+        sinks,
+        policy=options.breaker,
+        rate_per_s=options.sink_rate_per_s,
+        metrics=metrics,
+        clock=clock,
+        shared=shared_buckets(redis, options, clock) if options.sink_rate_scope == "cluster" else None,
     )
     health.watch_breakers({guard.name: guard.open_reason for guard in guards.values()})
     # One token per process, on every lease and registry: the shares count leases by holder.

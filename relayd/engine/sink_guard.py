@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
@@ -18,6 +18,7 @@ from relayd.batch import Batch
 from relayd.engine.breaker import STATES, SUCCESS, Breaker, BreakerPolicy, Transition, delivery_signal
 from relayd.engine.clock import SYSTEM_CLOCK, Clock
 from relayd.engine.rate import TokenBucket
+from relayd.engine.shared_rate import SharedBucket
 from relayd.envelope import Kind
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Outcome, Sink
@@ -36,11 +37,14 @@ class SinkGuard:
         rate_per_s: float = 0.0,
         metrics: RelayMetrics | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        shared: SharedBucket | None = None,
     ) -> None:
         self.name = name
         self.lock = asyncio.Lock()
         self.breaker = Breaker(policy or BreakerPolicy())
         self.bucket = TokenBucket(rate_per_s) if rate_per_s > 0 else None
+        # ``--sink-rate-scope cluster``: the tokens come from the sink's bucket in Redis instead.
+        self.shared = shared
         self.metrics = metrics
         self.clock = clock
         if metrics is not None:
@@ -74,10 +78,14 @@ class SinkGuard:
 
     async def throttle(self, count: int) -> None:
         """Wait until ``count`` entries may go under the rate limit (at once without one)."""
-        if self.bucket is not None:
+        if self.shared is not None:
+            wait_s = await self.shared.reserve(count)
+        elif self.bucket is not None:
             wait_s = self.bucket.reserve(count, self.clock.monotonic())
-            if wait_s > 0:
-                await asyncio.sleep(wait_s)
+        else:
+            return
+        if wait_s > 0:
+            await asyncio.sleep(wait_s)
 
     def open_reason(self) -> str | None:
         """``"open since T: reason"`` while the breaker is not closed (for ``/readyz``)."""
@@ -107,10 +115,12 @@ def guards_for(
     rate_per_s: float = 0.0,
     metrics: RelayMetrics | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    shared: Callable[[str], SharedBucket] | None = None,
 ) -> dict[Kind, SinkGuard]:
     """One guard per sink instance, under each kind that delivers to it.
 
     A guard is named after its sink, or ``kind+kind:name`` when two sinks share a name.
+    ``shared``: the sink's bucket in Redis by guard name (``--sink-rate-scope cluster``).
     """
     kinds_of: dict[int, list[Kind]] = {}
     for kind, sink in sinks.items():
@@ -120,7 +130,14 @@ def guards_for(
     for kinds in kinds_of.values():
         sink = sinks[kinds[0]]
         name = sink.name if names.count(sink.name) == 1 else f"{'+'.join(kinds)}:{sink.name}"
-        guard = SinkGuard(name, policy=policy, rate_per_s=rate_per_s, metrics=metrics, clock=clock)
+        guard = SinkGuard(
+            name,
+            policy=policy,
+            rate_per_s=rate_per_s,
+            metrics=metrics,
+            clock=clock,
+            shared=shared(name) if shared is not None and rate_per_s > 0 else None,
+        )
         for kind in kinds:
             guards[kind] = guard
     return guards
