@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CollectorRegistry, disable_created_metrics, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from relayd.errors import ListenerUnavailable
@@ -82,6 +82,9 @@ def serve_http(host: str, port: int, registry: CollectorRegistry, health: Health
             address_family = socket.AF_INET6
 
         server_class = _V6Server
+    # No ``_created`` series: a timestamp per counter and histogram series that nobody graphs,
+    # a third of a scrape's samples (prometheus_client's switch is process-wide).
+    disable_created_metrics()
     app = make_app(registry, health)
     try:
         server = make_server(host, port, app, server_class, handler_class=_QuietHandler)

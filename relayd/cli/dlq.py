@@ -135,7 +135,9 @@ def dead_letter_table(rows: Sequence[dict[str, Any]]) -> Table:
     for column in ("prefix", "kind", "id", "reason", "attempts", "first attempt", "last attempt"):
         table.add_column(column, overflow="fold", no_wrap=column == "id")
     for row in rows:
-        reason = f"{row['reason_code']}: {row['reason']}" if row.get("reason") else str(row["reason_code"])
+        code, text = str(row["reason_code"]), str(row.get("reason") or "")
+        # A malformed entry's reason already opens with its code: shown once, not twice.
+        reason = text if text.startswith(f"{code}:") else f"{code}: {text}" if text else code
         table.add_row(
             str(row["prefix"]),
             str(row["kind"]),

@@ -45,6 +45,7 @@ class SinkGuard:
         self.bucket = TokenBucket(rate_per_s) if rate_per_s > 0 else None
         # ``--sink-rate-scope cluster``: the tokens come from the sink's bucket in Redis instead.
         self.shared = shared
+        self._opened_s: float | None = None  # when the breaker last opened (monotonic s)
         self.metrics = metrics
         self.clock = clock
         if metrics is not None:
@@ -100,8 +101,17 @@ class SinkGuard:
         if transition is None:
             return
         event = "sink_breaker_" + ("half_open" if transition.after == "half_open" else transition.after)
-        emit = log.warning if transition.after == "open" else log.info
-        emit(event, sink=self.name, error=transition.reason, duration_s=self.breaker.cooldown_s)
+        now_s = self.clock.monotonic()
+        if transition.after == "closed":
+            # How long deliveries were held, and no error: the one that opened it is over.
+            log.info(event, sink=self.name, duration_s=round(now_s - (self._opened_s or now_s), 3))
+            self._opened_s = None
+        else:
+            if transition.before == "closed":
+                self._opened_s = now_s
+            emit = log.warning if transition.after == "open" else log.info
+            # open: the cool-down before the next probe.
+            emit(event, sink=self.name, error=transition.reason, duration_s=self.breaker.cooldown_s)
         if self.metrics is not None:
             self.metrics.breaker_transitions.labels(self.name, transition.after).inc()
             for state in STATES:

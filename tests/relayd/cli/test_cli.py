@@ -518,3 +518,16 @@ def test_dlq_replay_and_purge_from_the_cli_go_to_the_audit_trail(redis_server, p
     ]
     assert records[2]["ids"] == [f"{prefix}:outbox:1"]
     assert all(r["source"].startswith("cli:") for r in records)
+
+
+def test_dlq_list_names_a_reason_code_once(redis_server, prefix: str):
+    """A malformed entry's reason opens with its code; the table shows the code once."""
+    _dead_letter_outbox(redis_server.url, prefix, ["1"])
+    raw = redis.Redis.from_url(redis_server.url)
+    (stored,) = raw.hvals(f"{prefix}:relay:dead:outbox")
+    letter = orjson.loads(stored)
+
+    table = invoke(["dlq", "list", "--redis-url", redis_server.url, "--prefix", prefix])
+
+    assert letter["reason"].startswith(f"{letter['reason_code']}:")
+    assert table.stdout.count(letter["reason_code"]) == 1
