@@ -531,3 +531,20 @@ def test_dlq_list_names_a_reason_code_once(redis_server, prefix: str):
 
     assert letter["reason"].startswith(f"{letter['reason_code']}:")
     assert table.stdout.count(letter["reason_code"]) == 1
+
+
+def test_a_database_the_server_lacks_and_a_callable_that_is_no_sink_are_one_line_and_exit_2(redis_server):
+    """Configuration errors, not outages: no retries, no traceback."""
+    url = f"redis://127.0.0.1:{redis_server.port}/99"
+    no_db = invoke(["status", "--redis-url", url])
+    no_sink = invoke(["sweep", "--once", "--sink", "python:os:getcwd", "--redis-url", redis_server.url])
+
+    assert no_db.exit_code == 2
+    assert no_db.stderr.strip().splitlines() == [
+        f"relayd: error: Redis at {url} has no database 99: pick one below "
+        "its 'databases' setting (16 by default)"
+    ]
+    assert no_sink.exit_code == 2
+    (line,) = no_sink.stderr.strip().splitlines()
+    assert line.startswith("relayd: error: sink 'python:os:getcwd': ")
+    assert "Traceback" not in no_sink.output
