@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.routing import BaseRoute, Mount
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from relayd.console.error_pages import EXCEPTION_HANDLERS
@@ -31,6 +33,10 @@ from relayd.console.views import (
 )
 
 
+async def _no_icon(request: Request) -> Response:
+    return Response(status_code=204)
+
+
 def build_app(state: ConsoleState, *, static_dir: str, allowed_hosts: Sequence[str] = ("*",)) -> Starlette:
     """The console's app for ``state``; ``static_dir`` holds htmx, ``console.js`` and the stylesheet."""
     routes: list[BaseRoute] = [
@@ -43,6 +49,8 @@ def build_app(state: ConsoleState, *, static_dir: str, allowed_hosts: Sequence[s
         *actions.ROUTES,
         *pauses.ROUTES,
         *login.ROUTES,
+        # Browsers ask for it on every page: no icon, and no sign-in page in the console's log.
+        Route("/favicon.ico", _no_icon),
         Mount("/static", StaticFiles(directory=static_dir), name="static"),
     ]
     middleware = [

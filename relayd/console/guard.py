@@ -19,7 +19,7 @@ from relayd.console.rendering import error_page, templates
 from relayd.console.security import CSRF_FIELD, SECURITY_HEADERS, SESSION_COOKIE, same_origin
 from relayd.console.state import console_state
 
-_PUBLIC_PREFIXES: Final = ("/static/", "/login")
+_PUBLIC_PREFIXES: Final = ("/static/", "/login", "/favicon.ico")
 #: The pages that change dead letters (and their dry-run previews) or pause and resume
 #: deliveries: refused on a read-only console.
 _ACTION_PATHS: Final = ("/replay", "/purge", "/pause", "/resume")

@@ -333,6 +333,13 @@ def test_the_retrying_page_lists_an_entry_in_backoff_with_its_error_and_next_att
     assert bad_token.status_code == 400
 
 
+def test_the_favicon_asks_no_sign_in(console: ConsoleProcess) -> None:
+    """Browsers fetch it on every page: 204, not the sign-in page's 401."""
+    answer = httpx.get(f"{console.url}/favicon.ico", timeout=30)
+
+    assert answer.status_code == 204
+
+
 def test_the_overview_names_a_sink_whose_breaker_is_open(
     console: ConsoleProcess, seeded: redis.Redis, prefix: str
 ) -> None:
