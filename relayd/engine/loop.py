@@ -217,7 +217,14 @@ async def _keep_shares(
                     release=relay.prefix in decision.release,
                 )
             if last is None or (decision.quota, decision.members) != (last.quota, last.members):
-                log.info("share_changed", count=decision.quota)
+                # count: the prefixes this replica should hold, of ``prefixes``, with ``replicas``
+                # live replicas (this one included) sharing them.
+                log.info(
+                    "share_changed", count=decision.quota, prefixes=len(relays), replicas=decision.members
+                )
+                if decision.quota == 0:
+                    # More replicas than prefixes: this one holds none and takes over when needed.
+                    log.info("standing_by", prefixes=len(relays), replicas=decision.members)
             last = decision
         await sleep_until(beat_every_s * rng.uniform(*_BEAT_JITTER), stop)
     # Leave before the prefix tasks release their leases: the others then count one member

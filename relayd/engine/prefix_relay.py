@@ -154,7 +154,11 @@ class PrefixRelay:
                             await self.lease.renew()
                             self.health.redis_ok()
                     elif self.may_acquire:
-                        self.lease_refused = not await self.lease.acquire()
+                        refused = not await self.lease.acquire()
+                        if refused and not self.lease_refused and not self.options.once:
+                            # Another replica holds the lease: this one takes over when it goes.
+                            log.info("standing_by", prefix=self.prefix)
+                        self.lease_refused = refused
                         self.health.redis_ok()
                         if self.lease_refused and self.options.once:
                             self.lease_changed.set()

@@ -47,7 +47,7 @@ def _relay(url: str, prefix: str, log: Path) -> RelayProcess:
         [
             "--redis-url", url, "--prefix", prefix, "--sink", f"redis-stream:{url}?stream=out",
             "--sink-rate", str(RATE), "--poll-interval", "0.2", "--lease-ttl", "1",
-            "--log-level", "warning",
+            "--log-level", "info", "--log-format", "json",
         ],
         log,
     )  # fmt: skip
@@ -127,6 +127,9 @@ def test_a_paused_outbox_stops_while_spawns_and_timers_flow_survives_a_takeover_
             lambda: _count(client, "spawn") == 1 and _count(client, "timer") == 1, 20, "spawn and timer"
         )
 
+        # One replica, one prefix: the second says it is standing by.
+        standby_log = tmp_path / "b.log"
+        wait_until(lambda: '"event":"standing_by"' in standby_log.read_text(), 30, "the standby's line")
         first.stop()  # the standby takes the lease over and finds the pause in Redis
         wait_until(
             lambda: _holder_pid(client, prefix) == standby.proc.pid, 30, "the standby holding the lease"
