@@ -67,6 +67,8 @@ class Defaults:
     sink_rate_scope: Literal["process", "cluster"] = "process"
     # With the cluster scope, what limits a process while Redis does not answer its bucket.
     sink_rate_fallback: Literal["process", "hold"] = "process"
+    # Where operational events go (relayd.events): any sink spec; None: nowhere.
+    events_sink: str | None = None
 
 
 DEFAULTS: Final = Defaults()

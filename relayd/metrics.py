@@ -166,6 +166,12 @@ class RelayMetrics:
             buckets=_COMMIT_DELAY_BUCKETS_S,
             registry=registry,
         )
+        self.events = Counter(
+            "relayd_events",
+            "Operational events (--events-sink) by outcome: sent, dropped (the queue was full), failed.",
+            ["outcome"],
+            registry=registry,
+        )
         self.paused_since = Gauge(
             "relayd_paused_since_timestamp_seconds",
             "Epoch seconds since when the oldest operator pause of each scope (prefix, kind, sink,"

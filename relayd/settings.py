@@ -125,6 +125,7 @@ class Settings(BaseSettings):
     sink_rate: Annotated[float, Field(ge=0, le=10_000_000)] = DEFAULTS.sink_rate
     sink_rate_scope: Literal["process", "cluster"] = DEFAULTS.sink_rate_scope
     sink_rate_fallback: Literal["process", "hold"] = DEFAULTS.sink_rate_fallback
+    events_sink: str | None = DEFAULTS.events_sink
 
     # Read and checked in _check_and_read (the files' contents and the parsed URL), never shown.
     _address: RedisAddress | None = PrivateAttr(default=None)

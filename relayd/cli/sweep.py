@@ -52,6 +52,19 @@ def resolve_sinks(
     return sinks
 
 
+def resolve_events_sink(settings: Settings) -> Sink | None:
+    """The ``--events-sink`` (relayd's own format whatever ``--format`` says: the body is the event)."""
+    import dataclasses
+
+    from relayd.sinks import resolve_sink
+
+    if settings.events_sink is None:
+        return None
+    return resolve_sink(
+        settings.events_sink, dataclasses.replace(settings.sink_options(), output_format="relayd")
+    )
+
+
 def install_signal_handlers(stop: asyncio.Event) -> None:
     import asyncio
 
@@ -78,8 +91,11 @@ async def run_sweep(
     sinks: Mapping[Kind, Sink],
     registry: CollectorRegistry,
     watch: MaterialWatch,
+    events_sink: Sink | None = None,
 ) -> int:
     """Connect, serve HTTP (unless ``once``), run the relay; return the exit code.
+
+    ``events_sink``: where the operational events go (``relayd.events``), when configured.
 
     ``watch`` checks ``settings.watched_files()`` and counts in ``registry`` (made before the
     sinks, which may ask it for a check at once).
@@ -89,6 +105,7 @@ async def run_sweep(
 
     import structlog
 
+    from relayd import events
     from relayd.connect import BRIEF, FOREVER, build_client, connect
     from relayd.engine.loop import run_relay
     from relayd.health import Health
@@ -101,6 +118,8 @@ async def run_sweep(
     stop = asyncio.Event()
     install_signal_handlers(stop)
     metrics = RelayMetrics(registry)
+    emitter = None if events_sink is None else events.OperationalEvents(events_sink, metrics.events)
+    events.install(emitter)
     health = Health(sentinel_service=settings.redis.service)
     health.watch_deliveries(functools.partial(DELIVERIES.overruns, grace_s=settings.hung_sink_grace))
     watch.on_reload(lambda: redact_also(settings.secrets()))
@@ -139,6 +158,9 @@ async def run_sweep(
         watching.cancel()
         if server is not None:
             server.close()
+        events.install(None)
+        if emitter is not None:
+            await emitter.close()
     # A long run stopped by a signal settled its work: 0, whatever it dead-lettered on the way
     # (the dead letters are counted and listed; ``--once`` reports them in its exit code).
     return int(summary.exit_code) if once else 0
@@ -169,6 +191,7 @@ async def run_sweep(
 @o.SINK_RATE
 @o.SINK_RATE_SCOPE
 @o.SINK_RATE_FALLBACK
+@o.EVENTS_SINK
 def sweep(
     ctx: typer.Context,
     once: Annotated[
@@ -196,6 +219,7 @@ def sweep(
     registry = CollectorRegistry()
     watch = MaterialWatch((), registry=registry)
     sinks = resolve_sinks(settings, check_material=watch.check_now)
+    events_sink = resolve_events_sink(settings)
     # Every file once the sinks are resolved: a plugin's own options (its files, its secrets)
     # are loaded as its sink resolves, the built-ins' with the settings.
     for watched in settings.watched_files():
@@ -203,7 +227,11 @@ def sweep(
     redact_also(settings.secrets())
     stop_tracing = start_tracing()  # delivery spans, when the OTEL_* variables ask for them
     try:
-        code = asyncio.run(run_sweep(settings, once=once, sinks=sinks, registry=registry, watch=watch))
+        code = asyncio.run(
+            run_sweep(
+                settings, once=once, sinks=sinks, registry=registry, watch=watch, events_sink=events_sink
+            )
+        )
     finally:
         if stop_tracing is not None:
             stop_tracing()  # exports what is pending

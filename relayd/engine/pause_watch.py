@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from relayd import events
 from relayd.engine.clock import Clock
 from relayd.engine.lane import Lane
 from relayd.engine.pause import FREE, LaneHold, lane_hold
@@ -36,6 +37,7 @@ class PauseWatch:
         self._holds: dict[Kind, LaneHold] = {}
         self._read_s = float("-inf")  # when the pauses were last read (monotonic s)
         self._gauged: set[str] = set()  # the scope labels with a series
+        self._read = False
 
     def hold(self, kind: Kind) -> LaneHold:
         """What the lane of ``kind`` holds back now."""
@@ -47,12 +49,27 @@ class PauseWatch:
         if now_s - self._read_s < self.every_s:
             return
         self._read_s = now_s
-        self.pauses = await read_pauses(self.client, self.keyspace)
+        before, self.pauses = self.pauses, await read_pauses(self.client, self.keyspace)
+        if self._read:  # the first read finds pauses made before: not news
+            self._announce(before, self.pauses)
+        self._read = True
         self._holds = {
             lane.kind: lane_hold(self.pauses, kind=lane.kind, sink_names=(lane.sink.name, lane.guard.name))
             for lane in lanes
         }
         self._gauge()
+
+    def _announce(self, before: list[Pause], after: list[Pause]) -> None:
+        """An operational event for each pause that took effect or was lifted since the last read."""
+        was, now = {p.scope: p for p in before}, {p.scope: p for p in after}
+        prefix = self.keyspace.prefix
+        for scope in now.keys() - was.keys():
+            p = now[scope]
+            events.emit(
+                "paused", prefix, prefix=prefix, scope=p.describe(), by=p.by, reason=p.reason, since=p.at
+            )
+        for scope in was.keys() - now.keys():
+            events.emit("resumed", prefix, prefix=prefix, scope=was[scope].describe())
 
     def _gauge(self) -> None:
         """Since when each type of scope has been paused (its oldest pause); no series when none."""

@@ -28,6 +28,7 @@ from typing import Final
 
 import structlog
 
+from relayd import events
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock, sleep_until
 from relayd.engine.fencing import Fenced, report_fenced
@@ -201,6 +202,7 @@ class PrefixRelay:
         self.metrics.active.labels(self.prefix).set(1 if held else 0)
         if held:
             log.info("lease_acquired", prefix=self.prefix)
+            events.emit("lease.acquired", self.prefix, prefix=self.prefix)
         else:
             log.warning("lease_lost", prefix=self.prefix)
         self.lease_changed.set()

@@ -19,6 +19,7 @@ import structlog
 from prometheus_client import Counter
 from redis.exceptions import OutOfMemoryError
 
+from relayd import events
 from relayd.engine.build import dead_letter_id
 from relayd.engine.clock import Clock
 from relayd.engine.failure_log import FailureLog
@@ -202,6 +203,15 @@ class Settlement:
                 attempt=d.held.attempts,
                 outcome=d.reason_code,
                 error=d.reason,
+            )
+            events.emit(
+                "entry.dead_lettered",
+                d.held.envelope.id,
+                prefix=self.prefix,
+                kind=kind,
+                attempts=d.held.attempts,
+                reason_code=d.reason_code,
+                reason=d.reason,
             )
         return True
 

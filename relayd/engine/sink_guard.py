@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
+from relayd import events
 from relayd.batch import Batch
 from relayd.engine.breaker import STATES, SUCCESS, Breaker, BreakerPolicy, Transition, delivery_signal
 from relayd.engine.clock import SYSTEM_CLOCK, Clock
@@ -112,6 +113,8 @@ class SinkGuard:
             emit = log.warning if transition.after == "open" else log.info
             # open: the cool-down before the next probe.
             emit(event, sink=self.name, error=transition.reason, duration_s=self.breaker.cooldown_s)
+        state = {"open": "opened", "half_open": "half_opened", "closed": "closed"}[transition.after]
+        events.emit(f"sink.breaker.{state}", self.name, sink=self.name, error=transition.reason)
         if self.metrics is not None:
             self.metrics.breaker_transitions.labels(self.name, transition.after).inc()
             for state in STATES:
