@@ -213,8 +213,9 @@ class RelayMetrics:
             self.breaker_transitions.labels(sink, state)
 
 
-def observe_many(histogram: Histogram, amounts: Iterable[float]) -> None:
-    """Observe each of ``amounts`` on one histogram series, as ``observe`` once per amount would.
+def observe_many(histogram: Histogram, amounts: Iterable[float], *, weight: int = 1) -> None:
+    """Observe each of ``amounts`` on one histogram series, as ``observe`` once per amount would
+    (``weight`` times each: a sampled amount standing for that many).
 
     One pass of a timer drain observes a lag per timer: ``observe`` takes two locked increments
     each (``tests/benchmarks/profile_drain.py`` shows them in a timer drain), this one per bucket
@@ -227,7 +228,8 @@ def observe_many(histogram: Histogram, amounts: Iterable[float]) -> None:
     total: object = getattr(histogram, "_sum", None)
     if bounds is None or buckets is None or total is None or len(bounds) != len(buckets):
         for amount in amounts:
-            histogram.observe(amount)
+            for _ in range(weight):
+                histogram.observe(amount)
         return
     counts = [0] * len(bounds)
     sum_s = 0.0
@@ -235,7 +237,7 @@ def observe_many(histogram: Histogram, amounts: Iterable[float]) -> None:
         sum_s += amount
         # the first bound >= amount: the bucket ``observe`` increments (the last bound is +Inf)
         counts[bisect_left(bounds, amount)] += 1
-    total.inc(sum_s)  # type: ignore[attr-defined]  # a prometheus_client MutexValue
+    total.inc(sum_s * weight)  # type: ignore[attr-defined]  # a prometheus_client MutexValue
     for bucket, count in zip(buckets, counts, strict=True):
         if count:
-            bucket.inc(count)  # type: ignore[attr-defined]
+            bucket.inc(count * weight)  # type: ignore[attr-defined]

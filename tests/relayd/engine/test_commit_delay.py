@@ -36,3 +36,24 @@ def test_delays_count_from_the_commit_or_the_fire_at_and_skip_entries_without_on
     ]
 
     assert delays(raws, 102.5) == [2.5, 1.0, 0.0]
+
+
+def test_a_large_delivery_is_sampled_and_still_counts_every_entry() -> None:
+    """1,000 entries, their stamps read for a few dozen: the count is 1,000, the sum right."""
+    from prometheus_client import CollectorRegistry
+
+    from relayd.engine.commit_delay import SAMPLE, CommitDelays
+    from relayd.engine.fresh import FreshBatch
+    from relayd.metrics import RelayMetrics
+
+    registry = CollectorRegistry()
+    delays_ = CommitDelays(RelayMetrics(registry), "p")
+    value = stamp_commit_time(b'{"t":"a","e":"{}"}', 100.0)
+    fresh = FreshBatch([str(i) for i in range(1000)], [RawEntry(str(i), i, value) for i in range(1000)], [])
+
+    delays_.observe("outbox", [], fresh, 102.0)
+
+    labels = {"prefix": "p", "kind": "outbox"}
+    assert registry.get_sample_value("relayd_commit_to_delivery_seconds_count", labels) == 1000
+    assert registry.get_sample_value("relayd_commit_to_delivery_seconds_sum", labels) == 2000.0
+    assert SAMPLE < 1000
