@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import pytest
@@ -197,3 +198,49 @@ async def test_pause_and_resume_are_audited_and_a_value_not_a_pause_is_ignored(a
         ("resume", {"kind": "timer"}, "cmd2", "cli:me@h"),
         ("pause", {"kind": "timer", "reason": "why"}, "cmd", "cli:me@h"),
     ]
+
+
+@pytestmark_backend
+async def test_a_pause_and_its_resume_are_announced_once_by_the_relay_that_reads_them(
+    async_client, prefix, clock
+) -> None:
+    """A pause found at the first read is old news; one made later, and its resume, are events."""
+    from relayd import events
+    from relayd.sinks.memory import MemorySink as EventsSink
+
+    keyspace = Keyspace(prefix)
+    registry = CollectorRegistry()
+    sent = EventsSink()
+    emitter = events.OperationalEvents(sent, RelayMetrics(registry).events)
+    events.install(emitter)
+    try:
+        await pause(
+            async_client, keyspace, Pause(kind="timer", by="a", reason="old"), command="c", source="s"
+        )
+        sweeper = _sweeper(async_client, prefix, clock, MemorySink())
+        await sweeper.start()
+        await _passes(sweeper, clock, n=1)
+        await pause(async_client, keyspace, Pause(target="A", by="b", reason="new"), command="c", source="s")
+        await _passes(sweeper, clock, n=1)
+        await resume(async_client, keyspace, Pause(target="A"), command="c", source="s")
+        await _passes(sweeper, clock, n=1)
+        for _ in range(100):  # the sender task runs on this loop
+            if len(sent.delivered) >= 2:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        events.install(None)
+        await emitter.close()
+
+    bodies = [e.body for e in sent.delivered]
+    assert [(b["type"], b["subject"]) for b in bodies] == [
+        ("dev.relayd.paused", prefix),
+        ("dev.relayd.resumed", prefix),
+    ]
+    assert bodies[0]["data"] == {
+        "prefix": prefix,
+        "scope": "target=A",
+        "by": "b",
+        "reason": "new",
+        "since": bodies[0]["data"]["since"],
+    }
