@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
@@ -144,6 +145,9 @@ def test_a_paused_outbox_stops_while_spawns_and_timers_flow_survives_a_takeover_
             lambda: _count(client, "spawn") == 2 and _count(client, "timer") == 2, 20, "spawn and timer"
         )
         assert _count(client, "outbox") == stopped_at
+        # A pause is intended: the relay stays ready.
+        with urllib.request.urlopen(f"http://127.0.0.1:{standby.metrics_port}/readyz", timeout=10) as ready:
+            assert ready.status == 200
         status = _cli(server.url, prefix, "status", "--json")
         assert orjson.loads(status.stdout)["prefixes"][0]["paused"][0]["reason"] == "receiver migration"
         table = _cli(server.url, prefix, "status").stdout
