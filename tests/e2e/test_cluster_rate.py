@@ -1,5 +1,5 @@
 """``--sink-rate-scope cluster``: three relay processes sharing six prefixes deliver at most
-``--sink-rate`` entries a second to one sink between them; with ``process`` each limits itself.
+``--sink-rate`` entries a second to one sink between them.
 
 The sink is a Redis stream on the same server: its entry ids carry Redis's own millisecond
 clock, so the rate is read from what arrived, over a window that starts once every process
@@ -31,8 +31,10 @@ def _holders(client) -> set[int]:
     return {int(v.decode().split("/")[1]) for v in values if v is not None}
 
 
-@pytest.mark.parametrize("scope", ["cluster", "process"])
-def test_three_replicas_share_one_rate_in_cluster_scope(tmp_path: Path, scope: str) -> None:
+def test_three_replicas_share_one_rate_in_cluster_scope(tmp_path: Path) -> None:
+    """(With ``--sink-rate-scope process`` the same three deliver about three times the rate,
+    docs/performance.md; not run here, to keep the suite short.)"""
+    scope = "cluster"
     require_binaries("redis-server", "relayd")
     server = RedisServer(tmp_path / "redis")
     server.start()
@@ -78,7 +80,4 @@ def test_three_replicas_share_one_rate_in_cluster_scope(tmp_path: Path, scope: s
     print(f"--sink-rate {RATE} --sink-rate-scope {scope}, 3 replicas: {rate:.1f} entries/s together")
     assert holders == pids  # all three delivered through the window
     assert total < len(PREFIXES) * PER_PREFIX  # the backlog outlasted the window
-    if scope == "cluster":
-        assert RATE * 0.9 <= rate <= RATE * 1.1
-    else:
-        assert rate > RATE * 2  # each process its own limit: about three times the rate
+    assert RATE * 0.9 <= rate <= RATE * 1.1
