@@ -45,7 +45,7 @@ from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.credentials import CredentialProvider, UsernamePasswordCredentialProvider
 
-from relayd.errors import RedisUnreachable
+from relayd.errors import ConfigError, RedisUnreachable
 from relayd.material_watch import MaterialWatch
 from relayd.redis_tls import CurrentTlsConnection, CurrentTlsSentinelConnection, RedisTls
 from relayd.secret import Secret
@@ -246,6 +246,13 @@ async def connect(
             if _is_auth_failure(exc):
                 await client.aclose()
                 raise RedisUnreachable(f"Redis at {shown} rejected the credentials") from None
+            if "DB index is out of range" in str(exc):
+                # A configuration error, not an outage: no retry makes the database exist.
+                await client.aclose()
+                raise ConfigError(
+                    f"Redis at {shown} has no database {settings.redis.db}: pick one below its "
+                    "'databases' setting (16 by default)"
+                ) from None
             reason = _tls_verify_failure(exc)
             if reason is not None:
                 # a certificate the CA does not vouch for will not start verifying on a retry

@@ -22,6 +22,7 @@ from relayd.outbox_envelope import OutboxEnvelope
 from relayd.outbox_window import OutboxWindow
 from relayd.stored import EVENT_SHAPE, MAX_ENTRY_BYTES, EventShape, bytes_fault
 from store import MalformedEntry, RawEntry, RawTimer, parse_timer_member
+from store.trace_context import TRACE_KEY
 
 #: Line breaks to spaces: in JSON text they can only be whitespace between tokens.
 _LINE_BREAKS_TO_SPACES: Final = bytes.maketrans(b"\r\n", b"  ")
@@ -106,7 +107,7 @@ def outbox_envelopes(
         targets.append(target_id)
         events.append(event_json)
         shapes.append(shape)
-        if len(value) != 2:  # more than harel's two keys: maybe the commit's trace context
+        if len(value) != 2 and TRACE_KEY in value:  # beyond harel's two keys: the commit's trace context
             traced.append((len(good), context_of(value)))
         good.append(entry)
     window = OutboxWindow(prefix, attempt, relayed_at, fields, seqs, targets, events, shapes)

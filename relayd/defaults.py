@@ -64,6 +64,12 @@ class Defaults:
     breaker_cooldown_cap: float = 15.0
     # Most entries a second delivered to each sink (0: unlimited).
     sink_rate: float = 0.0
+    # Whether that limit is each process's or one for every replica, in Redis (per sink name).
+    sink_rate_scope: Literal["process", "cluster"] = "process"
+    # With the cluster scope, what limits a process while Redis does not answer its bucket.
+    sink_rate_fallback: Literal["process", "hold"] = "process"
+    # Where operational events go (relayd.events): any sink spec; None: nowhere.
+    events_sink: str | None = None
 
 
 DEFAULTS: Final = Defaults()

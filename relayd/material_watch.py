@@ -18,6 +18,7 @@ from typing import Any, Final
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
+from relayd import events
 from relayd.material import WatchedFile
 
 log = structlog.get_logger(__name__)
@@ -95,5 +96,6 @@ class MaterialWatch:
             self._reloads.labels(watched.option, outcome).inc()
         if outcome == "refused":
             log.warning("secret_refused", option=watched.option, problem=watched.problem)
+            events.emit("secret.refused", watched.option, option=watched.option, problem=watched.problem)
         else:
             log.info(f"secret_{outcome}", option=watched.option, file=str(watched.path))

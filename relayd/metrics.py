@@ -2,7 +2,8 @@
 
 Labels stay bounded: ``prefix`` (configured), ``kind`` (outbox, spawn, timer), ``outcome``
 (delivered, retry, permanent), ``reason`` (the dead-letter reason codes, the fence reasons),
-``event`` (lease transitions), ``sink`` and ``state`` (the configured sinks' circuit breakers).
+``event`` (lease transitions), ``sink`` and ``state`` (the configured sinks' circuit breakers),
+``scope`` (what an operator paused: prefix, kind, sink or target).
 Never an entry id, a target id or a URL.
 """
 
@@ -45,6 +46,12 @@ _LATENCY_BUCKETS_S: Final = (
     10.0,
     30.0,
 )
+# From a commit (or a timer's fire_at) to the sink's confirmation: milliseconds on a live relay,
+# seconds behind a backlog, minutes and hours through an outage or a pause.
+_COMMIT_DELAY_BUCKETS_S: Final = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    300.0, 900.0, 3600.0,
+)  # fmt: skip
 # Timers are polled, so lag below the poll interval is normal; minutes mean trouble.
 _LAG_BUCKETS_S: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 
@@ -151,6 +158,27 @@ class RelayMetrics:
             ["sink", "state"],
             registry=registry,
         )
+        self.commit_to_delivery = Histogram(
+            "relayd_commit_to_delivery_seconds",
+            "From an entry's commit (the store's stamp on the Redis clock; a timer's fire_at) to the"
+            " sink's confirmation; entries without a commit time are not observed.",
+            ["prefix", "kind"],
+            buckets=_COMMIT_DELAY_BUCKETS_S,
+            registry=registry,
+        )
+        self.events = Counter(
+            "relayd_events",
+            "Operational events (--events-sink) by outcome: sent, dropped (the queue was full), failed.",
+            ["outcome"],
+            registry=registry,
+        )
+        self.paused_since = Gauge(
+            "relayd_paused_since_timestamp_seconds",
+            "Epoch seconds since when the oldest operator pause of each scope (prefix, kind, sink,"
+            " target) has held deliveries back; no series while nothing is paused.",
+            ["prefix", "scope"],
+            registry=registry,
+        )
         self.build = Info("relayd_build", "relayd version and Python.", registry=registry)
         self.build.info({"version": __version__, "python": platform.python_version()})
 
@@ -162,6 +190,7 @@ class RelayMetrics:
             self.dead_letters.labels(prefix, kind)
             self.oldest_due_age.labels(prefix, kind)
             self.sink_latency.labels(prefix, kind)
+            self.commit_to_delivery.labels(prefix, kind)
             for outcome in OUTCOMES:
                 self.attempts.labels(prefix, kind, outcome)
             for reason in sorted(REASON_CODES):
@@ -184,8 +213,9 @@ class RelayMetrics:
             self.breaker_transitions.labels(sink, state)
 
 
-def observe_many(histogram: Histogram, amounts: Iterable[float]) -> None:
-    """Observe each of ``amounts`` on one histogram series, as ``observe`` once per amount would.
+def observe_many(histogram: Histogram, amounts: Iterable[float], *, weight: int = 1) -> None:
+    """Observe each of ``amounts`` on one histogram series, as ``observe`` once per amount would
+    (``weight`` times each: a sampled amount standing for that many).
 
     One pass of a timer drain observes a lag per timer: ``observe`` takes two locked increments
     each (``tests/benchmarks/profile_drain.py`` shows them in a timer drain), this one per bucket
@@ -198,7 +228,8 @@ def observe_many(histogram: Histogram, amounts: Iterable[float]) -> None:
     total: object = getattr(histogram, "_sum", None)
     if bounds is None or buckets is None or total is None or len(bounds) != len(buckets):
         for amount in amounts:
-            histogram.observe(amount)
+            for _ in range(weight):
+                histogram.observe(amount)
         return
     counts = [0] * len(bounds)
     sum_s = 0.0
@@ -206,7 +237,7 @@ def observe_many(histogram: Histogram, amounts: Iterable[float]) -> None:
         sum_s += amount
         # the first bound >= amount: the bucket ``observe`` increments (the last bound is +Inf)
         counts[bisect_left(bounds, amount)] += 1
-    total.inc(sum_s)  # type: ignore[attr-defined]  # a prometheus_client MutexValue
+    total.inc(sum_s * weight)  # type: ignore[attr-defined]  # a prometheus_client MutexValue
     for bucket, count in zip(buckets, counts, strict=True):
         if count:
-            bucket.inc(count)  # type: ignore[attr-defined]
+            bucket.inc(count * weight)  # type: ignore[attr-defined]

@@ -129,6 +129,9 @@ class Settings(BaseSettings):
     breaker_threshold: Annotated[int, Field(ge=0, le=1_000_000)] = DEFAULTS.breaker_threshold
     breaker_cooldown_cap: Seconds = DEFAULTS.breaker_cooldown_cap
     sink_rate: Annotated[float, Field(ge=0, le=10_000_000)] = DEFAULTS.sink_rate
+    sink_rate_scope: Literal["process", "cluster"] = DEFAULTS.sink_rate_scope
+    sink_rate_fallback: Literal["process", "hold"] = DEFAULTS.sink_rate_fallback
+    events_sink: str | None = DEFAULTS.events_sink
 
     # Read and checked in _check_and_read (the files' contents and the parsed URL), never shown.
     _address: RedisAddress | None = PrivateAttr(default=None)
@@ -325,6 +328,8 @@ class Settings(BaseSettings):
             wake=self.wake,
             breaker=BreakerPolicy(threshold=self.breaker_threshold, cooldown_cap_s=self.breaker_cooldown_cap),
             sink_rate_per_s=self.sink_rate,
+            sink_rate_scope=self.sink_rate_scope,
+            sink_rate_fallback=self.sink_rate_fallback,
         )
 
     def sink_options(self) -> SinkOptions:

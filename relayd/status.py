@@ -1,4 +1,5 @@
-"""Report the state of each prefix for ``relayd status``: backlog, due timers, lag, dead letters, lease.
+"""Report the state of each prefix for ``relayd status``: backlog, due timers, lag, dead letters,
+lease, operator pauses.
 
 ``collect_status`` is the I/O shell (one pipelined round-trip per prefix plus the lease read);
 ``StatusReport`` and the renderers are pure. Nothing here ever carries a secret: the report
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from rich import box
@@ -16,6 +18,7 @@ from rich.table import Table
 
 from relayd.envelope import KINDS, Kind
 from relayd.state.keys import RelayKeys
+from relayd.state.pauses import Pause
 from store import Keyspace
 
 
@@ -44,6 +47,11 @@ class StatusReport:
     wrong_type: dict[Kind, str] = field(default_factory=dict)
     #: the harel sink's handoffs: "KIND:relayd" (picked up, harel had not) and "KIND:harel" -> n
     harel: dict[str, int] = field(default_factory=dict)
+    #: What operators paused: each scope's selectors, ``since`` (epoch s), ``by``, ``reason``.
+    paused: list[dict[str, Any]] = field(default_factory=list)
+    #: Each sink's health as the lease holder last published it (``engine.sink_health``): ``sink``,
+    #: ``kinds``, breaker ``state`` and ``since``, ``last_error``, ``retrying``, ``at``.
+    sinks: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,6 +70,8 @@ def build_report(
     active: ActiveReplica | None,
     wrong_type: dict[Kind, str] | None = None,
     harel: dict[str, int] | None = None,
+    paused: Sequence[Pause] = (),
+    sinks: Sequence[dict[str, Any]] = (),
 ) -> StatusReport:
     """Assemble a report from raw counts (pure)."""
     lag = None if oldest_due_fire_at is None or due_timers == 0 else max(0.0, now - oldest_due_fire_at)
@@ -75,6 +85,11 @@ def build_report(
         active=active,
         wrong_type=dict(wrong_type or {}),
         harel=dict(harel or {}),
+        paused=[
+            {**p.selectors(), "scope": p.describe(), "since": p.at, "by": p.by, "reason": p.reason}
+            for p in paused
+        ],
+        sinks=list(sinks),
     )
 
 
@@ -86,7 +101,9 @@ def _count(reply: object) -> int:
 async def collect_status(client: Any, prefix: str, *, now: float) -> StatusReport:
     """Read one prefix's counts in one pipelined round-trip plus the lease."""
     from relayd.engine.key_types import describe, read_key_types, wrong_types
+    from relayd.engine.sink_health import SINKS_SUFFIX, decode_sink_health
     from relayd.state.lease import read_lease
+    from relayd.state.pauses import read_pauses
 
     keyspace = Keyspace(prefix)
     relay = RelayKeys(keyspace)
@@ -99,10 +116,11 @@ async def collect_status(client: Any, prefix: str, *, now: float) -> StatusRepor
     pipe.zcard(keyspace.timers)
     pipe.zcount(keyspace.timers, "-inf", now)
     pipe.zrangebyscore(keyspace.timers, "-inf", now, start=0, num=1, withscores=True)
+    pipe.get(keyspace.relay(SINKS_SUFFIX))
     for kind in KINDS:
         pipe.hlen(relay.dead(kind))
     pipe.hgetall(relay.harel())
-    outbox, spawns, timers, due, oldest, *dead_counts, harel = await pipe.execute(raise_on_error=False)
+    outbox, spawns, timers, due, oldest, sinks, *dead_counts, harel = await pipe.execute(raise_on_error=False)
     if isinstance(oldest, Exception):
         oldest = []
     lease = await read_lease(client, keyspace)
@@ -119,6 +137,8 @@ async def collect_status(client: Any, prefix: str, *, now: float) -> StatusRepor
         active=active,
         wrong_type=wrong,
         harel=_handoffs(harel),
+        paused=await read_pauses(client, keyspace),
+        sinks=decode_sink_health(None if isinstance(sinks, Exception) else sinks),
     )
 
 
@@ -182,7 +202,54 @@ def _handoff_cell(report: StatusReport) -> str:
     return "\n".join(lines) or "-"
 
 
+def render_pauses(reports: Sequence[StatusReport]) -> Table | None:
+    """A second table, one row per operator pause (None when nothing is paused)."""
+    rows = [(r, p) for r in reports for p in r.paused]
+    if not rows:
+        return None
+    table = Table(title="paused", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for column in ("prefix", "scope", "since", "by", "reason"):
+        table.add_column(column, overflow="fold")
+    for report, p in rows:
+        age_s = max(0.0, report.at - p["since"])
+        table.add_row(report.prefix, p["scope"], f"{_utc(p['since'])} ({age_s:.0f}s)", p["by"], p["reason"])
+    return table
+
+
+def _utc(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
 def _backlog_cell(report: StatusReport, kind: Kind) -> str:
     if kind in report.wrong_type:
         return f"WRONGTYPE: {report.wrong_type[kind]}"
     return str(report.backlog[kind])
+
+
+def render_sinks(reports: Sequence[StatusReport]) -> Table | None:
+    """A table of each sink's breaker, its last error and its retries (None when none is known)."""
+    rows = [(r, sink) for r in reports for sink in r.sinks]
+    if not rows:
+        return None
+    table = Table(title="sinks", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for column in ("prefix", "sink", "kinds", "breaker", "since", "retrying", "last error"):
+        table.add_column(column, overflow="fold", justify="right" if column == "retrying" else "left")
+    # Unhealthy first: an open breaker is what an operator looks for.
+    rows.sort(key=lambda row: (row[1].get("state") == "closed", row[0].prefix))
+    for report, sink in rows:
+        since = sink.get("since")
+        when = (
+            "-"
+            if not isinstance(since, int | float)
+            else f"{_utc(since)} ({max(0.0, report.at - since):.0f}s)"
+        )
+        table.add_row(
+            report.prefix,
+            str(sink.get("sink", "")),
+            ",".join(str(k) for k in sink.get("kinds") or ()),
+            str(sink.get("state", "")).replace("_", "-"),
+            when,
+            str(sink.get("retrying", 0)),
+            str(sink.get("last_error") or "-"),
+        )
+    return table

@@ -5,6 +5,7 @@ No Redis call is made here; the twins in ``redis_store`` and ``async_redis_store
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -58,6 +59,8 @@ class StoreCore(Generic[ExeT, EvtT]):
         self._event_model = event_model
         self.conflict_error = conflict_error
         self.trace_max = trace_max
+        # A cluster client routes a keyless TIME to a node of its own choosing: no commit time there.
+        self.stamps_commit_time = not hasattr(client, "get_nodes")
         self.clock = clock
         self._WatchError = exceptions.WatchError
         self._ResponseError = exceptions.ResponseError
@@ -125,6 +128,13 @@ class StoreCore(Generic[ExeT, EvtT]):
     ) -> tuple[list[str], list[bytes | str | float]]:
         """KEYS and ARGV of the timer compare-and-delete script, fenced or not."""
         return fenced_call([timers_key], args, fence)
+
+    def _allocation(self, plan: plans.CommitPlan) -> plans.Allocation:
+        """The plan's allocation, reading the server's clock too when values get a commit time."""
+        alloc = plan.allocation
+        if self.stamps_commit_time and (alloc.outbox or alloc.spawns):
+            return dataclasses.replace(alloc, clock=True)
+        return alloc
 
     def _conflict(self, execution_id: str, expected: int, found: int | None) -> Exception:
         return self.conflict_error(execution_id, expected=expected, found=found)

@@ -142,11 +142,12 @@ class AsyncRedisStore(StoreCore[ExeT, EvtT]):
             raise
 
     async def _commit_complex(self, exe: ExeT, plan: plans.CommitPlan) -> list[int]:
-        alloc = plan.allocation
+        alloc = self._allocation(plan)
         pipe = self.client.pipeline(transaction=False)
         for name, args in alloc.commands(self.keyspace, exe.id):
             getattr(pipe, name)(*args)
-        outbox_seqs, spawn_seqs, trace_index = alloc.split(await pipe.execute())
+        replies = await pipe.execute()
+        outbox_seqs, spawn_seqs, trace_index = alloc.split(replies)
         old = exe.version
         async with self.client.pipeline(transaction=True) as tx:
             try:
@@ -165,6 +166,7 @@ class AsyncRedisStore(StoreCore[ExeT, EvtT]):
                     trace_index=trace_index,
                     trace_max=self.trace_max,
                     execution_id=exe.id,
+                    committed_at=alloc.committed_at(replies),
                 )
                 for name, args in writes:
                     getattr(tx, name)(*args)

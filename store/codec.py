@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 import orjson
 
@@ -121,6 +121,21 @@ def encode_spawn_value(
     if trace:
         value[TRACE_KEY] = dict(trace)
     return dumps(value)
+
+
+#: The extra key of an outbox or spawn value that holds its commit time: epoch seconds on the
+#: Redis server's clock (``TIME`` in the round-trip that allocates the seqs). harel reads the
+#: keys it knows and ignores this one, as it ignores ``tc`` (docs/store.md#commit-time).
+COMMIT_TIME_KEY: Final = "ct"
+
+
+def stamp_commit_time(value: bytes, committed_at: float) -> bytes:
+    """``value`` (an encoded outbox or spawn object) with ``"ct": committed_at`` as its last key.
+
+    The values are encoded before the seqs are allocated (a bad value fails with no seq spent),
+    and the time comes with the allocation: the key is spliced in before the closing brace.
+    """
+    return b'%s,"%s":%s}' % (value[:-1], COMMIT_TIME_KEY.encode(), repr(float(committed_at)).encode())
 
 
 def encode_trace_step(step: Mapping[str, Any], index: int) -> bytes:

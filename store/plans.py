@@ -29,6 +29,8 @@ class Allocation:
     outbox: int
     spawns: int
     trace: bool
+    #: Also read the server's ``TIME``, the commit time stamped on the outbox and spawn values.
+    clock: bool = False
 
     def commands(self, ks: Keyspace, execution_id: str) -> list[Command]:
         out: list[Command] = []
@@ -38,7 +40,16 @@ class Allocation:
             out.append(("incrby", (ks.spawns_seq, self.spawns)))
         if self.trace:
             out.append(("incr", (ks.trace_seq(execution_id),)))
+        if self.clock:
+            out.append(("time", ()))
         return out
+
+    def committed_at(self, replies: Sequence[Any]) -> float | None:
+        """The server's time from the replies of ``commands`` (epoch seconds), when it was asked."""
+        if not self.clock:
+            return None
+        seconds, micros = replies[-1]
+        return int(seconds) + int(micros) / 1_000_000
 
     def split(self, replies: Sequence[Any]) -> tuple[list[int], list[int], int | None]:
         """Replies of ``commands`` → (outbox seqs, spawn seqs, 0-based trace index)."""
@@ -89,15 +100,19 @@ class CommitPlan:
         trace_index: int | None,
         trace_max: int,
         execution_id: str,
+        committed_at: float | None = None,
     ) -> list[Command]:
-        """Everything the MULTI block queues, in the order harel queues it."""
+        """Everything the MULTI block queues, in the order harel queues it; with ``committed_at``
+        each outbox and spawn value carries it (``codec.stamp_commit_time``)."""
+        outbox_values, spawn_values = self.outbox_values, self.spawn_values
+        if committed_at is not None:
+            outbox_values = [codec.stamp_commit_time(v, committed_at) for v in outbox_values]
+            spawn_values = [codec.stamp_commit_time(v, committed_at) for v in spawn_values]
         cmds: list[Command] = [("set", (self.exe_key, exe_json))]
-        cmds += [
-            ("hset", (ks.outbox, str(s), v)) for s, v in zip(outbox_seqs, self.outbox_values, strict=True)
-        ]
+        cmds += [("hset", (ks.outbox, str(s), v)) for s, v in zip(outbox_seqs, outbox_values, strict=True)]
         if self.processed_event_id is not None:
             cmds.append(("sadd", (self.processed_key, self.processed_event_id)))
-        cmds += [("hset", (ks.spawns, str(s), v)) for s, v in zip(spawn_seqs, self.spawn_values, strict=True)]
+        cmds += [("hset", (ks.spawns, str(s), v)) for s, v in zip(spawn_seqs, spawn_values, strict=True)]
         cmds += self.timer_commands
         if self.trace is not None and trace_index is not None:
             cmds += trace_commands(

@@ -23,7 +23,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError
 from typer.core import TyperGroup
 
 from relayd import __version__
-from relayd.cli import acl, bench, console, demo, dlq, status, sweep
+from relayd.cli import acl, bench, console, demo, dlq, pause, status, sweep
 from relayd.errors import RedisUnreachable, RelaydError
 from relayd.runtime.lean_imports import import_structlog_without_rich
 
@@ -122,7 +122,7 @@ def _root(
 
 
 #: Each module registers the command (or group) of its own name; a new command is one line here.
-COMMANDS = (sweep, status, dlq, acl, demo, bench, console)
+COMMANDS = (sweep, status, pause, dlq, acl, demo, bench, console)
 for command in COMMANDS:
     command.register(app)
 

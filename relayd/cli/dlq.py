@@ -44,7 +44,7 @@ def _check_kind(kind: str | None) -> Kind | None:
     return kind
 
 
-def _per_prefix(
+def per_prefix(
     settings: Settings, action: Callable[[AsyncRedis, Keyspace], Awaitable[T]], *, hint: bool = False
 ) -> list[T]:
     """Run ``action`` on each prefix; with ``hint``, print the hint for a prefix that holds nothing."""
@@ -66,6 +66,44 @@ def _per_prefix(
             await client.aclose()
 
     return asyncio.run(run())
+
+
+async def _audit(
+    client: AsyncRedis,
+    keyspace: Keyspace,
+    action: str,
+    count: int,
+    *,
+    kind: Kind | None,
+    ids: Sequence[str] = (),
+) -> None:
+    """Record a change made from the command line in the prefix's audit trail (the console's
+    Audit page): what, how many, the equivalent command and who (``cli:user@host``)."""
+    from relayd.cli.pause import operator
+    from relayd.console.actions import AUDIT_IDS
+    from relayd.console.commands import purge_command, replay_command
+    from relayd.console.filters import DeadLetterFilter
+    from relayd.state.audit import AuditRecord, record_action
+    from relayd.state.pauses import redis_now
+
+    if count == 0:
+        return
+    wanted = DeadLetterFilter(kind=kind)
+    command = (
+        replay_command(keyspace.prefix, wanted, ids)
+        if action == "replay"
+        else purge_command(keyspace.prefix, wanted)
+    )
+    record = AuditRecord(
+        at=await redis_now(client),
+        action=action,
+        filter=wanted.as_record(),
+        count=count,
+        command=command,
+        source=operator(),
+        ids=list(ids[:AUDIT_IDS]),
+    )
+    await record_action(client, keyspace, record)
 
 
 def _as_dict(letter: Any) -> dict[str, Any]:
@@ -97,7 +135,9 @@ def dead_letter_table(rows: Sequence[dict[str, Any]]) -> Table:
     for column in ("prefix", "kind", "id", "reason", "attempts", "first attempt", "last attempt"):
         table.add_column(column, overflow="fold", no_wrap=column == "id")
     for row in rows:
-        reason = f"{row['reason_code']}: {row['reason']}" if row.get("reason") else str(row["reason_code"])
+        code, text = str(row["reason_code"]), str(row.get("reason") or "")
+        # A malformed entry's reason already opens with its code: shown once, not twice.
+        reason = text if text.startswith(f"{code}:") else f"{code}: {text}" if text else code
         table.add_row(
             str(row["prefix"]),
             str(row["kind"]),
@@ -124,7 +164,7 @@ def list_(ctx: typer.Context, as_json: JsonOption = False, kind: KindOption = No
         letters = await list_dead_letters(client, keyspace, kind=only)
         return [{"prefix": keyspace.prefix, **_as_dict(letter)} for letter in letters]
 
-    rows = [row for rows in _per_prefix(settings, action, hint=True) for row in rows]
+    rows = [row for rows in per_prefix(settings, action, hint=True) for row in rows]
     if as_json:
         import orjson
 
@@ -165,9 +205,12 @@ def replay(
     named = None if replay_all else list(dict.fromkeys(ids or ()))
 
     async def each(client: AsyncRedis, keyspace: Keyspace) -> Replayed:
-        return await replay(client, keyspace, named, kind=only)
+        done = await replay(client, keyspace, named, kind=only)
+        put_back = [i for i in named or () if i in done.parked and i not in done.kept]
+        await _audit(client, keyspace, "replay", done.count, kind=only, ids=put_back)
+        return done
 
-    outcomes = _per_prefix(settings, each)
+    outcomes = per_prefix(settings, each)
     typer.echo(f"replayed {sum(done.count for done in outcomes)} dead letter(s)")
     failed = False
     kept = [i for done in outcomes for i in done.kept]
@@ -204,9 +247,11 @@ def purge(
     only = _check_kind(kind)
 
     async def action(client: AsyncRedis, keyspace: Keyspace) -> int:
-        return int(await purge_dead_letters(client, keyspace, kind=only))
+        count = int(await purge_dead_letters(client, keyspace, kind=only))
+        await _audit(client, keyspace, "purge", count, kind=only)
+        return count
 
-    count = sum(_per_prefix(settings, action))
+    count = sum(per_prefix(settings, action))
     typer.echo(f"purged {count} dead letter(s)")
 
 

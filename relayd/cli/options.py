@@ -162,6 +162,19 @@ BREAKER_COOLDOWN_CAP = _option(
     "breaker_cooldown_cap", "Longest wait in seconds of an open sink breaker before its probe.", SINKS
 )
 SINK_RATE = _option("sink_rate", "Most entries a second delivered to each sink (0: unlimited).", SINKS)
+EVENTS_SINK = _option(
+    "events_sink", "Sink spec receiving a CloudEvent per breaker change, dead letter, pause, takeover.", SINKS
+)
+SINK_RATE_SCOPE = _option(
+    "sink_rate_scope",
+    "process: each process's own --sink-rate; cluster: one for every replica, in Redis.",
+    SINKS,
+)
+SINK_RATE_FALLBACK = _option(
+    "sink_rate_fallback",
+    "With --sink-rate-scope cluster, while Redis fails: process (own limit) or hold (no delivery).",
+    SINKS,
+)
 LEASE_TTL = _option(
     "lease_ttl", "Lease time-to-live per prefix in seconds (renewed every third of it).", TUNING
 )

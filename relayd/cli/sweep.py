@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
     from relayd.engine.redis_time import RedisClock
     from relayd.envelope import Kind
+    from relayd.health import Health
+    from relayd.http import HttpHandle
     from relayd.material_watch import MaterialWatch
     from relayd.settings import Settings
     from relayd.sinks import Sink
@@ -63,6 +65,19 @@ def resolve_sinks(
     return sinks
 
 
+def resolve_events_sink(settings: Settings) -> Sink | None:
+    """The ``--events-sink`` (relayd's own format whatever ``--format`` says: the body is the event)."""
+    import dataclasses
+
+    from relayd.sinks import resolve_sink
+
+    if settings.events_sink is None:
+        return None
+    return resolve_sink(
+        settings.events_sink, dataclasses.replace(settings.sink_options(), output_format="relayd")
+    )
+
+
 def install_signal_handlers(stop: asyncio.Event) -> None:
     import asyncio
 
@@ -90,6 +105,33 @@ def register_sink_metrics(sinks: Mapping[Kind, Sink], registry: CollectorRegistr
             register_metrics(registry)
 
 
+def _health(settings: Settings, watch: MaterialWatch) -> Health:
+    """The probes' state, watching sink calls that overrun and secret files that fail to load."""
+    import functools
+
+    from relayd.health import Health
+    from relayd.inflight import DELIVERIES
+    from relayd.logs import redact_also
+
+    health = Health(sentinel_service=settings.redis.service)
+    health.watch_deliveries(functools.partial(DELIVERIES.overruns, grace_s=settings.hung_sink_grace))
+    watch.on_reload(lambda: redact_also(settings.secrets()))
+    health.watch_material(watch.problems)
+    return health
+
+
+def _serve_http(settings: Settings, registry: CollectorRegistry, health: Health) -> HttpHandle:
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-addr``."""
+    import structlog
+
+    from relayd.http import serve_http
+
+    host, port = settings.metrics_host_port
+    server = serve_http(host, port, registry, health)
+    structlog.get_logger(__name__).info("http_serving", url=f"http://{host}:{server.port}/metrics")
+    return server
+
+
 async def run_sweep(
     settings: Settings,
     *,
@@ -98,25 +140,25 @@ async def run_sweep(
     registry: CollectorRegistry,
     watch: MaterialWatch,
     clock: RedisClock | None = None,
+    events_sink: Sink | None = None,
 ) -> int:
     """Connect, serve HTTP (unless ``once``), run the relay; return the exit code.
+
+    ``events_sink``: where the operational events go (``relayd.events``), when configured.
 
     ``watch`` checks ``settings.watched_files()`` and counts in ``registry`` (made before the
     sinks, which may ask it for a check at once).
     """
     import asyncio
-    import functools
 
     import structlog
 
+    from relayd import events
     from relayd.connect import BRIEF, FOREVER, build_client, connect
     from relayd.engine.loop import run_relay
     from relayd.engine.shutdown import ShutdownDeadline
     from relayd.errors import RedisUnreachable
-    from relayd.health import Health
     from relayd.heartbeat import heartbeat
-    from relayd.inflight import DELIVERIES
-    from relayd.logs import redact_also
     from relayd.metrics import RelayMetrics
     from relayd.prefix_hint import prefix_hints
 
@@ -124,18 +166,11 @@ async def run_sweep(
     install_signal_handlers(stop)
     metrics = RelayMetrics(registry)
     register_sink_metrics(sinks, registry)
-    health = Health(sentinel_service=settings.redis.service)
-    health.watch_deliveries(functools.partial(DELIVERIES.overruns, grace_s=settings.hung_sink_grace))
-    watch.on_reload(lambda: redact_also(settings.secrets()))
-    health.watch_material(watch.problems)
+    emitter = None if events_sink is None else events.OperationalEvents(events_sink, metrics.events)
+    events.install(emitter)
+    health = _health(settings, watch)
     watching = asyncio.create_task(watch.run(stop))
-    server = None
-    if not once:
-        from relayd.http import serve_http  # a one-shot job serves no HTTP: no server to load
-
-        host, port = settings.metrics_host_port
-        server = serve_http(host, port, registry, health)
-        structlog.get_logger(__name__).info("http_serving", url=f"http://{host}:{server.port}/metrics")
+    server = None if once else _serve_http(settings, registry, health)  # a one-shot job serves none
     shutdown = ShutdownDeadline(stop, settings.shutdown_grace)
     try:
         async with heartbeat(health):
@@ -174,6 +209,9 @@ async def run_sweep(
         watching.cancel()
         if server is not None:
             server.close()
+        events.install(None)
+        if emitter is not None:
+            await emitter.close()
     # A long run stopped by a signal settled its work: 0, whatever it dead-lettered on the way
     # (the dead letters are counted and listed; ``--once`` reports them in its exit code).
     return int(summary.exit_code) if once else 0
@@ -202,6 +240,9 @@ async def run_sweep(
 @o.BREAKER_THRESHOLD
 @o.BREAKER_COOLDOWN_CAP
 @o.SINK_RATE
+@o.SINK_RATE_SCOPE
+@o.SINK_RATE_FALLBACK
+@o.EVENTS_SINK
 def sweep(
     ctx: typer.Context,
     once: Annotated[
@@ -231,6 +272,7 @@ def sweep(
     watch = MaterialWatch((), registry=registry)
     clock = RedisClock()  # measured against Redis once connected; the sinks stamp with it too
     sinks = resolve_sinks(settings, check_material=watch.check_now, clock=clock.now)
+    events_sink = resolve_events_sink(settings)
     # Every file once the sinks are resolved: a plugin's own options (its files, its secrets)
     # are loaded as its sink resolves, the built-ins' with the settings.
     for watched in settings.watched_files():
@@ -239,7 +281,15 @@ def sweep(
     stop_tracing = start_tracing()  # delivery spans, when the OTEL_* variables ask for them
     try:
         code = asyncio.run(
-            run_sweep(settings, once=once, sinks=sinks, registry=registry, watch=watch, clock=clock)
+            run_sweep(
+                settings,
+                once=once,
+                sinks=sinks,
+                registry=registry,
+                watch=watch,
+                clock=clock,
+                events_sink=events_sink,
+            )
         )
     finally:
         if stop_tracing is not None:

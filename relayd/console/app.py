@@ -12,13 +12,29 @@ from collections.abc import Sequence
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.routing import BaseRoute, Mount
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from relayd.console.error_pages import EXCEPTION_HANDLERS
 from relayd.console.guard import ConsoleGuard
 from relayd.console.state import ConsoleState
-from relayd.console.views import actions, audit, dead_letters, groups, login, overview, timers
+from relayd.console.views import (
+    actions,
+    audit,
+    dead_letters,
+    groups,
+    login,
+    overview,
+    pauses,
+    retrying,
+    timers,
+)
+
+
+async def _no_icon(request: Request) -> Response:
+    return Response(status_code=204)
 
 
 def build_app(state: ConsoleState, *, static_dir: str, allowed_hosts: Sequence[str] = ("*",)) -> Starlette:
@@ -28,9 +44,13 @@ def build_app(state: ConsoleState, *, static_dir: str, allowed_hosts: Sequence[s
         *dead_letters.ROUTES,
         *groups.ROUTES,
         *timers.ROUTES,
+        *retrying.ROUTES,
         *audit.ROUTES,
         *actions.ROUTES,
+        *pauses.ROUTES,
         *login.ROUTES,
+        # Browsers ask for it on every page: no icon, and no sign-in page in the console's log.
+        Route("/favicon.ico", _no_icon),
         Mount("/static", StaticFiles(directory=static_dir), name="static"),
     ]
     middleware = [

@@ -19,9 +19,10 @@ from relayd.console.rendering import error_page, templates
 from relayd.console.security import CSRF_FIELD, SECURITY_HEADERS, SESSION_COOKIE, same_origin
 from relayd.console.state import console_state
 
-_PUBLIC_PREFIXES: Final = ("/static/", "/login")
-#: The pages that change dead letters (and their dry-run previews): refused on a read-only console.
-_ACTION_PATHS: Final = ("/replay", "/purge")
+_PUBLIC_PREFIXES: Final = ("/static/", "/login", "/favicon.ico")
+#: The pages that change dead letters (and their dry-run previews) or pause and resume
+#: deliveries: refused on a read-only console.
+_ACTION_PATHS: Final = ("/replay", "/purge", "/pause", "/resume")
 _READ_ONLY: Final = "read-only console: start it with --allow-actions"
 _CROSS_SITE: Final = "cross-site request refused"
 

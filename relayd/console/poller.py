@@ -47,6 +47,27 @@ class PrefixOverview:
     warnings: tuple[str, ...] = ()
 
 
+def trouble(overview: PrefixOverview) -> tuple[str, ...]:
+    """What is wrong with a prefix, in a few words each, for the summary table (empty: healthy)."""
+    report = overview.report
+    found = list(overview.warnings)
+    found += [
+        f"sink {s.get('sink')} {str(s.get('state')).replace('_', '-')}"
+        for s in report.sinks
+        if s.get("state") != "closed"
+    ]
+    found += [f"paused: {p['scope']}" for p in report.paused]
+    dead = sum(report.dead_letters.values())
+    if dead:
+        found.append(f"{dead} dead letters")
+    return tuple(found)
+
+
+def unhealthy_first(prefixes: list[PrefixOverview]) -> list[PrefixOverview]:
+    """The prefixes with something wrong first, each group in the configured order."""
+    return sorted(prefixes, key=lambda p: not trouble(p))
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     at: float

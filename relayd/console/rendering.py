@@ -17,6 +17,7 @@ from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
 from relayd.console import display
+from relayd.console.poller import trouble, unhealthy_first
 from relayd.console.security import CSRF_FIELD, SESSION_COOKIE
 from relayd.console.signatures import error_signature
 from relayd.console.state import chosen_prefix, console_state
@@ -44,7 +45,12 @@ def _environment() -> Environment:
         loader=PackageLoader("relayd.console"), autoescape=select_autoescape(default=True)
     )
     environment.filters.update(
-        when=display.when, seconds=display.seconds, pretty=display.pretty, signature=error_signature
+        when=display.when,
+        seconds=display.seconds,
+        pretty=display.pretty,
+        signature=error_signature,
+        trouble=trouble,
+        unhealthy_first=unhealthy_first,
     )
     environment.globals.update(csrf_field=CSRF_FIELD, kinds=KINDS, reason_codes=sorted(REASON_CODES))
     return environment

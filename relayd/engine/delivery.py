@@ -28,6 +28,7 @@ from prometheus_client import Histogram
 from relayd.batch import Batch
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock
+from relayd.engine.commit_delay import CommitDelays
 from relayd.engine.fencing import Fenced, report_fenced
 from relayd.engine.fresh import FreshBatch
 from relayd.engine.judge import hold_all, judge_delivery
@@ -68,6 +69,7 @@ class Delivery:
         self.rng = rng
         self.may_deliver = may_deliver
         self._sink_latency: dict[Kind, Histogram] = {}  # ``relayd_sink_latency_seconds`` per kind
+        self._commit_delays = CommitDelays(metrics, prefix)  # ``relayd_commit_to_delivery_seconds``
         #: Whether the pass under way may carry its last ack to the next pass's read (``Sweeper.run_pass``).
         self.may_carry = False
 
@@ -100,6 +102,8 @@ class Delivery:
                 )
             else:  # the breaker counts it as an outage: the entries wait, no attempt charged
                 verdicts, acked_fast, failed = hold_all(picked, fast, stamp)
+            if verdicts.ack or acked_fast:
+                self._commit_delays.observe(lane.kind, verdicts.ack, acked_fast, self.clock.now())
             for held in failed:  # fast entries the sink did not confirm join the waiting line
                 lane.held[held.ref] = held
             if not (picked or failed or malformed) and lane.reader is not None:

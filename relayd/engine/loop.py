@@ -26,6 +26,7 @@ from relayd.engine.options import SweepOptions
 from relayd.engine.prefix_relay import PrefixRelay
 from relayd.engine.redis_errors import REDIS_ERRORS
 from relayd.engine.redis_time import RedisClock, keep_synced
+from relayd.engine.shared_rate import shared_buckets
 from relayd.engine.shares import PrefixView, ShareDecision, decide_shares
 from relayd.engine.shutdown import ShutdownDeadline
 from relayd.engine.sink_guard import guards_for
@@ -108,7 +109,12 @@ async def run_relay(
         {f"{kind}:{sink.name}": reason for kind, sink in sinks.items() if (reason := not_ready_reason(sink))},
     )
     guards = guards_for(
-        sinks, policy=options.breaker, rate_per_s=options.sink_rate_per_s, metrics=metrics, clock=clock
+        sinks,
+        policy=options.breaker,
+        rate_per_s=options.sink_rate_per_s,
+        metrics=metrics,
+        clock=clock,
+        shared=shared_buckets(redis, options, clock) if options.sink_rate_scope == "cluster" else None,
     )
     health.watch_breakers({guard.name: guard.open_reason for guard in guards.values()})
     # One token per process, on every lease and registry: the shares count leases by holder.
@@ -224,7 +230,14 @@ async def _keep_shares(
                     release=relay.prefix in decision.release,
                 )
             if last is None or (decision.quota, decision.members) != (last.quota, last.members):
-                log.info("share_changed", count=decision.quota)
+                # count: the prefixes this replica should hold, of ``prefixes``, with ``replicas``
+                # live replicas (this one included) sharing them.
+                log.info(
+                    "share_changed", count=decision.quota, prefixes=len(relays), replicas=decision.members
+                )
+                if decision.quota == 0:
+                    # More replicas than prefixes: this one holds none and takes over when needed.
+                    log.info("standing_by", prefixes=len(relays), replicas=decision.members)
             last = decision
         await sleep_until(beat_every_s * rng.uniform(*_BEAT_JITTER), stop)
     # Leave before the prefix tasks release their leases: the others then count one member

@@ -32,3 +32,9 @@ class SweepOptions:
     breaker: BreakerPolicy = field(default_factory=BreakerPolicy)
     #: Most entries a second delivered to each sink (0: unlimited; ``engine.rate``).
     sink_rate_per_s: float = 0.0
+    #: ``process``: each process limits itself; ``cluster``: one bucket per sink name in Redis,
+    #: shared by every replica (``engine.shared_rate``).
+    sink_rate_scope: str = "process"
+    #: With ``cluster``, when the bucket's script fails: ``process`` (this process's own bucket
+    #: meanwhile) or ``hold`` (the pass fails as on any Redis error).
+    sink_rate_fallback: str = "process"

@@ -29,6 +29,7 @@ from typing import Final
 
 import structlog
 
+from relayd import events
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock, sleep_until
 from relayd.engine.fencing import Fenced, report_fenced
@@ -159,7 +160,11 @@ class PrefixRelay:
                             await self.lease.renew()
                             self.health.redis_ok()
                     elif self.may_acquire:
-                        self.lease_refused = not await self.lease.acquire()
+                        refused = not await self.lease.acquire()
+                        if refused and not self.lease_refused and not self.options.once:
+                            # Another replica holds the lease: this one takes over when it goes.
+                            log.info("standing_by", prefix=self.prefix)
+                        self.lease_refused = refused
                         self.health.redis_ok()
                         if self.lease_refused and self.options.once:
                             self.lease_changed.set()
@@ -202,6 +207,7 @@ class PrefixRelay:
         self.metrics.active.labels(self.prefix).set(1 if held else 0)
         if held:
             log.info("lease_acquired", prefix=self.prefix)
+            events.emit("lease.acquired", self.prefix, prefix=self.prefix)
         else:
             log.warning("lease_lost", prefix=self.prefix)
         self.lease_changed.set()

@@ -19,6 +19,7 @@ import structlog
 from prometheus_client import Counter
 from redis.exceptions import OutOfMemoryError
 
+from relayd import events
 from relayd.engine.build import dead_letter_id
 from relayd.engine.clock import Clock
 from relayd.engine.failure_log import FailureLog
@@ -111,7 +112,15 @@ class Settlement:
                     await self.check_attempts(lane)
         if verdicts.retry:
             records = {
-                h.ref: AttemptRecord(h.attempts, h.first_attempt_at or now, h.last_attempt_at or now)
+                # The error, the next attempt and the key feed ``relayd status --retrying``.
+                h.ref: AttemptRecord(
+                    h.attempts,
+                    h.first_attempt_at or now,
+                    h.last_attempt_at or now,
+                    h.last_error,
+                    h.not_before,
+                    h.envelope.ordering_key,
+                )
                 for h in verdicts.retry
             }
             lane.attempts_maybe = True
@@ -214,6 +223,15 @@ class Settlement:
                 attempt=d.held.attempts,
                 outcome=d.reason_code,
                 error=d.reason,
+            )
+            events.emit(
+                "entry.dead_lettered",
+                d.held.envelope.id,
+                prefix=self.prefix,
+                kind=kind,
+                attempts=d.held.attempts,
+                reason_code=d.reason_code,
+                reason=d.reason,
             )
         return True
 

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
+from relayd import events
 from relayd.batch import Batch
 from relayd.engine.breaker import STATES, SUCCESS, Breaker, BreakerPolicy, Transition, delivery_signal
 from relayd.engine.clock import SYSTEM_CLOCK, Clock
 from relayd.engine.rate import TokenBucket
+from relayd.engine.shared_rate import SharedBucket
 from relayd.envelope import Kind
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Outcome, Sink
@@ -36,11 +38,15 @@ class SinkGuard:
         rate_per_s: float = 0.0,
         metrics: RelayMetrics | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        shared: SharedBucket | None = None,
     ) -> None:
         self.name = name
         self.lock = asyncio.Lock()
         self.breaker = Breaker(policy or BreakerPolicy())
         self.bucket = TokenBucket(rate_per_s) if rate_per_s > 0 else None
+        # ``--sink-rate-scope cluster``: the tokens come from the sink's bucket in Redis instead.
+        self.shared = shared
+        self._opened_s: float | None = None  # when the breaker last opened (monotonic s)
         self.metrics = metrics
         self.clock = clock
         if metrics is not None:
@@ -79,10 +85,14 @@ class SinkGuard:
 
     async def throttle(self, count: int) -> None:
         """Wait until ``count`` entries may go under the rate limit (at once without one)."""
-        if self.bucket is not None:
+        if self.shared is not None:
+            wait_s = await self.shared.reserve(count)
+        elif self.bucket is not None:
             wait_s = self.bucket.reserve(count, self.clock.monotonic())
-            if wait_s > 0:
-                await asyncio.sleep(wait_s)
+        else:
+            return
+        if wait_s > 0:
+            await asyncio.sleep(wait_s)
 
     def open_reason(self) -> str | None:
         """``"open since T: reason"`` while the breaker is not closed (for ``/readyz``)."""
@@ -97,8 +107,19 @@ class SinkGuard:
         if transition is None:
             return
         event = "sink_breaker_" + ("half_open" if transition.after == "half_open" else transition.after)
-        emit = log.warning if transition.after == "open" else log.info
-        emit(event, sink=self.name, error=transition.reason, duration_s=self.breaker.cooldown_s)
+        now_s = self.clock.monotonic()
+        if transition.after == "closed":
+            # How long deliveries were held, and no error: the one that opened it is over.
+            log.info(event, sink=self.name, duration_s=round(now_s - (self._opened_s or now_s), 3))
+            self._opened_s = None
+        else:
+            if transition.before == "closed":
+                self._opened_s = now_s
+            emit = log.warning if transition.after == "open" else log.info
+            # open: the cool-down before the next probe.
+            emit(event, sink=self.name, error=transition.reason, duration_s=self.breaker.cooldown_s)
+        state = {"open": "opened", "half_open": "half_opened", "closed": "closed"}[transition.after]
+        events.emit(f"sink.breaker.{state}", self.name, sink=self.name, error=transition.reason)
         if self.metrics is not None:
             self.metrics.breaker_transitions.labels(self.name, transition.after).inc()
             for state in STATES:
@@ -112,10 +133,12 @@ def guards_for(
     rate_per_s: float = 0.0,
     metrics: RelayMetrics | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    shared: Callable[[str], SharedBucket] | None = None,
 ) -> dict[Kind, SinkGuard]:
     """One guard per sink instance, under each kind that delivers to it.
 
     A guard is named after its sink, or ``kind+kind:name`` when two sinks share a name.
+    ``shared``: the sink's bucket in Redis by guard name (``--sink-rate-scope cluster``).
     """
     kinds_of: dict[int, list[Kind]] = {}
     for kind, sink in sinks.items():
@@ -125,7 +148,14 @@ def guards_for(
     for kinds in kinds_of.values():
         sink = sinks[kinds[0]]
         name = sink.name if names.count(sink.name) == 1 else f"{'+'.join(kinds)}:{sink.name}"
-        guard = SinkGuard(name, policy=policy, rate_per_s=rate_per_s, metrics=metrics, clock=clock)
+        guard = SinkGuard(
+            name,
+            policy=policy,
+            rate_per_s=rate_per_s,
+            metrics=metrics,
+            clock=clock,
+            shared=shared(name) if shared is not None and rate_per_s > 0 else None,
+        )
         for kind in kinds:
             guards[kind] = guard
     return guards

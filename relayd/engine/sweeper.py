@@ -37,9 +37,11 @@ from relayd.engine.key_types import RECHECK_EVERY_S, describe, read_key_types, w
 from relayd.engine.lane import Lane
 from relayd.engine.options import SweepOptions
 from relayd.engine.passes import PassResult, Tally
+from relayd.engine.pause_watch import PauseWatch
 from relayd.engine.plan import Dead, Held, choose, pick_probe
 from relayd.engine.settle import Settlement
 from relayd.engine.sink_guard import SinkGuard, guards_for
+from relayd.engine.sink_health import SinkHealthPublisher
 from relayd.envelope import Kind
 from relayd.metrics import RelayMetrics
 from relayd.runtime.packing import use_hiredis_packing
@@ -54,6 +56,8 @@ log = structlog.get_logger(__name__)
 TIMER_GATHER_S: Final = 0.005
 #: While passes run back to back, reader cursors are persisted at most this often (seconds).
 CHECKPOINT_EVERY_S: Final = 1.0
+#: Operator pauses are read again at most this often (seconds; the poll interval when shorter).
+PAUSES_READ_EVERY_S: Final = 0.5
 
 
 class Sweeper:
@@ -106,6 +110,16 @@ class Sweeper:
             may_deliver=may_deliver,
         )
         self.gauges = PrefixGauges(store.client, store.keyspace, metrics)
+        # Each sink's breaker and retries, written for ``relayd status`` (``engine.sink_health``).
+        self.sink_health = SinkHealthPublisher(store.client, store.keyspace, clock=clock)
+        # What operators paused (``engine.pause``): read at the start of a pass, now and then.
+        self.pauses = PauseWatch(
+            store.client,
+            store.keyspace,
+            metrics=metrics,
+            clock=clock,
+            every_s=min(PAUSES_READ_EVERY_S, options.poll_interval_s),
+        )
         # Lanes whose live key has the wrong type (``engine.key_types``): kind -> what was found.
         self.parked: dict[Kind, str] = {}
         self._types_checked_s = float("-inf")
@@ -150,9 +164,10 @@ class Sweeper:
         """Whether some held entry may be attempted now (not waiting, not behind a waiting head)."""
         now, blocked = self.clock.now(), set[str]()
         for lane in self.lanes:
-            if lane.kind in self.parked:
+            hold = self.pauses.hold(lane.kind)
+            if lane.kind in self.parked or hold.whole:
                 continue
-            picked, _ = choose(lane.held.values(), now=now, limit=1, blocked=blocked)
+            picked, _ = choose(lane.held.values(), now=now, limit=1, blocked=blocked | hold.keys)
             if picked and lane.guard.wait_s() is None:
                 return True
             if lane.kind == "spawn":
@@ -206,6 +221,7 @@ class Sweeper:
         carried_before = [(lane, lane.overlap.carried) for lane in self.lanes if lane.overlap.carried]
         if self.parked and self.clock.monotonic() - self._types_checked_s >= RECHECK_EVERY_S:
             await self._check_key_types()
+        await self.pauses.refresh(self.lanes)
         skipped, to_probe = self.intake.quiet_lanes(notified, started_s, self.parked.keys())
         idle_kinds = skipped | (await self._probe(to_probe) if to_probe else set())
         await self._run_lanes(result, idle_kinds, stop)
@@ -230,10 +246,11 @@ class Sweeper:
             if self._stopping(stop):
                 result.interrupted = True
                 break
-            if lane.kind in idle_kinds or lane.kind in self.parked:
-                continue
+            hold = self.pauses.hold(lane.kind)
+            if lane.kind in idle_kinds or lane.kind in self.parked or hold.whole:
+                continue  # a paused lane is neither read nor delivered; a paused target is blocked
             before = (result.read, result.attempted)
-            await self._run_lane(lane, result, blocked_children)
+            await self._run_lane(lane, result, blocked_children | hold.keys)
             self.intake.note_run(lane.kind, quiet=before == (result.read, result.attempted) and not lane.held)
             if lane.kind == "spawn":
                 # Events to a child whose spawn is still pending wait for it
@@ -255,6 +272,7 @@ class Sweeper:
             held={lane.kind: lane.held.values() for lane in self.lanes},
             empty=empty,
         )
+        await self.sink_health.maybe_publish(self.lanes)
         duration_s = self.clock.monotonic() - started_s
         self._sweep_duration.observe(duration_s)
         self._last_sweep.set(self.clock.now())
@@ -279,6 +297,7 @@ class Sweeper:
             lane.reader.exhausted
             or lane.kind in probed_empty
             or lane.kind in self.parked
+            or self.pauses.hold(lane.kind).whole
             or lane.guard.wait_s() is not None
             for lane in self.lanes
             if lane.reader is not None

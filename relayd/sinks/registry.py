@@ -68,7 +68,13 @@ def resolve_sink(spec: str, options: SinkOptions) -> Sink:
     """
     parsed = parse_sink_spec(spec)
     factory = _python_factory(parsed) if parsed.scheme == "python" else _entry_point_factory(parsed.scheme)
-    sink = factory(parsed, _options_for(factory, options))
+    try:
+        sink = factory(parsed, _options_for(factory, options))
+    except ConfigError:
+        raise
+    except TypeError as exc:
+        # Not a factory of (spec, options): a callable that is no sink (``python:os:getcwd``).
+        raise ConfigError(f"sink {spec!r}: {exc}; a sink factory takes (spec, options)") from None
     if not isinstance(sink, Sink):
         raise ConfigError(f"sink {parsed.scheme!r}: its factory returned a {type(sink).__name__}, not a Sink")
     return sink

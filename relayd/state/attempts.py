@@ -1,13 +1,17 @@
 """Attempt counts of live entries, kept in ``P:relay:attempts:{kind}`` so restarts keep them.
 
 Only failed attempts are written (a first-time delivery costs no write); the record is removed
-when the entry is acked or dead-lettered.
+when the entry is acked or dead-lettered. A record is ``{"n", "f", "l"}`` (attempts, first and last
+attempt) and, since the retrying view (``relayd status --retrying``), ``"e"`` (the last error, cut
+to ``MAX_ERROR`` characters), ``"x"`` (the next attempt, epoch seconds) and ``"k"`` (the ordering
+key); a record without them still counts its attempts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import orjson
 
@@ -16,18 +20,39 @@ from relayd.state.fencing import refused_as_fenced
 from store import Fence
 from store.fence import fenced_call
 
+#: Most characters of the last error kept in a record (head and tail kept around a cut).
+MAX_ERROR: Final = 500
+
 
 @dataclass(frozen=True, slots=True)
 class AttemptRecord:
-    """Failed attempts so far and when the first and last happened (epoch seconds)."""
+    """Failed attempts so far, when the first and last happened and when the next may go (epoch
+    seconds), the last error and the entry's ordering key."""
 
     attempts: int
     first_attempt_at: float
     last_attempt_at: float
+    last_error: str = ""
+    next_attempt_at: float | None = None
+    key: str | None = None
 
 
 def encode_record(record: AttemptRecord) -> bytes:
-    return orjson.dumps({"n": record.attempts, "f": record.first_attempt_at, "l": record.last_attempt_at})
+    doc: dict[str, object] = {"n": record.attempts, "f": record.first_attempt_at, "l": record.last_attempt_at}
+    if record.last_error:
+        doc["e"] = _cut(record.last_error)
+    if record.next_attempt_at is not None:
+        doc["x"] = record.next_attempt_at
+    if record.key is not None:
+        doc["k"] = record.key
+    return orjson.dumps(doc)
+
+
+def _cut(text: str) -> str:
+    if len(text) <= MAX_ERROR:
+        return text
+    keep = MAX_ERROR // 2 - 10
+    return f"{text[:keep]}…[{len(text) - 2 * keep} chars cut]…{text[-keep:]}"
 
 
 def decode_record(raw: bytes | str | None) -> AttemptRecord | None:
@@ -36,7 +61,15 @@ def decode_record(raw: bytes | str | None) -> AttemptRecord | None:
         return None
     try:
         data = orjson.loads(raw)
-        return AttemptRecord(int(data["n"]), float(data["f"]), float(data["l"]))
+        next_at, key = data.get("x"), data.get("k")
+        return AttemptRecord(
+            int(data["n"]),
+            float(data["f"]),
+            float(data["l"]),
+            str(data.get("e") or ""),
+            None if next_at is None else float(next_at),
+            None if key is None else str(key),
+        )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
 

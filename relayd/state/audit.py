@@ -1,8 +1,10 @@
-"""The audit trail of console actions under ``P:relay:audit``: who changed what, when, how many.
+"""The audit trail of operator actions under ``P:relay:audit``: who changed what, when, how many.
 
-Each record is one JSON object, newest first: ``at`` (epoch seconds), ``action`` (``replay`` or
-``purge``), ``filter`` (the fields that chose the dead letters), ``count`` (how many it changed),
-``command`` (the equivalent ``relayd dlq`` command) and ``source`` (the client address).
+Every action, from the console or the command line, is recorded here. Each record is one JSON
+object, newest first: ``at`` (epoch seconds), ``action`` (``replay``, ``purge``, ``pause`` or
+``resume``), ``filter`` (the fields that chose the dead letters or the paused scope), ``count``
+(how many it changed), ``command`` (the equivalent ``relayd`` command) and ``source`` (the
+console client's address, or ``cli:user@host`` for the command line).
 The list is trimmed, so the trail never grows without bound.
 """
 
@@ -23,7 +25,7 @@ MAX_RECORDS: Final = 1000
 
 @dataclass(frozen=True, slots=True)
 class AuditRecord:
-    """One action taken through the console."""
+    """One action taken through the console or the command line."""
 
     at: float
     action: str

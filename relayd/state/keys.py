@@ -6,8 +6,11 @@
     P:relay:dead:{kind}       hash    {id -> dead-letter JSON}: entries parked for an operator
     P:relay:cursor:outbox     string  low-water seq of the outbox reader (written by ``store``)
     P:relay:cursor:spawns     string  the same for spawn intents
-    P:relay:audit             list    console actions, newest first, JSON {at, action, filter, count, ...}
+    P:relay:audit             list    operator actions, newest first, JSON {at, action, filter, count, ...}
     P:relay:harel             hash    {"KIND:relayd"|"KIND:harel" -> n}: the harel sink's handoffs (status)
+    P:relay:pauses            hash    {scope -> pause JSON}: what operators paused (state/pauses.py)
+    P:relay:sinks             string  each sink's breaker and retries, as the lease holder last saw them (PX;
+                                      engine/sink_health.py)
 
 ``kind`` is the envelope kind: ``outbox``, ``spawn`` or ``timer``. The cursors are the
 store's and use its own kind names (``outbox``, ``spawns``).
@@ -46,8 +49,13 @@ class RelayKeys:
 
     @property
     def audit(self) -> str:
-        """What operators did through the console (replay, purge), newest first, trimmed."""
+        """What operators did (replay, purge, pause, resume), newest first, trimmed."""
         return self.keyspace.relay("audit")
+
+    @property
+    def pauses(self) -> str:
+        """What operators paused: read by every replica, written by ``relayd pause`` and the console."""
+        return self.keyspace.relay("pauses")
 
     def live(self, kind: str) -> str:
         """The engine-owned structure an entry of ``kind`` lives in."""

@@ -45,6 +45,9 @@ DOCUMENTED_METRICS: dict[str, tuple[str, frozenset[str]]] = {
     "relayd_active": ("gauge", frozenset({"prefix"})),
     "relayd_lease_transitions_total": ("counter", frozenset({"prefix", "event"})),
     "relayd_last_sweep_timestamp_seconds": ("gauge", frozenset({"prefix"})),
+    "relayd_paused_since_timestamp_seconds": ("gauge", frozenset({"prefix", "scope"})),
+    "relayd_commit_to_delivery_seconds": ("histogram", frozenset({"prefix", "kind"})),
+    "relayd_events_total": ("counter", frozenset({"outcome"})),
     "relayd_build_info": ("info", frozenset({"version", "python"})),
 }
 #: Series Prometheus synthesises per scrape target; relayd cannot export them.

@@ -3,11 +3,11 @@
 The user is created the way the docs say: ``relayd acl --user relayd --password-file F`` piped
 into ``redis-cli``. It then runs everything relayd does on one prefix: ``sweep --once`` (with
 the redis-stream sink on the same server), ``status``, ``dlq list|replay|purge``, and a
-long-running ``sweep`` with wake-up and the lease. The server's ``ACL LOG`` records every
-command, key or channel it denied to anyone: apart from the one denial relayd expects and
-tolerates (wake-up's ``CONFIG GET``), the log must stay empty, so a command added to the code
-but not to ``relayd.acl.COMMANDS`` fails this test. The same user is refused another prefix's
-keys and channels, ``CONFIG SET`` and ``FLUSHALL``.
+long-running ``sweep`` with wake-up and the lease, ``pause`` and ``resume`` while it runs. The
+server's ``ACL LOG`` records every command, key or channel it denied to anyone: apart from the
+one denial relayd expects and tolerates (wake-up's ``CONFIG GET``), the log must stay empty, so
+a command added to the code but not to ``relayd.acl.COMMANDS`` fails this test. The same user
+is refused another prefix's keys and channels, ``CONFIG SET`` and ``FLUSHALL``.
 """
 
 from __future__ import annotations
@@ -147,6 +147,11 @@ def _run_long_sweep(server: RedisServer, admin: redis.Redis, connection: list[st
         wanted = set(written.committed) - {i for i in written.committed if i.startswith("timeout:")}
         # --poll-interval 30: only a wake-up delivers these within the wait
         _wait(lambda: wanted <= {d.id for d in read_jsonl(out).deliveries}, proc, "delivery on wake-up")
+        # The operator's pause and resume, and the relay reading them, under the same rule.
+        paused = relayd("pause", "--kind", "timer", "--reason", "acl check", *connection)
+        assert paused.returncode == 0, paused.stderr
+        resumed = relayd("resume", "--kind", "timer", *connection)
+        assert resumed.returncode == 0, resumed.stderr
         time.sleep(0.5)  # a few lease renewals and registry beats, so they are in the ACL log if denied
     finally:
         code = end_process(proc, signal.SIGTERM, wait_s=20)

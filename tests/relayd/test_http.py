@@ -36,6 +36,17 @@ def test_metrics_endpoint_serves_prometheus_text(served):
     assert 'relayd_delivered_total{kind="outbox",prefix="stm"} 7.0' in response.text
 
 
+def test_metrics_endpoint_serves_no_created_series(served):
+    """A ``_created`` timestamp per series doubles a scrape for nothing anybody graphs."""
+    base, metrics, _ = served
+    metrics.delivered.labels("stm", "outbox").inc()
+
+    text = httpx.get(f"{base}/metrics").text
+
+    assert "relayd_delivered_total" in text
+    assert "_created" not in text
+
+
 def test_readyz_is_503_with_the_reason_until_redis_answers(served):
     base, _, health = served
     health.watch_sinks({"outbox:log": lambda: True})

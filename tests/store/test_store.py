@@ -187,10 +187,13 @@ async def test_key_names_and_types_follow_the_key_space_table(store, raw, prefix
         k: raw.type(k) for k in raw.keys(f"{prefix}:*")
     }
     assert seqs == [1]
-    assert {"t": "t", "e": orjson.loads(raw.hget(f"{prefix}:outbox", "1"))["e"]} == orjson.loads(
-        raw.hget(f"{prefix}:outbox", "1")
-    )
-    assert {"p": i, "c": "c", "r": "r", "x": {"a": 1}} == orjson.loads(raw.hget(f"{prefix}:spawns", "1"))
+    outbox = orjson.loads(raw.hget(f"{prefix}:outbox", "1"))
+    spawn = orjson.loads(raw.hget(f"{prefix}:spawns", "1"))
+    # Beside harel's keys, the commit time on the Redis server's clock (``ct``).
+    (now_s, _) = raw.time()
+    assert {"t": "t", "e": outbox["e"], "ct": outbox["ct"]} == outbox
+    assert {"p": i, "c": "c", "r": "r", "x": {"a": 1}, "ct": outbox["ct"]} == spawn
+    assert now_s - 60 <= outbox["ct"] <= now_s + 1
     assert raw.zscore(f"{prefix}:timers", f"{i}\x00p") == 5.0
 
 

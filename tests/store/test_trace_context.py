@@ -55,7 +55,7 @@ def test_a_commit_inside_a_span_records_its_context_and_harel_reads_the_entries(
     expected = {"traceparent": _traceparent(span.get_span_context())}
     assert [v.get("tc") for v in values["outbox"]] == [expected, None]
     assert [v.get("tc") for v in values["spawns"]] == [expected]
-    assert sorted(values["outbox"][1]) == ["e", "t"]  # outside a span: exactly harel's shape
+    assert sorted(values["outbox"][1]) == ["ct", "e", "t"]  # outside a span: harel's and the commit time
     harel = HarelRedisStore(sync_client, prefix=prefix)
     assert [(e.target_id, e.event.kind, e.event.data) for e in harel.pending_outbox()] == [
         ("t1", "Ping", {"n": 1}),

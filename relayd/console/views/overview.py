@@ -1,16 +1,23 @@
-"""The overview (``/``) and its live updates (``/events``), both from the one shared poller."""
+"""The overview (``/``) and its live updates (``/events``), both from the one shared poller.
+
+Every prefix, a summary table first (unhealthy first), then a card each; ``?prefix=P`` (the
+prefix selector) narrows both to that prefix.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Final
+from urllib.parse import quote
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from relayd.console.poller import Snapshot
 from relayd.console.rendering import templates
 from relayd.console.state import console_state
 
@@ -18,9 +25,19 @@ from relayd.console.state import console_state
 PING_S: Final = 15
 
 
+def _narrowed(request: Request, snapshot: Snapshot) -> Snapshot:
+    """Only the prefix the query names, when this console serves it; else every prefix."""
+    only = request.query_params.get("prefix")
+    if only not in console_state(request).prefixes:
+        return snapshot
+    return dataclasses.replace(snapshot, prefixes=[p for p in snapshot.prefixes if p.report.prefix == only])
+
+
 async def overview(request: Request) -> Response:
-    snapshot = await console_state(request).poller.current()
-    return templates.TemplateResponse(request, "overview.html", {"snapshot": snapshot})
+    snapshot = _narrowed(request, await console_state(request).poller.current())
+    only = request.query_params.get("prefix")
+    live = f"/events?prefix={quote(only)}" if only in console_state(request).prefixes else "/events"
+    return templates.TemplateResponse(request, "overview.html", {"snapshot": snapshot, "live": live})
 
 
 async def events(request: Request) -> Response:
@@ -34,8 +51,9 @@ async def events(request: Request) -> Response:
             async for snapshot in snapshots:
                 if await request.is_disconnected():
                     return
+                shown = _narrowed(request, snapshot)
                 yield ServerSentEvent(
-                    data=fragment.render(snapshot=snapshot).replace("\n", " "), event="overview"
+                    data=fragment.render(snapshot=shown).replace("\n", " "), event="overview"
                 )
 
     return EventSourceResponse(stream(), ping=PING_S)

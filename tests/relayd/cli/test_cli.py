@@ -494,3 +494,57 @@ def test_tables_at_80_columns_never_cut_an_id_and_logs_name_it_as_dlq_list_does(
     logged = [orjson.loads(line) for line in swept.stderr.splitlines() if dead_id.encode() in line.encode()]
     assert logged, swept.stderr
     assert all(record.get("id", dead_id) == dead_id for record in logged)
+
+
+def test_dlq_replay_and_purge_from_the_cli_go_to_the_audit_trail(redis_server, prefix: str):
+    """What the console's Audit page reads (``P:relay:audit``) names each CLI action, its count,
+    the command and who ran it."""
+    _dead_letter_outbox(redis_server.url, prefix, ["1", "2", "3"])
+    common = ["--redis-url", redis_server.url, "--prefix", prefix]
+    client = redis.Redis.from_url(redis_server.url)
+
+    named = invoke(["dlq", "replay", f"{prefix}:outbox:1", *common])
+    every = invoke(["dlq", "replay", "--all", *common])
+    _dead_letter_outbox(redis_server.url, prefix, ["1"])
+    purged = invoke(["dlq", "purge", "--yes", "--kind", "outbox", *common])
+    nothing = invoke(["dlq", "purge", "--yes", *common])
+
+    assert (named.exit_code, every.exit_code, purged.exit_code, nothing.exit_code) == (0, 0, 0, 0)
+    records = [orjson.loads(r) for r in client.lrange(f"{prefix}:relay:audit", 0, -1)]
+    assert [(r["action"], r["count"], r["command"]) for r in records] == [
+        ("purge", 3, f"relayd dlq purge --prefix {prefix} --kind outbox --yes"),
+        ("replay", 2, f"relayd dlq replay --prefix {prefix} --all"),
+        ("replay", 1, f"relayd dlq replay --prefix {prefix} {prefix}:outbox:1"),
+    ]
+    assert records[2]["ids"] == [f"{prefix}:outbox:1"]
+    assert all(r["source"].startswith("cli:") for r in records)
+
+
+def test_dlq_list_names_a_reason_code_once(redis_server, prefix: str):
+    """A malformed entry's reason opens with its code; the table shows the code once."""
+    _dead_letter_outbox(redis_server.url, prefix, ["1"])
+    raw = redis.Redis.from_url(redis_server.url)
+    (stored,) = raw.hvals(f"{prefix}:relay:dead:outbox")
+    letter = orjson.loads(stored)
+
+    table = invoke(["dlq", "list", "--redis-url", redis_server.url, "--prefix", prefix])
+
+    assert letter["reason"].startswith(f"{letter['reason_code']}:")
+    assert table.stdout.count(letter["reason_code"]) == 1
+
+
+def test_a_database_the_server_lacks_and_a_callable_that_is_no_sink_are_one_line_and_exit_2(redis_server):
+    """Configuration errors, not outages: no retries, no traceback."""
+    url = f"redis://127.0.0.1:{redis_server.port}/99"
+    no_db = invoke(["status", "--redis-url", url])
+    no_sink = invoke(["sweep", "--once", "--sink", "python:os:getcwd", "--redis-url", redis_server.url])
+
+    assert no_db.exit_code == 2
+    assert no_db.stderr.strip().splitlines() == [
+        f"relayd: error: Redis at {url} has no database 99: pick one below "
+        "its 'databases' setting (16 by default)"
+    ]
+    assert no_sink.exit_code == 2
+    (line,) = no_sink.stderr.strip().splitlines()
+    assert line.startswith("relayd: error: sink 'python:os:getcwd': ")
+    assert "Traceback" not in no_sink.output

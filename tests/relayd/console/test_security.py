@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 import redis
 from support.console import ConsoleProcess, console_env, start_console
@@ -19,6 +20,7 @@ from support.secret_files import SecretDir
 from support.waiting import wait_until
 
 from relayd.console.security import SESSION_COOKIE
+from relayd.state.attempts import AttemptRecord, encode_record
 from relayd.state.keys import RelayKeys
 from store.keys import Keyspace, timer_member
 from tests.relayd.console.parked import park_outbox, park_timers
@@ -36,6 +38,9 @@ PAGES = [
     "/timers?prefix={p}",
     "/timers?prefix={p}&execution=exe-1",
     "/audit?prefix={p}",
+    "/pauses?prefix={p}",
+    "/retrying?prefix={p}",
+    "/retrying?prefix={p}&page=outbox:0",
     "/replay?prefix={p}&kind=outbox",
     "/replay?prefix={p}&ids={p}:outbox:1",
     "/purge?prefix={p}&kind=timer",
@@ -254,6 +259,125 @@ def test_a_bearer_token_replays_and_the_action_is_audited(
     )
 
 
+def test_a_bearer_token_pauses_and_resumes_and_both_are_audited(
+    console: ConsoleProcess, seeded: redis.Redis, prefix: str
+) -> None:
+    """The pause is the one ``relayd pause`` writes: shown on the overview and the pauses page,
+    with the console client as its author; the resume removes it; both are in the audit trail."""
+    keys = RelayKeys(Keyspace(prefix))
+    form = {"prefix": prefix, "kind": "outbox", "target": "order-3", "sink": ""}
+    with httpx.Client(
+        base_url=console.url, timeout=30, headers={"Authorization": f"Bearer {TOKEN}"}
+    ) as client:
+        empty = client.post("/pause", data={**form, "reason": "  "})
+        bad_kind = client.post("/pause", data={**form, "kind": "outbx", "reason": "r"})
+        paused = client.post("/pause", data={**form, "reason": "tenant <b>migration</b>"})
+        stored = seeded.hgetall(keys.pauses)
+        page = client.get(f"/pauses?prefix={prefix}")
+        overview = wait_until(
+            lambda: (
+                (answer := client.get("/")).status_code == 200 and "data-paused" in answer.text and answer
+            ),
+            30,
+            "the pause on the overview",
+        )
+        resumed = client.post("/resume", data=form)
+
+    assert (empty.status_code, bad_kind.status_code, paused.status_code, resumed.status_code) == (
+        400,
+        400,
+        303,
+        303,
+    )
+    (value,) = stored.values()
+    assert b'"by":"console:127.0.0.1"' in value
+    assert "kind=outbox target=order-3" in page.text
+    assert "tenant &lt;b&gt;migration&lt;/b&gt;" in page.text  # escaped, never markup
+    assert "tenant &lt;b&gt;migration&lt;/b&gt;" in overview.text
+    assert not seeded.exists(keys.pauses)
+    actions = [orjson.loads(r) for r in seeded.lrange(keys.audit, 0, 1)]
+    assert [(a["action"], a["source"]) for a in actions] == [
+        ("resume", "console:127.0.0.1"),
+        ("pause", "console:127.0.0.1"),
+    ]
+    assert actions[1]["command"] == (
+        f"relayd pause --prefix {prefix} --kind outbox --target order-3 --reason 'tenant <b>migration</b>'"
+    )
+
+
+def test_the_retrying_page_lists_an_entry_in_backoff_with_its_error_and_next_attempt(
+    console: ConsoleProcess, seeded: redis.Redis, prefix: str
+) -> None:
+    keys = RelayKeys(Keyspace(prefix))
+    (now_s, _) = seeded.time()
+    record = AttemptRecord(
+        4, now_s - 60.0, now_s - 5.0, "HTTP 503: <html>busy</html>", now_s + 120.0, "order-9"
+    )
+    seeded.hset(keys.attempts("outbox"), "9", encode_record(record))
+    try:
+        with httpx.Client(
+            base_url=console.url, timeout=30, headers={"Authorization": f"Bearer {TOKEN}"}
+        ) as client:
+            page = client.get(f"/retrying?prefix={prefix}")
+            bad_token = client.get(f"/retrying?prefix={prefix}&page=nope")
+    finally:
+        seeded.hdel(keys.attempts("outbox"), "9")
+
+    assert page.status_code == 200
+    row = re.search(r'<tr class="retrying">(.*?)</tr>', page.text, re.S)
+    assert row is not None
+    assert f"{prefix}:outbox:9" in row.group(1)
+    assert "order-9" in row.group(1)
+    assert "HTTP 503: &lt;html&gt;busy&lt;/html&gt;" in row.group(1)
+    assert re.search(r"in (1\d\d\.\d s|2\.0 min)", row.group(1))  # the next attempt, about two minutes out
+    assert bad_token.status_code == 400
+
+
+def test_the_favicon_asks_no_sign_in(console: ConsoleProcess) -> None:
+    """Browsers fetch it on every page: 204, not the sign-in page's 401."""
+    answer = httpx.get(f"{console.url}/favicon.ico", timeout=30)
+
+    assert answer.status_code == 204
+
+
+def test_the_overview_names_a_sink_whose_breaker_is_open(
+    console: ConsoleProcess, seeded: redis.Redis, prefix: str
+) -> None:
+    """What the lease holder published (``P:relay:sinks``) shows on the prefix's card."""
+    health = [
+        {
+            "sink": "webhook",
+            "kinds": ["outbox"],
+            "state": "open",
+            "since": 1.0,
+            "last_error": "HTTP 503",
+            "retrying": 7,
+        },
+        {
+            "sink": "kafka",
+            "kinds": ["timer"],
+            "state": "closed",
+            "since": 1.0,
+            "last_error": "",
+            "retrying": 0,
+        },
+    ]
+    seeded.set(f"{prefix}:relay:sinks", orjson.dumps(health), px=60_000)
+    try:
+        with httpx.Client(
+            base_url=console.url, timeout=30, headers={"Authorization": f"Bearer {TOKEN}"}
+        ) as client:
+            shown = wait_until(
+                lambda: 'data-sink="webhook"' in (text := client.get("/").text) and text, 30, "the open sink"
+            )
+    finally:
+        seeded.delete(f"{prefix}:relay:sinks")
+
+    assert "sink webhook breaker open" in shown
+    assert "7 waiting to go again: HTTP 503" in shown
+    assert 'data-sink="kafka"' not in shown
+
+
 def test_an_action_on_a_prefix_the_console_does_not_serve_is_400(
     console: ConsoleProcess, seeded: redis.Redis, prefix: str
 ) -> None:
@@ -279,13 +403,17 @@ def test_a_read_only_console_refuses_actions(
             page = client.get(f"/dead-letters?prefix={prefix}")
             preview = client.get(f"/replay?prefix={prefix}")
             post = client.post("/replay", data={"prefix": prefix}, headers={"Origin": running.url})
+            pause = client.post(
+                "/pause", data={"prefix": prefix, "reason": "r"}, headers={"Origin": running.url}
+            )
     finally:
         running.stop()
 
     assert page.status_code == 200
     assert "read-only" in page.text
     assert "replay selected" not in page.text
-    assert (preview.status_code, post.status_code) == (403, 403)
+    assert (preview.status_code, post.status_code, pause.status_code) == (403, 403, 403)
+    assert not seeded.exists(RelayKeys(Keyspace(prefix)).pauses)
 
 
 @pytest.mark.slow

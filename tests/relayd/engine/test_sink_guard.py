@@ -85,6 +85,9 @@ async def test_an_outage_across_targets_opens_the_breaker_and_charges_and_buries
     events = [entry["event"] for entry in logs if entry["event"].startswith("sink_breaker_")]
     assert events[0] == "sink_breaker_open"
     assert events[-1] == "sink_breaker_closed"
+    (closed,) = [entry for entry in logs if entry["event"] == "sink_breaker_closed"]
+    assert "error" not in closed  # the error that opened it is over
+    assert closed["duration_s"] >= 60  # held from the first opening to the close, not 0.0
     assert "sink_breaker_half_open" in events
     transitions = registry.get_sample_value(
         "relayd_sink_breaker_transitions_total", {"sink": "memory", "state": "open"}
