@@ -79,7 +79,7 @@ Seconds = Annotated[float, Field(gt=0, le=3600)]
 
 
 class Settings(BaseSettings):
-    """Every relayd option (README.md#configuration), validated; ``RELAYD_<NAME>`` for each.
+    """Every relayd option (docs/configuration.md), validated; ``RELAYD_<NAME>`` for each.
 
     Build it with ``load_settings`` (flags over the environment over the defaults). The defaults
     come from ``relayd.defaults``; the credentials and files are read once, here, and kept out of

@@ -1,6 +1,6 @@
 """Parse a Redis URL of any topology relayd and the store accept into a ``RedisUrl``.
 
-Pure: no I/O and no redis import. The forms (README.md#configuration):
+Pure: no I/O and no redis import. The forms (docs/configuration.md):
 
     redis://[USER:PASS@]HOST[:PORT][/DB]                              one server (PORT 6379)
     rediss://...                                                      the same over verified TLS

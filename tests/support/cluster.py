@@ -216,7 +216,7 @@ class RedisCluster:
 
     @property
     def seed_url(self) -> str:
-        """``redis+cluster://127.0.0.1:P`` for relayd (README.md#configuration)."""
+        """``redis+cluster://127.0.0.1:P`` for relayd (docs/configuration.md)."""
         return f"redis+cluster://127.0.0.1:{self.seed_port}"
 
     def client(self, **kwargs: object) -> ClusterClient:
