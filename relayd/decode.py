@@ -19,9 +19,10 @@ from relayd import entry_trace
 from relayd.entry_faults import outbox_fault, spawn_fault
 from relayd.envelope import ENVELOPE_VERSION, Envelope
 from relayd.outbox_envelope import OutboxEnvelope
-from relayd.outbox_window import OutboxWindow
+from relayd.outbox_window import OutboxWindow, commit_time
 from relayd.stored import EVENT_SHAPE, MAX_ENTRY_BYTES, EventShape, bytes_fault
 from store import MalformedEntry, RawEntry, RawTimer, parse_timer_member
+from store.codec import COMMIT_TIME_KEY
 from store.trace_context import TRACE_KEY
 
 #: Line breaks to spaces: in JSON text they can only be whitespace between tokens.
@@ -71,6 +72,8 @@ def outbox_envelopes(
     targets: list[str | None] = []
     events: list[bytes] = []
     traced: list[tuple[int, dict[str, str]]] = []  # (index, context): few entries carry one
+    stamped: list[int] = []  # the indexes of entries ``store`` stamped with a commit time
+    stamps: list[float | None] = []  # their stamps as read (checked where used: ``OutboxWindow.committed``)
     context_of = entry_trace.of_value
     good: list[RawEntry] = []
     malformed: list[tuple[RawEntry, MalformedEntry]] = []
@@ -107,12 +110,23 @@ def outbox_envelopes(
         targets.append(target_id)
         events.append(event_json)
         shapes.append(shape)
-        if len(value) != 2 and TRACE_KEY in value:  # beyond harel's two keys: the commit's trace context
-            traced.append((len(good), context_of(value)))
+        if len(value) != 2:  # beyond harel's two keys: the commit's trace context and time
+            if TRACE_KEY in value:
+                traced.append((len(good), context_of(value)))
+            if type(committed := value.get(COMMIT_TIME_KEY)) is float:
+                stamped.append(len(good))
+                stamps.append(committed)
         good.append(entry)
     window = OutboxWindow(prefix, attempt, relayed_at, fields, seqs, targets, events, shapes)
     for index, context in traced:
         window.contexts[index] = context
+    if len(stamped) == len(fields):  # every one (or none: then the window keeps no column)
+        window.committed = stamps or None
+    elif stamped:
+        column: list[float | None] = [None] * len(fields)
+        for index, committed in zip(stamped, stamps, strict=True):
+            column[index] = committed
+        window.committed = column
     return window, good, malformed
 
 
@@ -165,10 +179,12 @@ def spawn_envelope(entry: RawEntry, *, prefix: str, attempt: int, relayed_at: fl
         "root_path": root_path,
         "context": context,
     }
-    if len(value) > 4:  # more than harel's four keys: the commit's trace context, perhaps
+    envelope = Envelope(id_, "spawn", prefix, attempt, body, child_id)
+    if len(value) > 4:  # more than harel's four keys: the commit's trace context and time, perhaps
         body.update(entry_trace.of_value(value))
+        envelope.committed_at = commit_time(value.get(COMMIT_TIME_KEY))
     # Keyed by the child: its events (outbox entries targeted at it) must not overtake it.
-    return Envelope(id_, "spawn", prefix, attempt, body, child_id)
+    return envelope
 
 
 def timer_envelope(timer: RawTimer, *, prefix: str, attempt: int, relayed_at: float) -> Envelope:

@@ -31,7 +31,7 @@ class Envelope:
 
     # A plain class with slots, not a dataclass: one envelope is built per entry on the hot
     # path, and a frozen dataclass builds slower (``relayd bench --kinds spawn,timer``).
-    __slots__ = ("_body", "_json", "attempt", "id", "kind", "ordering_key", "prefix")
+    __slots__ = ("_body", "_json", "attempt", "committed_at", "id", "kind", "ordering_key", "prefix")
 
     def __init__(  # noqa: PLR0917 - one per entry on the hot path: positional is cheaper (relayd bench)
         self,
@@ -49,6 +49,8 @@ class Envelope:
         self.ordering_key = ordering_key
         self._body: dict[str, object] | None = body
         self._json: bytes | None = None
+        #: The commit time ``store`` stamped on the entry (epoch seconds), None when unknown.
+        self.committed_at: float | None = None
 
     @property
     def body(self) -> dict[str, object]:
@@ -69,7 +71,9 @@ class Envelope:
         body = dict(self.body)
         body["attempt"] = attempt
         body["relayed_at"] = relayed_at
-        return Envelope(self.id, self.kind, self.prefix, attempt, body, self.ordering_key)
+        again = Envelope(self.id, self.kind, self.prefix, attempt, body, self.ordering_key)
+        again.committed_at = self.committed_at
+        return again
 
     def to_json(self) -> bytes:
         """The body as compact JSON bytes (cached)."""

@@ -35,6 +35,7 @@ class OutboxEnvelope(Envelope):
         target_id: str | None,
         event_json: bytes,
         context: dict[str, str] = entry_trace.NONE,
+        committed_at: float | None = None,
     ) -> None:
         self.id = f"{prefix}:outbox:{field}"  # the stable delivery id, ``P:outbox:{seq}``
         self.kind = "outbox"
@@ -48,6 +49,7 @@ class OutboxEnvelope(Envelope):
         self._context = context  # the stored trace context, checked (``entry_trace``)
         self._body = None
         self._json = None
+        self.committed_at = committed_at
 
     @property
     def body(self) -> dict[str, object]:
@@ -83,6 +85,7 @@ class OutboxEnvelope(Envelope):
             self.ordering_key,
             self._event,
             self._context,
+            self.committed_at,
         )
 
     def to_json(self) -> bytes:

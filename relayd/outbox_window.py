@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import overload
+from typing import Final, overload
 
 from relayd import entry_trace
 from relayd.batch import Batch
@@ -10,6 +10,18 @@ from relayd.envelope import Kind
 from relayd.outbox_envelope import OutboxEnvelope
 from relayd.outbox_json import OutboxFrame
 from relayd.stored import EventShape
+
+#: No commit time is later than this (epoch seconds, the year 5138).
+_LATEST: Final = 1e11
+
+
+def commit_time(stamp: object) -> float | None:
+    """A commit time stamped on a stored value (``"ct"``, epoch seconds on the Redis server's
+    clock, ``store.codec.stamp_commit_time``) when it is a plausible one; else None. The stamp
+    comes from another process: a string, a negative or an infinite number is none."""
+    if type(stamp) is float and 0.0 < stamp < _LATEST:  # the comparison refuses nan too
+        return stamp
+    return None
 
 
 class OutboxWindow(Batch):
@@ -27,6 +39,7 @@ class OutboxWindow(Batch):
 
     __slots__ = (
         "attempt",
+        "committed",
         "contexts",
         "events",
         "fields",
@@ -48,6 +61,7 @@ class OutboxWindow(Batch):
         events: list[bytes],
         shapes: list[EventShape] | None = None,
         contexts: list[dict[str, str]] | None = None,
+        committed: list[float | None] | None = None,
     ) -> None:
         self.prefix = prefix
         self.attempt = attempt
@@ -59,6 +73,10 @@ class OutboxWindow(Batch):
         self.shapes = shapes
         #: Each entry's stored trace context, checked (``entry_trace``; ``NONE``, shared, for none).
         self.contexts = [entry_trace.NONE] * len(fields) if contexts is None else contexts
+        #: Each entry's commit time ``store`` stamped, as read (None where there is none; check
+        #: one with ``commit_time`` before use); None when no entry of the window carries one
+        #: (harel's entries), so those cost nothing.
+        self.committed = committed
 
     @property
     def kind(self) -> Kind:
@@ -83,6 +101,7 @@ class OutboxWindow(Batch):
                 self.events[index],
                 None if self.shapes is None else self.shapes[index],
                 self.contexts[index],
+                None if self.committed is None else self.committed[index],
             )
         return OutboxEnvelope(
             self.prefix,
@@ -93,6 +112,7 @@ class OutboxWindow(Batch):
             self.targets[index],
             self.events[index],
             self.contexts[index],
+            None if self.committed is None else commit_time(self.committed[index]),
         )
 
     def stamp(self, relayed_at: float) -> None:
@@ -109,6 +129,10 @@ class OutboxWindow(Batch):
             self.shapes += other.shapes
         else:
             self.shapes = None
+        if self.committed is not None or other.committed is not None:
+            ours = self.committed or [None] * (len(self.fields) - len(other.fields))
+            ours += other.committed or [None] * len(other.fields)
+            self.committed = ours
         self.contexts += other.contexts
 
     def render(self) -> list[bytes]:

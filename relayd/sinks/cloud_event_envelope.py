@@ -9,7 +9,9 @@ An envelope becomes one CloudEvent:
     specversion      ``1.0``
     subject          outbox: the target id (absent when untargeted); spawn: the child id;
                      timer: the execution id
-    time             timer: when it was due (``fire_at``); else when relayd relayed the entry
+    time             timer: when it was due (``fire_at``); outbox and spawn: the commit time
+                     ``store`` stamped on the entry, else (an entry harel or another engine
+                     wrote) when relayd relayed it
     datacontenttype  ``application/json``
     sequence         the entry's seq (outbox, spawn), zero-padded to 20 digits: the extension
                      orders its values as strings
@@ -29,14 +31,15 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, TypeVar
 from urllib.parse import quote
 
 import orjson
 
 from relayd.envelope import Envelope
-from relayd.outbox_window import OutboxWindow
+from relayd.outbox_window import OutboxWindow, commit_time
 from relayd.sinks import trace_context
 
 SPEC_VERSION: Final = "1.0"
@@ -54,6 +57,8 @@ SEQUENCE_DIGITS: Final = 20
 _SPAWN_DATA: Final = ("parent_id", "child_id", "root_path", "context")
 #: What a ``--cloudevents-source`` may hold (``check_source_template``).
 _SOURCE: Final = re.compile(r"[!-~]+")
+
+_T = TypeVar("_T")
 
 OutputFormat = Literal["relayd", "cloudevents"]
 Mode = Literal["binary", "structured"]
@@ -103,7 +108,7 @@ def render_one(envelope: Envelope, *, source_template: str) -> Rendered:
         attributes["type"] = SPAWN_TYPE
         data = {name: body[name] for name in _SPAWN_DATA}
         subject: object = body["child_id"]
-        time_s = body["relayed_at"]
+        time_s = body["relayed_at"] if envelope.committed_at is None else envelope.committed_at
     elif envelope.kind == "timer":
         attributes["type"] = TIMER_TYPE
         data = body["event"]
@@ -114,7 +119,7 @@ def render_one(envelope: Envelope, *, source_template: str) -> Rendered:
         kind = data.get("kind") if isinstance(data, dict) else None
         attributes["type"] = kind if isinstance(kind, str) and kind else OUTBOX_TYPE
         subject = body.get("target_id")
-        time_s = body["relayed_at"]
+        time_s = body["relayed_at"] if envelope.committed_at is None else envelope.committed_at
     if isinstance(subject, str):
         attributes["subject"] = subject
     attributes["time"] = rfc3339(time_s)
@@ -136,8 +141,9 @@ def render_window(window: OutboxWindow, source_template: str) -> list[Rendered]:
     source, time = source_of(source_template, window.prefix), rfc3339(window.relayed_at)
     loads, dumps, prefix = orjson.loads, orjson.dumps, window.prefix
     rendered: list[Rendered] = []
-    for field, seq, target, event_json, context in zip(
-        window.fields, window.seqs, window.targets, window.events, window.contexts, strict=True
+    times = commit_times(window, time, rfc3339)
+    for field, seq, target, event_json, context, time in zip(
+        window.fields, window.seqs, window.targets, window.events, window.contexts, times, strict=True
     ):
         event = loads(event_json)
         kind = event.get("kind")
@@ -158,6 +164,19 @@ def render_window(window: OutboxWindow, source_template: str) -> list[Rendered]:
         structured = dumps(attributes)[:-1] + b',"data":' + event_json + b"}"
         rendered.append(Rendered(attributes, event_json, structured))
     return rendered
+
+
+def commit_times(window: OutboxWindow, relayed: _T, render: Callable[[float], _T]) -> list[_T]:
+    """Each entry's ``time`` as ``render`` writes it: its commit time, else ``relayed`` (the
+    window's). A window without commit times costs a list of one shared value; the entries of one
+    commit share their time, so each distinct time is checked and rendered once."""
+    committed = window.committed
+    if committed is None:
+        return [relayed] * len(window.fields)
+    rendered = {
+        stamp: relayed if (at := commit_time(stamp)) is None else render(at) for stamp in set(committed)
+    }
+    return [rendered[stamp] for stamp in committed]
 
 
 def rfc3339(epoch_s: object) -> str:

@@ -28,6 +28,7 @@ from relayd.sinks.cloud_event_envelope import (
     STRUCTURED_CONTENT_TYPE,
     Mode,
     Rendered,
+    commit_times,
     render_window,
     rfc3339,
     source_of,
@@ -93,6 +94,15 @@ def _target_headers(target: str | None) -> tuple[tuple[tuple[str, bytes], ...], 
     return (("ce_subject", encoded),), (("ce_partitionkey", encoded),)
 
 
+def _time_json(epoch_s: float) -> bytes:
+    """The ``time`` member and the members after it up to the ``sequence`` value."""
+    return b',"time":%b,"datacontenttype":"application/json","sequence":"' % orjson.dumps(rfc3339(epoch_s))
+
+
+def _time_header(epoch_s: float) -> tuple[str, bytes]:
+    return ("ce_time", rfc3339(epoch_s).encode())
+
+
 def structured_window(window: OutboxWindow, source_template: str) -> tuple[list[bytes], list[int]]:
     """Each structured event of an outbox read window, written from parts: what the window
     shares (the head, source and time) once, a target's and a type's JSON from ``_Cache``, the
@@ -102,13 +112,15 @@ def structured_window(window: OutboxWindow, source_template: str) -> tuple[list[
     dumps, put, unset = orjson.dumps, _Cache.put, msgspec.UNSET
     head = b'{"specversion":"1.0","id":' + dumps(f"{window.prefix}:outbox:")[:-1]
     after_id = b'","source":' + dumps(source_of(source_template, window.prefix)) + b',"type":'
-    time = b',"time":%b,"datacontenttype":"application/json","sequence":"' % dumps(rfc3339(window.relayed_at))
+    times = commit_times(window, _time_json(window.relayed_at), _time_json)
     types, targets = _Cache.type_json, _Cache.target_json
     rendered: list[bytes] = []
     append = rendered.append
     whole: list[int] = []
-    for index, (field, target, event, shape, context) in enumerate(
-        zip(window.fields, window.targets, window.events, _shapes(window), window.contexts, strict=True)
+    for index, (field, target, event, shape, context, time) in enumerate(
+        zip(
+            window.fields, window.targets, window.events, _shapes(window), window.contexts, times, strict=True
+        )
     ):
         if context or shape is None or ((data := shape.data) is not unset and data.traceparent is not None):
             append(render_window(window[index : index + 1], source_template)[0].structured)
@@ -147,13 +159,15 @@ def kafka_window(
     id_head = f"{window.prefix}:outbox:".encode()
     specversion = ("ce_specversion", SPEC_VERSION.encode())
     source = ("ce_source", source_of(source_template, window.prefix).encode())
-    time = ("ce_time", rfc3339(window.relayed_at).encode())
+    times = commit_times(window, _time_header(window.relayed_at), _time_header)
     content = ("content-type", DATA_CONTENT_TYPE.encode())
     types, targets = _Cache.type_header, _Cache.target_headers
     all_headers: list[list[tuple[str, bytes]]] = []
     values: list[bytes] = []
-    for index, (field, target, event, shape, context) in enumerate(
-        zip(window.fields, window.targets, window.events, _shapes(window), window.contexts, strict=True)
+    for index, (field, target, event, shape, context, time) in enumerate(
+        zip(
+            window.fields, window.targets, window.events, _shapes(window), window.contexts, times, strict=True
+        )
     ):
         if context or shape is None or ((data := shape.data) is not unset and data.traceparent is not None):
             (traced,) = render_window(window[index : index + 1], source_template)
@@ -194,11 +208,14 @@ def header_window(
     goes the whole way, ``whole_way`` of its ``Rendered`` (``relayd.sinks.cloud_event``)."""
     prefix, encode, content_type_header = binding
     put, unset = _Cache.put, msgspec.UNSET
+    time_name = f"{prefix}time"
     shared = {
         f"{prefix}specversion": SPEC_VERSION,
         f"{prefix}source": encode(source_of(source_template, window.prefix)),
-        f"{prefix}time": encode(rfc3339(window.relayed_at)),
+        time_name: encode(rfc3339(window.relayed_at)),
     }
+    # a window without commit times shares the window's time; else each entry gets its own
+    times = None if window.committed is None else commit_times(window, "", lambda at: encode(rfc3339(at)))
     if content_type_header is not None:
         shared[content_type_header] = DATA_CONTENT_TYPE
     id_name, type_name, sequence_name = f"{prefix}id", f"{prefix}type", f"{prefix}sequence"
@@ -228,6 +245,8 @@ def header_window(
         headers[id_name] = id_head + field
         headers[type_name] = type_value
         headers[sequence_name] = field.zfill(SEQUENCE_DIGITS)
+        if times is not None and (time := times[index]):
+            headers[time_name] = time
         headers.update(by_target)
         all_headers.append(headers)
     return values, all_headers

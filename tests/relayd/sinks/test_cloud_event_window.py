@@ -13,9 +13,11 @@ from relayd.decode import outbox_envelopes
 from relayd.outbox_window import OutboxWindow
 from relayd.sinks import cloud_event as ce
 from store import RawEntry
+from store.codec import stamp_commit_time
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 SOURCES = (ce.DEFAULT_SOURCE, 'urn:"shop"/ü/{prefix}')
+MADE = ("by hand", "by a read", "by a stamped read")
 
 
 def window() -> OutboxWindow:
@@ -37,20 +39,30 @@ def window() -> OutboxWindow:
     return OutboxWindow('{p}"ü', 3, 1_700_000_000.25, [str(s) for s in seqs], seqs, targets, texts)
 
 
-def read(columns: OutboxWindow) -> OutboxWindow:
-    """The same entries as a drain reads them: a window carrying the shapes checked at read."""
+def read(columns: OutboxWindow, *, stamped: bool = False) -> OutboxWindow:
+    """The same entries as a drain reads them: a window carrying the shapes checked at read;
+    ``stamped``, most with the commit time ``store`` writes (one commit's two, then another's)."""
     entries = [
         RawEntry(field, seq, orjson.dumps({"t": target, "e": event.decode()}))
         for field, seq, target, event in zip(
             columns.fields, columns.seqs, columns.targets, columns.events, strict=True
         )
     ]
+    if stamped:
+        for index in range(len(entries) - 1):  # the last one as harel writes it
+            field, seq, stored = entries[index]
+            entries[index] = RawEntry(field, seq, stamp_commit_time(stored, 1_700_000_000.5 + index // 2))
     window, _, malformed = outbox_envelopes(
         entries, prefix=columns.prefix, attempt=columns.attempt, relayed_at=columns.relayed_at
     )
     assert not malformed
     assert window.shapes is not None
+    assert (window.committed is not None) == stamped
     return window
+
+
+def made_as(made: str) -> OutboxWindow:
+    return window() if made == "by hand" else read(window(), stamped=made == "by a stamped read")
 
 
 def one_by_one(columns: OutboxWindow) -> Batch:
@@ -58,11 +70,11 @@ def one_by_one(columns: OutboxWindow) -> Batch:
     return Batch.of([columns[index] for index in range(len(columns))])
 
 
-@pytest.mark.parametrize("made", ["by hand", "by a read"])
+@pytest.mark.parametrize("made", MADE)
 @pytest.mark.parametrize("source", SOURCES)
 def test_structured_events_of_a_window_are_those_of_its_envelopes(source: str, made: str) -> None:
     """A window read from the store brings its events' shapes; one made by hand has none."""
-    columns = window() if made == "by hand" else read(window())
+    columns = made_as(made)
 
     fast = ce.structured_renderer("cloudevents", source)(columns)
 
@@ -74,11 +86,11 @@ def test_structured_events_of_a_window_are_those_of_its_envelopes(source: str, m
     assert "traceparent" not in orjson.loads(fast[4])
 
 
-@pytest.mark.parametrize("made", ["by hand", "by a read"])
+@pytest.mark.parametrize("made", MADE)
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("mode", ["binary", "structured"])
 def test_kafka_records_of_a_window_are_those_of_its_envelopes(source: str, mode: Any, made: str) -> None:
-    columns = window() if made == "by hand" else read(window())
+    columns = made_as(made)
 
     values, headers = ce.kafka_records(columns, mode, source)
 
@@ -91,14 +103,14 @@ def test_kafka_records_of_a_window_are_those_of_its_envelopes(source: str, mode:
     assert all(name != "traceparent" for name, _ in headers[4])
 
 
-@pytest.mark.parametrize("made", ["by hand", "by a read"])
+@pytest.mark.parametrize("made", MADE)
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("binding", ["nats", "amqp"])
 def test_nats_and_amqp_binary_messages_of_a_window_are_those_of_its_envelopes(
     source: str, binding: str, made: str
 ) -> None:
     """The data as committed, and every header (percent-encoded for NATS) as one envelope gives."""
-    columns = window() if made == "by hand" else read(window())
+    columns = made_as(made)
 
     if binding == "nats":
         render = ce.nats_renderer("cloudevents", "binary", source)
@@ -120,11 +132,11 @@ def test_nats_and_amqp_binary_messages_of_a_window_are_those_of_its_envelopes(
     assert name not in headers[4]
 
 
-@pytest.mark.parametrize("made", ["by hand", "by a read"])
+@pytest.mark.parametrize("made", MADE)
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("mode", ["binary", "structured"])
 def test_http_requests_of_a_window_are_those_of_its_envelopes(source: str, mode: Any, made: str) -> None:
-    columns = window() if made == "by hand" else read(window())
+    columns = made_as(made)
 
     bodies, headers = ce.http_messages(columns, mode, source)
 
