@@ -105,7 +105,8 @@ def _time_header(epoch_s: float) -> tuple[str, bytes]:
 
 def structured_window(window: OutboxWindow, source_template: str) -> tuple[list[bytes], list[int]]:
     """Each structured event of an outbox read window, written from parts: what the window
-    shares (the head, source and time) once, a target's and a type's JSON from ``_Cache``, the
+    shares (the head and source) and each distinct ``time`` (the relay's, or a commit's:
+    ``commit_times``) once, a target's and a type's JSON from ``_Cache``, the
     kind from the shape checked at read (no decode per event). The same JSON as
     ``render_window`` gives, which this calls for an event whose data names a trace context;
     those events' indexes come second (``relayd bench --format cloudevents``)."""
