@@ -104,6 +104,7 @@ def times(events: list[BaseCloudEvent]) -> list[dt.datetime]:
 @pytest.mark.parametrize("made", list(BATCHES))
 @pytest.mark.parametrize("mode", ["binary", "structured"])
 def test_http_requests_carry_the_commit_time(made: str, mode: Any) -> None:
+    """Binary: a ``ce-time`` header each; structured: the body's ``time``."""
     make, expected = BATCHES[made]
 
     bodies, headers = ce.http_messages(make(), mode, ce.DEFAULT_SOURCE)
@@ -115,6 +116,7 @@ def test_http_requests_carry_the_commit_time(made: str, mode: Any) -> None:
 @pytest.mark.parametrize("made", list(BATCHES))
 @pytest.mark.parametrize("mode", ["binary", "structured"])
 def test_kafka_records_carry_the_commit_time(made: str, mode: Any) -> None:
+    """Binary: a ``ce_time`` header each; structured: the value's ``time``."""
     make, expected = BATCHES[made]
 
     values, headers = ce.kafka_records(make(), mode, ce.DEFAULT_SOURCE)
@@ -142,6 +144,7 @@ def test_nats_messages_carry_the_commit_time(made: str, mode: Any) -> None:
 @pytest.mark.parametrize("made", list(BATCHES))
 @pytest.mark.parametrize("mode", ["binary", "structured"])
 def test_amqp_messages_carry_the_commit_time(made: str, mode: Any) -> None:
+    """Binary: a ``cloudEvents_time`` property each; structured: the body's ``time``."""
     make, expected = BATCHES[made]
 
     bodies, content_type, properties = ce.amqp_renderer("cloudevents", mode, ce.DEFAULT_SOURCE)(make())
@@ -189,6 +192,7 @@ def test_structured_lines_carry_the_commit_time(made: str) -> None:
 
 
 def test_a_window_without_commit_times_shares_the_relay_time_and_carries_no_column() -> None:
+    """Entries as harel writes them: the relay's time, as before, and no column to fill."""
     window, _, _ = outbox_envelopes(
         [RawEntry(str(s), s, value("exe", {"id": f"e{s}", "kind": "K"}, None)) for s in (1, 2)],
         prefix=PREFIX,
@@ -214,6 +218,7 @@ def test_an_implausible_commit_time_is_ignored(stamp: bytes) -> None:
 
 
 def test_slices_and_extensions_keep_each_entry_with_its_commit_time() -> None:
+    """A window read in slices, one mixed with harel's entries, an entry indexed or retried."""
     whole = drained()
     front, back = whole[:2], whole[2:]
     front.extend(back)
