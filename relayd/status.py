@@ -21,6 +21,9 @@ from relayd.state.keys import RelayKeys
 from relayd.state.pauses import Pause
 from store import Keyspace
 
+#: The fields of the harel sink's handoff hash: who delivered (``relayd`` or ``harel``) per kind.
+HANDOFF_FIELDS: tuple[str, ...] = tuple(f"{kind}:{by}" for kind in KINDS for by in ("harel", "relayd"))
+
 
 @dataclass(frozen=True, slots=True)
 class ActiveReplica:
@@ -119,7 +122,7 @@ async def collect_status(client: Any, prefix: str, *, now: float) -> StatusRepor
     pipe.get(keyspace.relay(SINKS_SUFFIX))
     for kind in KINDS:
         pipe.hlen(relay.dead(kind))
-    pipe.hgetall(relay.harel())
+    pipe.hmget(relay.harel(), HANDOFF_FIELDS)  # a fixed set of fields: no HGETALL, whatever the hash
     outbox, spawns, timers, due, oldest, sinks, *dead_counts, harel = await pipe.execute(raise_on_error=False)
     if isinstance(oldest, Exception):
         oldest = []
@@ -143,17 +146,16 @@ async def collect_status(client: Any, prefix: str, *, now: float) -> StatusRepor
 
 
 def _handoffs(reply: object) -> dict[str, int]:
-    """The harel sink's counts from its hash (nothing when the hash is missing or unreadable)."""
-    if not isinstance(reply, dict):
+    """The harel sink's counts, ``KIND:BY -> n``, from its hash's ``HMGET`` (nothing when unreadable)."""
+    if not isinstance(reply, list):
         return {}
     counts = {}
-    for field_, value in reply.items():
-        name = field_.decode() if isinstance(field_, bytes) else str(field_)
+    for name, value in zip(HANDOFF_FIELDS, reply, strict=True):
         try:
             counts[name] = int(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError):  # missing (None) or not a count
             continue
-    return dict(sorted(counts.items()))
+    return counts
 
 
 def render_table(reports: Sequence[StatusReport]) -> Table:

@@ -1,10 +1,10 @@
 """The operators' pauses of one prefix as a sweeper sees them: read from Redis, held per lane.
 
-Each pass asks ``refresh``; the pauses are read again (one ``HGETALL`` of ``P:relay:pauses``)
-when ``every_s`` has passed since the last read, so every replica obeys a pause or a resume
-within that time plus the pass in flight, and an idle relay costs one command per period at
-most. What each lane holds is worked out by ``engine.pause`` once per read. The
-``relayd_paused_since_timestamp_seconds`` gauge follows each read.
+Each pass asks ``refresh``; the pauses are read again (an ``HSCAN`` of ``P:relay:pauses``: one
+call unless hundreds are paused) when ``every_s`` has passed since the last read, so every
+replica obeys a pause or a resume within that time plus the pass in flight, and an idle relay
+costs one command per period at most. What each lane holds is worked out by ``engine.pause``
+once per read. The ``relayd_paused_since_timestamp_seconds`` gauge follows each read.
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ The state lives in Redis, so it survives restarts and takeovers; every replica r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Final
 
@@ -85,10 +84,15 @@ def _optional(value: object) -> str | None:
     return None if value is None else str(value)
 
 
+#: Fields asked per ``HSCAN`` call while reading the pauses.
+SCAN_COUNT = 200
+
+
 async def read_pauses(client: RedisClient, keyspace: Keyspace) -> list[Pause]:
-    """Every pause of the prefix, oldest first (one ``HGETALL``)."""
-    raw: Mapping[bytes | str, bytes | str] = await client.hgetall(RelayKeys(keyspace).pauses)
-    pauses = [p for value in raw.values() if (p := decode_pause(value)) is not None]
+    """Every pause of the prefix, oldest first (``HSCAN``: bounded calls, however many there are)."""
+    key = RelayKeys(keyspace).pauses
+    raw = [value async for _, value in client.hscan_iter(key, count=SCAN_COUNT)]
+    pauses = [p for value in raw if (p := decode_pause(value)) is not None]
     return sorted(pauses, key=lambda p: (p.at, p.scope))
 
 

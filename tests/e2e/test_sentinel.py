@@ -162,7 +162,7 @@ def test_readyz_says_it_waits_for_the_sentinels_to_name_a_master(
     with log.open("wb") as sink:
         proc = subprocess.Popen(
             [
-                "relayd", "sweep", "--redis-url", deployment.url(service="nosuchmaster"),
+                "relayd", "sweep", "--redis-url", deployment.url(service="nosuchmaster"), "--sink", "null",
                 "--sentinel-password-file", str(secrets["sentinel"]),
                 "--metrics-addr", f"127.0.0.1:{port}",
             ],

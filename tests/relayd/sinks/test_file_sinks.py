@@ -121,7 +121,8 @@ def test_jsonl_refuses_a_missing_directory(tmp_path: Path) -> None:
 
 
 async def test_log_sink_logs_one_line_per_envelope_with_fixed_fields() -> None:
-    """Each envelope gives an info line with id, kind, prefix and attempt, and is Delivered."""
+    """Each envelope gives an info line with id, kind, prefix, attempt and the whole envelope, and
+    is Delivered."""
     sink = LogSink(SinkSpec("log"), SinkOptions())
     envelopes = batch()
 
@@ -130,7 +131,15 @@ async def test_log_sink_logs_one_line_per_envelope_with_fixed_fields() -> None:
 
     assert list(outcomes) == [DELIVERED] * 4
     assert [
-        {"event": "envelope", "log_level": "info", "id": e.id, "kind": e.kind, "prefix": "p", "attempt": 1}
+        {
+            "event": "envelope",
+            "log_level": "info",
+            "id": e.id,
+            "kind": e.kind,
+            "prefix": "p",
+            "attempt": 1,
+            "envelope": e.body,
+        }
         for e in envelopes
     ] == logs
 
