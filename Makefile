@@ -1,5 +1,5 @@
 # The same commands .ci/run uses, one target each.
-.PHONY: install lint typecheck test test-fast bench image ci
+.PHONY: install lint typecheck test test-fast model bench image ci
 
 install:
 	python -m pip install -e '.[test,dev]'
@@ -18,6 +18,11 @@ test:
 # The fast tier for local work: everything but the tests marked slow (CI runs them all).
 test-fast:
 	python -m pytest -n 2 -m "not slow"
+
+# The model-based test of the pass with fresh random schedules for MODEL_SECONDS (default 600),
+# in rounds of MODEL_EXAMPLES (default 800).
+model:
+	MODEL_SECONDS=$${MODEL_SECONDS:-600} python -m pytest -q -p no:randomly tests/model/test_model.py -k keep
 
 bench:
 	relayd bench

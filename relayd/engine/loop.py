@@ -210,7 +210,9 @@ async def _keep_shares(
         sent_s = relays[0].clock.monotonic()
         try:
             # Held leases are renewed by the beat itself; the keepers renew only if beats fail.
-            seen = await membership.beat(frozenset(r.prefix for r in relays if r.active and r.lease.held()))
+            seen = await membership.beat(
+                {r.prefix: r.lease.token for r in relays if r.active and r.lease.held()}
+            )
         except REDIS_ERRORS as exc:
             # Keep the last decision: without the registry, the leases still keep everyone safe.
             for relay in relays:  # the beat is one command per prefix, all of them failed
@@ -222,6 +224,8 @@ async def _keep_shares(
             for relay, seen_one in zip(relays, seen, strict=True):
                 if seen_one.renewed:
                     relay.lease.extended(sent_s)
+                elif relay.active and seen_one.holder != membership.token:
+                    relay.lost_to(seen_one.holder, seen_s=sent_s)
             views = [PrefixView(r.prefix, r.members, r.holder) for r in seen]
             decision = decide_shares(views, membership.token)
             for relay in relays:

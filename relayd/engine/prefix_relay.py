@@ -46,7 +46,7 @@ from relayd.health import Health
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import Sink
 from relayd.state import RedisClient
-from relayd.state.lease import Lease, read_lease
+from relayd.state.lease import Lease, lease_member, read_lease
 from store import AsyncRedisStore
 
 log = structlog.get_logger(__name__)
@@ -134,6 +134,7 @@ class PrefixRelay:
         #: kind -> why, for the kinds whose key has the wrong type (``engine.key_types``)
         self.parked: dict[Kind, str] = {}
         self.sweeper: Sweeper | None = None
+        self._sweeper_term: str | None = None  # the lease token of the term it was made in
         self._stop_waiter: asyncio.Task[bool] | None = None  # ``_stopped``
         self._passing: asyncio.Task[None] | None = None  # the loop's task while it runs a pass
         self._grace: asyncio.TimerHandle | None = None  # armed when ``stop`` comes mid-pass
@@ -153,24 +154,7 @@ class PrefixRelay:
         """Acquire (while the share allows), then renew every third of the TTL; standbys jitter."""
         renew_every_s = self.lease.ttl_s / 3
         while not self.closing:
-            async with self.lease_lock:
-                try:
-                    if self.active:
-                        if self._renew_in(renew_every_s) <= 0:
-                            await self.lease.renew()
-                            self.health.redis_ok()
-                    elif self.may_acquire:
-                        refused = not await self.lease.acquire()
-                        if refused and not self.lease_refused and not self.options.once:
-                            # Another replica holds the lease: this one takes over when it goes.
-                            log.info("standing_by", prefix=self.prefix)
-                        self.lease_refused = refused
-                        self.health.redis_ok()
-                        if self.lease_refused and self.options.once:
-                            self.lease_changed.set()
-                except REDIS_ERRORS as exc:
-                    self._redis_failed(exc)
-                self._note_lease()
+            await self.keeper_turn(renew_every_s)
             # Jitter for standbys so replicas never poll in lockstep (docs/internals.md#delivery-semantics).
             wait_s = renew_every_s * self.rng.uniform(0.5, 1.5)
             if self.active:  # until the renewal is due, unless a beat renews it first
@@ -178,6 +162,27 @@ class PrefixRelay:
                 wait_s = renew_in_s if renew_in_s > 0 else renew_every_s
             self.keeper_wake.clear()
             await sleep_until(wait_s, self.keeper_wake)
+
+    async def keeper_turn(self, renew_every_s: float) -> None:
+        """One turn of the keeper: renew when due while active, else acquire when allowed."""
+        async with self.lease_lock:
+            try:
+                if self.active:
+                    if self._renew_in(renew_every_s) <= 0:
+                        await self.lease.renew()
+                        self.health.redis_ok()
+                elif self.may_acquire:
+                    refused = not await self.lease.acquire()
+                    if refused and not self.lease_refused and not self.options.once:
+                        # Another replica holds the lease: this one takes over when it goes.
+                        log.info("standing_by", prefix=self.prefix)
+                    self.lease_refused = refused
+                    self.health.redis_ok()
+                    if self.lease_refused and self.options.once:
+                        self.lease_changed.set()
+            except REDIS_ERRORS as exc:
+                self._redis_failed(exc)
+            self._note_lease()
 
     def _renew_in(self, renew_every_s: float) -> float:
         """Seconds until the keeper must renew: a period (and a little slack, so a beat in
@@ -196,6 +201,17 @@ class PrefixRelay:
             self.may_acquire = self.release_wanted = False
             await self._release(report=True)
             self.lease_changed.set()
+
+    def lost_to(self, holder: str | None, *, seen_s: float) -> None:
+        """A beat sent at ``seen_s`` (monotonic) saw the lease held by another replica (or by
+        none): stop delivering now, unless the lease was taken or renewed after the beat left."""
+        sent_s = self.lease.sent_s
+        if not self.lease.held() or (sent_s is not None and sent_s > seen_s):
+            return
+        log.warning("lease_held_elsewhere", prefix=self.prefix, holder=holder or "none")
+        self.lease.forget()
+        self._note_lease()
+        self.loop_wake.set()
 
     def _note_lease(self) -> None:
         held = self.lease.held()
@@ -318,7 +334,7 @@ class PrefixRelay:
         except REDIS_ERRORS as exc:
             self._redis_failed(exc)
             holder = None
-        if holder is None or holder.token == self.lease.token:
+        if holder is None or lease_member(holder.token) == self.lease.member:
             self.lease_refused = False
             self.keeper_wake.set()
             return False
@@ -402,9 +418,14 @@ class PrefixRelay:
             self._passing.cancel()
 
     def _fenced(self, fenced: Fenced) -> None:
-        """The lease may be gone: report it, forget the lease and the sweeper, stand by."""
+        """The lease may be gone: report it, forget the lease and the sweeper, stand by.
+
+        A pass of an earlier term (its replica took the lease again meanwhile) is fenced by its
+        own term: only its sweeper goes, the new term stays.
+        """
         report_fenced(self.metrics, self.prefix, fenced)
-        self.lease.forget()
+        if self._sweeper_term == self.lease.token:
+            self.lease.forget()
         self._drop_sweeper()
         self._note_lease()
 
@@ -419,13 +440,20 @@ class PrefixRelay:
             pass
 
     async def _started_sweeper(self) -> Sweeper:
-        """The sweeper of this lease term, made and started on first use."""
+        """The sweeper of this lease term, made and started on first use; a sweeper of an
+        earlier term is dropped with everything it held (docs/internals.md#fencing-and-the-clock)."""
+        if self.sweeper is not None and self._sweeper_term != self.lease.token:
+            self._drop_sweeper()
         if self.sweeper is None:
+            self._sweeper_term = self.lease.token
             self.sweeper = self._new_sweeper()
             await self.sweeper.start()
         return self.sweeper
 
     def _new_sweeper(self) -> Sweeper:
+        # Bound to this term: once the lease is taken again, in a new term, this sweeper sends
+        # and acks nothing more (its local check and Redis's fence both name this term's token).
+        term = self.lease.token
         return Sweeper(
             self.store,
             sinks=self.sinks,
@@ -434,7 +462,7 @@ class PrefixRelay:
             clock=self.clock,
             rng=self.rng,
             guards=self.guards,
-            may_deliver=self.lease.held,
+            may_deliver=lambda: self.lease.holds(term),
             fence=self.lease.fence,
         )
 

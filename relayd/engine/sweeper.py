@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import Any, Final
 
 import structlog
 
@@ -47,7 +47,9 @@ from relayd.metrics import RelayMetrics
 from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks.base import Sink
 from relayd.state import RedisClient
-from store import AsyncRedisStore, Fence, StoreFenced
+from relayd.state.attempts import forget_attempts
+from relayd.state.keys import RelayKeys
+from store import AsyncRedisStore, Fence, RawTimer, StoreFenced
 
 log = structlog.get_logger(__name__)
 
@@ -346,6 +348,8 @@ class Sweeper:
         picked: list[Held] = []
         if lane.held:
             picked = self._pick(lane, now, batch, blocked, probing=probing)
+            if picked and lane.reader is None:
+                picked = await self._recheck_timers(lane, picked)
         fast = FreshBatch()
         malformed: list[Dead] = []
         room = min(batch - len(picked), self.options.max_held - len(lane.held))
@@ -421,6 +425,29 @@ class Sweeper:
                 await delivering
             raise
         await delivering
+
+    async def _recheck_timers(self, lane: Lane, picked: list[Held]) -> list[Held]:
+        """The held timers about to be sent again that the engine still has armed as read.
+
+        One ``ZMSCORE`` for those picked: a timer the engine cancelled since it was read is
+        dropped, one it moved is dropped too and read again at its new score when due
+        (docs/internals.md#delivery-semantics); their attempt records go with them.
+        """
+        members: list[Any] = [h.raw.member for h in picked if isinstance(h.raw, RawTimer)]
+        scores = await self.client.zmscore(self.store.keyspace.timers, members)
+        keep: list[Held] = []
+        gone: list[str] = []
+        for held, score in zip(picked, scores, strict=True):
+            if score is not None and isinstance(held.raw, RawTimer) and float(score) == held.raw.fire_at:
+                keep.append(held)
+                continue
+            del lane.held[held.ref]
+            gone.append(held.ref)
+        if gone:
+            self._log.info("held_timers_changed", prefix=self.prefix, count=len(gone))
+            key = RelayKeys(self.store.keyspace).attempts(lane.kind)
+            await self.settle.bookkeeping(lane.kind, "attempts", forget_attempts(self.client, key, gone))
+        return keep
 
     def _fit(
         self, lane: Lane, picked: list[Held], fast: FreshBatch, batch: int, now: float

@@ -1,13 +1,18 @@
 """The per-prefix lease that makes one replica the active one (docs/internals.md#delivery-semantics).
 
-The holder ``SET``s ``P:relay:lease`` to its token with ``NX PX ttl``, extends it every third of
-the TTL with a compare-and-pexpire script and deletes it with compare-and-delete on a clean
-shutdown. A holder counts the lease as its own only until its *deadline*, ``sent + ttl``
-minus a safety margin (monotonic clock), where ``sent`` is when the last successful
-acquire/renew was *sent*: if the process was paused or Redis was slow, it stops sending and
-acking on its own before a standby can take over. What it sends after all (a pause between the
-check and the write) is caught by Redis: every ack script checks that the lease still holds
-``token`` in the same call (``fence``, ``store.Fence``).
+The holder ``SET``s ``P:relay:lease`` to a fresh token with ``NX PX ttl``, extends it every third
+of the TTL with a compare-and-pexpire script and deletes it with compare-and-delete on a clean
+shutdown. Each acquisition is a *term* with a token of its own, ``{member}#{term}``: the replica's
+member token (``hostname/pid/random``, one per process) and a random part new on every ``SET NX``,
+so Redis tells a replica's first term from its third, and a pass bound to an old term is refused
+even after its replica took the lease again.
+
+A holder counts the lease as its own only until its *deadline*, ``sent + ttl`` minus a safety margin
+(monotonic clock), where ``sent`` is when the last successful acquire/renew was *sent*: if the
+process was paused or Redis was slow, it stops sending and acking on its own before a standby can
+take over. What it sends after all (a pause between the check and the write) is caught by Redis:
+every ack script checks that the lease still holds ``token`` in the same call (``fence``,
+``store.Fence``).
 """
 
 from __future__ import annotations
@@ -33,6 +38,15 @@ def make_token() -> str:
     return f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(4)}"
 
 
+#: Between a replica's member token and its term in a lease token.
+TERM_SEPARATOR: Final = "#"
+
+
+def lease_member(token: str) -> str:
+    """The member token of the replica whose lease token is ``token`` (its term dropped)."""
+    return token.split(TERM_SEPARATOR, 1)[0]
+
+
 @dataclass(frozen=True, slots=True)
 class LeaseInfo:
     """Who holds a prefix's lease and for how much longer."""
@@ -42,8 +56,8 @@ class LeaseInfo:
 
     @property
     def holder(self) -> str:
-        """``hostname/pid`` of the active replica (the token without its random part)."""
-        return self.token.rsplit("/", 1)[0]
+        """``hostname/pid`` of the active replica (the token without its random parts)."""
+        return lease_member(self.token).rsplit("/", 1)[0]
 
 
 async def read_lease(client: RedisClient, keyspace: Keyspace) -> LeaseInfo | None:
@@ -76,7 +90,11 @@ class Lease:
         self._ttl_ms = max(int(ttl_s * 1000), 1)
         self._valid_s = self.ttl_s * (1 - SAFETY_FRACTION)
         self._monotonic = monotonic
-        self.token = token or make_token()
+        #: This replica's member token; ``token`` is the lease token of its current term.
+        self.member = token or make_token()
+        self.token = self.member
+        #: A term's token sent with a ``SET NX`` whose reply never came: tried again first.
+        self._unconfirmed: str | None = None
         self._valid_until: float | None = None
         #: When the last successful acquire or renewal was sent (monotonic s); None: never.
         self.sent_s: float | None = None
@@ -99,14 +117,27 @@ class Lease:
         """Whether this replica may send and ack now: it holds the lease, its deadline ahead."""
         return self._valid_until is not None and self._monotonic() < self._valid_until
 
+    def holds(self, token: str) -> bool:
+        """``held``, and still in the term whose token is ``token`` (a pass is bound to its term)."""
+        return self.token == token and self.held()
+
     async def acquire(self) -> bool:
-        """Take the lease if it is free (or already ours); returns whether we hold it."""
+        """Take the lease if it is free, in a new term; returns whether we hold it."""
         sent = self._monotonic()
-        if await self._client.set(self._key, self.token, nx=True, px=self._ttl_ms):
+        candidate = self._unconfirmed or f"{self.member}{TERM_SEPARATOR}{secrets.token_hex(4)}"
+        self._unconfirmed = candidate
+        if await self._client.set(self._key, candidate, nx=True, px=self._ttl_ms):
+            self._unconfirmed = None
+            self.token = candidate
             self._valid_until, self.sent_s = sent + self._valid_s, sent
             return True
-        # Ours already (an acquire whose reply was lost): extending it is the same as renewing.
-        return await self.renew()
+        self._unconfirmed = None
+        # Ours already (an acquire whose reply was lost, or a term we still hold): extend it.
+        for token in dict.fromkeys((candidate, self.token)):
+            self.token = token
+            if await self.renew():
+                return True
+        return False
 
     async def renew(self) -> bool:
         """Extend the lease if we still hold it; on False we have lost it and must stop."""

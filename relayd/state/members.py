@@ -15,7 +15,7 @@ alive.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -36,8 +36,10 @@ _KEY_TTL_EVERY: Final = 4
 # ARGV[1]  our token
 # ARGV[2]  member TTL in milliseconds
 # ARGV[3]  the registry key's own TTL in member TTLs, or 0 to leave the key's TTL alone
-# ARGV[4]  '1': also renew the lease (member TTL = lease TTL) if our token holds it
-# Returns {lease token or false, 1 if it extended the lease else 0, live member tokens...}.
+# ARGV[4]  the lease token of our term, to renew the lease (member TTL = lease TTL) if it still
+#          holds it; '' for none
+# Returns {the lease holder's member token or false, 1 if it extended the lease else 0,
+# live member tokens...}.
 # Idle cost (docs/internals.md#delivery-semantics): few commands in the common case. Expired
 # members are filtered from the one ZRANGE and removed only when there are some; the key's
 # TTL is refreshed only when the caller asks (every few beats: it lasts many member TTLs).
@@ -52,8 +54,11 @@ end
 local scored = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 local holder = redis.call('GET', KEYS[2])
 local renewed = 0
-if ARGV[4] == '1' and holder == ARGV[1] then
+if ARGV[4] ~= '' and holder == ARGV[4] then
   renewed = redis.call('PEXPIRE', KEYS[2], ttl_ms)  -- the lease renewal rides on the beat
+end
+if holder then
+  holder = string.match(holder, '^([^#]*)')  -- a lease token is {member}#{term}
 end
 local members, dead = {holder, renewed}, {}
 for i = 1, #scored, 2 do
@@ -89,7 +94,8 @@ class Registration:
 
     prefix: str
     members: frozenset[str]
-    #: The lease token at the moment of the beat; None when no replica is active.
+    #: The member token of the lease's holder at the moment of the beat; None when no replica
+    #: is active.
     holder: str | None
     #: The beat renewed our lease (asked for, and our token held it), as the script reported.
     renewed: bool = False
@@ -111,19 +117,21 @@ class Membership:
         self._ttl_ms = max(int(ttl_s * 1000), 1)
         self._beats = 0
 
-    async def beat(self, renew: Collection[str] = ()) -> list[Registration]:
+    async def beat(self, renew: Mapping[str, str] | None = None) -> list[Registration]:
         """Register (or refresh) this replica on every prefix; return what each registry holds.
 
-        The leases of the prefixes in ``renew`` are extended in the same script when our token
-        holds them (``Registration.renewed``): one command more instead of a renewal script.
+        The lease of each prefix in ``renew`` (prefix -> the lease token of our term) is
+        extended in the same script when that token still holds it (``Registration.renewed``):
+        one command more instead of a renewal script.
         """
+        renew = renew or {}
         key_ttl = _KEY_TTL_FACTOR if self._beats % _KEY_TTL_EVERY == 0 else 0
         self._beats += 1
         pipe = self._client.pipeline(transaction=False)
         for keyspace in self._keyspaces:
             keys = (members_key(keyspace), RelayKeys(keyspace).lease)
-            flag = "1" if keyspace.prefix in renew else "0"
-            pipe.eval(_BEAT, 2, *keys, self.token, str(self._ttl_ms), str(key_ttl), flag)
+            term = renew.get(keyspace.prefix, "")
+            pipe.eval(_BEAT, 2, *keys, self.token, str(self._ttl_ms), str(key_ttl), term)
         replies = await pipe.execute()
         seen = []
         for keyspace, reply in zip(self._keyspaces, replies, strict=True):

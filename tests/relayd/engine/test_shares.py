@@ -22,7 +22,7 @@ from relayd.engine.shares import PrefixView, assign, decide_shares, fair_quotas,
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
 from relayd.sinks.memory import MemorySink
-from relayd.state.lease import Lease
+from relayd.state.lease import Lease, lease_member
 from relayd.state.members import Membership, read_members
 from store.keys import Keyspace
 
@@ -256,7 +256,7 @@ async def tokens(monkeypatch):
     real_release, real_leave = Lease.release, Membership.leave
 
     async def release(self):
-        if self.token in Replica.dead:
+        if self.member in Replica.dead:
             self.forget()
             return False
         return await real_release(self)
@@ -279,7 +279,8 @@ async def _holders(client, prefixes):
     pipe = client.pipeline(transaction=False)
     for p in prefixes:
         pipe.get(Keyspace(p).relay("lease"))
-    return [v.decode() if v else None for v in await pipe.execute()]
+    # A lease token is {member}#{term}: a holder is its member token.
+    return [lease_member(v.decode()) if v else None for v in await pipe.execute()]
 
 
 async def _shares(client, prefixes):

@@ -101,7 +101,7 @@ async def test_a_beat_renews_only_the_leases_it_is_asked_to_and_our_token_holds(
         await async_client.set(ks.relay("lease"), token, px=1000)
 
     seen = await Membership(async_client, [mine, theirs, unasked], token="me", ttl_s=5).beat(
-        {mine.prefix, theirs.prefix}
+        {mine.prefix: "me", theirs.prefix: "me"}
     )
 
     assert [r.renewed for r in seen] == [True, False, False]

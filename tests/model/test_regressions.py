@@ -1,0 +1,123 @@
+"""Issue 34's cases as the model found them: each a schedule of ``model.machine.Schedules``,
+replayed step by step; its teardown drains and checks every invariant (``model.invariants``).
+
+Each would fail on the code before its fix; the cases not fixed yet are marked ``xfail``
+(strict: the mark must go when the fix lands).
+"""
+
+from __future__ import annotations
+
+import pytest
+from model.machine import Schedules
+
+
+def test_case_2_a_lease_retaken_by_the_same_replica_does_not_revive_its_old_pass() -> None:
+    """A's lease expires between two passes and A takes it again: the pass of its first term
+    must not send in the second (its sweeper of term 1 sent e1 while A held term 2)."""
+    state = Schedules()
+    state.first_replica_active()
+    state.run_pass(replica="A")
+    state.advance(seconds=7.0)
+    state.commit_outbox(to="t1")
+    state.keeper(replica="A")
+    state.teardown()
+
+
+def test_case_2_a_hung_pass_resumed_in_a_new_term_sends_nothing_more() -> None:
+    """A's sink call hangs past its lease; B delivers and acks X, Y and W; A takes the lease
+    again and its call returns: nothing of its old pass is sent again, after W."""
+    state = Schedules()
+    state.first_replica_active()
+    state.commit_outbox(to="t1")
+    state.commit_outbox(to="t1")
+    state.answer_entry(back=1, answers=["retry"])
+    state.hang_next_request(replica="A")
+    state.run_pass(replica="A")
+    state.advance(seconds=7.0)
+    state.keeper(replica="B")
+    state.run_pass(replica="B")
+    state.commit_outbox(to="t1")
+    state.run_pass(replica="B")
+    state.advance(seconds=7.0)
+    state.keeper(replica="A")  # its renewal fails: lost
+    state.keeper(replica="A")  # taken again, while its old pass still waits on the sink
+    state.answer_hung_request()
+    state.run_pass(replica="A")
+    state.teardown()
+
+
+def test_case_4_a_held_timer_the_engine_cancelled_is_not_sent_again() -> None:
+    state = Schedules()
+    state.first_replica_active()
+    state.arm_timer(execution="x1", in_s=-1.0)
+    state.answer_entry(answers=["retry"], back=0)
+    state.run_pass(replica="A")
+    state.cancel_timer(execution="x1")
+    state.advance(seconds=2.0)
+    state.run_pass(replica="A")
+    state.teardown()
+
+
+def test_case_4_a_held_timer_the_engine_moved_later_fires_at_its_new_time() -> None:
+    state = Schedules()
+    state.first_replica_active()
+    state.arm_timer(execution="x1", in_s=-1.0)
+    state.answer_entry(answers=["retry"], back=0)
+    state.run_pass(replica="A")
+    state.arm_timer(execution="x1", in_s=20.0)
+    state.advance(seconds=2.0)
+    state.run_pass(replica="A")
+    state.teardown()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 34 case 3: not fixed yet")
+def test_case_3_spawns_beyond_the_window_hold_back_events_to_their_children() -> None:
+    """Five spawns, a window of four: the event to the fifth child went before its spawn."""
+    state = Schedules()
+    state.first_replica_active()
+    for _ in range(5):
+        state.commit_spawn()
+    state.commit_to_child(back=0)
+    state.run_pass(replica="A")
+    state.teardown()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 34 case 5: not fixed yet")
+def test_case_5_entries_below_the_frontier_keep_their_order() -> None:
+    """The engine's counter is reset: the entries committed after it are found by the
+    reconcile scan in hash order, a later one of the target first."""
+    state = Schedules()
+    state.first_replica_active()
+    for _ in range(6):
+        state.commit_outbox(to="t1")
+    state.run_pass(replica="A")
+    state.reset_counter()
+    for _ in range(12):
+        state.commit_outbox(to="t2")
+    state.run_pass(replica="A")
+    state.teardown()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 34 case 9: not fixed yet")
+def test_case_9_a_counter_jump_does_not_stall_new_entries() -> None:
+    state = Schedules()
+    state.first_replica_active()
+    state.commit_outbox(to="t1")
+    state.run_pass(replica="A")
+    state.jump_counter(by=100_000)
+    state.commit_outbox(to="t1")
+    state.teardown()
+
+
+def test_case_6_replay_onto_a_live_seq_keeps_the_dead_letter() -> None:
+    """e1 is parked at seq 1; the counter is reset and e2 committed at seq 1; a replay meets the
+    live seq: e1's letter must stay parked (it was deleted: e1 lost)."""
+    state = Schedules()
+    state.first_replica_active()
+    state.commit_outbox(to="t1")
+    state.answer_entry(back=0, answers=["permanent"])
+    state.run_pass(replica="A")
+    state.reset_counter()
+    state.commit_outbox(to="t2")
+    state.replay()
+    state.teardown()

@@ -1,0 +1,512 @@
+"""The world the model-based test drives: one Redis, an engine, replicas, a receiver and its ledger.
+
+Everything runs in one process on one event loop, against fakeredis with lupa (so the store's and
+relayd's Lua scripts run) and a virtual clock, so a schedule of a few dozen steps costs a few
+milliseconds and replays exactly from its seed. The code under test is the real engine: each
+replica is a real ``PrefixRelay`` (its ``Lease``, its ``Sweeper``s, its sink guards); the test
+only decides *when* each replica's keeper turns and each of its passes runs, which the real loop
+decides with sleeps. A pass runs as a task: a sink call may hang (``Receiver.hang``) and the pass
+stays suspended inside it while other steps run, as a real pass does while its sink is slow.
+
+Redis's own key expiry runs on the host's clock, which never moves here: the lease's expiry on
+the virtual clock is kept by the world (``World.advance`` deletes the lease key once its
+virtual TTL ran out), which is what Redis does on a real clock.
+
+The ledger records every request the receiver got (``Receipt``), with the step and the virtual
+Redis time it arrived at, the replica and the lease term of the pass that sent it.
+``tests/model/invariants.py`` checks the ledger and Redis against what the README promises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import fakeredis
+import orjson
+import redis.asyncio as aioredis
+from prometheus_client import CollectorRegistry
+from support.seeding import outbox_value, spawn_value
+
+from relayd.batch import Batch
+from relayd.engine.breaker import BreakerPolicy
+from relayd.engine.fencing import Fenced
+from relayd.engine.options import SweepOptions
+from relayd.engine.prefix_relay import PrefixRelay
+from relayd.engine.redis_errors import REDIS_ERRORS
+from relayd.engine.sink_guard import guards_for
+from relayd.engine.sweeper import Sweeper
+from relayd.envelope import Envelope, Kind
+from relayd.health import Health
+from relayd.metrics import RelayMetrics
+from relayd.sinks.base import DELIVERED, Delivered, Outcome, Permanent, ReadyByReason, Retry
+from relayd.sinks.per_key import HELD_BACK
+from relayd.state.deadletters import _bytes_from, decode_dead_letter, purge_dead_letters, replay_dead_letters
+from relayd.state.keys import RelayKeys
+from store import Keyspace, timer_member
+
+T = TypeVar("T")
+
+PREFIX = "m"
+#: The lease's TTL on the virtual clock (seconds).
+LEASE_TTL_S = 6.0
+#: A window: small, so a few entries fill it and read-ahead, held lines and reconcile all run.
+BATCH = 4
+MAX_ATTEMPTS = 4
+#: The replicas' names.
+REPLICAS = ("A", "B")
+
+Answer = Literal["ok", "retry", "retry_after", "permanent"]
+
+
+@dataclass
+class VirtualClock:
+    """Redis's epoch clock and the hosts' monotonic clock, moved only by the schedule."""
+
+    epoch_s: float = 1_700_000_000.0
+    mono_s: float = 1000.0
+
+    def now(self) -> float:
+        return self.epoch_s
+
+    def monotonic(self) -> float:
+        return self.mono_s
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """One entry of one request the receiver got, and what it answered."""
+
+    step: int
+    at: float  # Redis time (epoch s)
+    replica: str
+    term: int  # the lease term of the pass that sent it (0: none)
+    holder_term: int  # the term the sending replica held at that moment (0: none)
+    kind: Kind
+    id: str  # the delivery id; for outbox entries, the event's id
+    seq: int | None
+    key: str | None
+    answer: str
+
+
+@dataclass
+class Committed:
+    """What the engine committed: an outbox event or a spawn, in commit order."""
+
+    kind: Kind
+    id: str  # event id (outbox) or child id (spawn)
+    seq: int
+    key: str | None
+    step: int
+
+
+@dataclass
+class TimerState:
+    """One timer member as the engine left it: its fire_at, and its earlier ids it took back."""
+
+    execution: str
+    path: str
+    fire_at: float | None  # None: cancelled (or delivered and acked, as the relay saw it)
+
+
+def timer_id(execution: str, path: str, fire_at: float) -> str:
+    """A timer's delivery id (docs/internals.md#key-space)."""
+    return f"timeout:{execution}:{path}:{fire_at}"
+
+
+class Receiver:
+    """What every replica's sink talks to: it answers per entry and per request, and keeps the
+    ledger. ``down``: every request fails (the whole sink is out)."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.down = False
+        #: entry id -> answers still to give it, in order (then ``ok``)
+        self.scripted: dict[str, list[Answer]] = {}
+        #: replicas whose next request hangs until ``release``
+        self.hang: set[str] = set()
+        self.hung: list[asyncio.Future[None]] = []
+        self.ledger: list[Receipt] = []
+
+    def answer(self, envelope: Envelope) -> Answer:
+        queue = self.scripted.get(self.world.entry_id(envelope))
+        return queue.pop(0) if queue else "ok"
+
+    def release(self) -> None:
+        """The oldest hung request gets its answer."""
+        if self.hung:
+            self.hung.pop(0).set_result(None)
+
+    def release_all(self) -> None:
+        while self.hung:
+            self.release()
+
+
+_OUTCOMES: dict[Answer, Outcome] = {
+    "ok": DELIVERED,
+    "retry": Retry("model: retry"),
+    "retry_after": Retry("model: retry later", after_s=30.0),
+    "permanent": Permanent("model: permanent"),
+}
+
+
+class ModelSink(ReadyByReason):
+    """One replica's sink (all kinds): hands each request to the receiver."""
+
+    def __init__(self, replica: Replica, receiver: Receiver) -> None:
+        self.name = "model"
+        self.replica = replica
+        self.receiver = receiver
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def not_ready_reason(self) -> str | None:
+        return None
+
+    async def deliver(self, batch: Batch) -> Sequence[Outcome]:
+        receiver, world = self.receiver, self.receiver.world
+        hung = self.replica.name in receiver.hang
+        receiver.hang.discard(self.replica.name)
+        if receiver.down:
+            raise ConnectionError("model: the sink is down")
+        term, holder_term = self.replica.pass_term(), self.replica.term
+        outcomes: list[Outcome] = []
+        failed: set[str] = set()
+        for envelope in batch:
+            key = envelope.ordering_key
+            if key is not None and key in failed:  # never past an undelivered entry of its key
+                outcomes.append(Retry(error=HELD_BACK))
+                continue
+            answer = receiver.answer(envelope)
+            outcome = _OUTCOMES[answer]
+            if not isinstance(outcome, Delivered) and key is not None:
+                failed.add(key)
+            outcomes.append(outcome)
+            receiver.ledger.append(
+                Receipt(
+                    step=world.step,
+                    at=world.clock.now(),
+                    replica=self.replica.name,
+                    term=term,
+                    holder_term=holder_term,
+                    kind=envelope.kind,
+                    id=world.entry_id(envelope),
+                    seq=world.entry_seq(envelope),
+                    key=key,
+                    answer=answer,
+                )
+            )
+        if hung:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            receiver.hung.append(waiter)
+            await waiter
+        return outcomes
+
+
+class Replica:
+    """One relayd process relaying the prefix: a real ``PrefixRelay``, stepped by the schedule."""
+
+    def __init__(self, world: World, name: str) -> None:
+        self.world = world
+        self.name = name
+        self.sink = ModelSink(self, world.receiver)
+        sinks: dict[Kind, ModelSink] = {"spawn": self.sink, "outbox": self.sink, "timer": self.sink}
+        metrics = RelayMetrics(CollectorRegistry())
+        guards = guards_for(sinks, policy=world.options.breaker, metrics=metrics, clock=world.clock)
+        self.relay = PrefixRelay(
+            PREFIX,
+            options=world.options,
+            redis=world.client,
+            sinks=sinks,
+            guards=guards,
+            metrics=metrics,
+            health=Health(),
+            stop=asyncio.Event(),
+            clock=world.clock,
+            token=f"host/{name}",
+        )
+        self.relay.may_acquire = True
+        #: The lease term this replica holds as the world saw it (0: none).
+        self.term = 0
+        #: The term each sweeper was made in.
+        self.sweeper_terms: dict[Sweeper, int] = {}
+        self.task: asyncio.Task[None] | None = None
+
+    def pass_term(self) -> int:
+        """The term of the sweeper whose pass is running (0: none)."""
+        sweeper = self.relay.sweeper
+        return 0 if sweeper is None else self.sweeper_terms.get(sweeper, 0)
+
+    @property
+    def busy(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+    async def keeper_turn(self) -> None:
+        """One turn of the real keeper; the world notes a new term when the lease was taken."""
+        before = await self.world.client.get(self.world.lease_key)
+        await self.relay.keeper_turn(self.relay.lease.ttl_s / 3)
+        after = await self.world.client.get(self.world.lease_key)
+        if after is not None and after.decode() == self.relay.lease.token:
+            if before is None:  # a SET NX took it: a new term
+                self.world.terms += 1
+                self.term = self.world.terms
+            self.world.lease_expires_s = self.relay.lease.sent_s or 0.0
+            self.world.lease_expires_s += LEASE_TTL_S
+        elif not self.relay.active:
+            self.term = 0
+
+    async def one_pass(self) -> None:
+        """What the relay's loop does for one turn: stand by without the lease, else one pass."""
+        relay = self.relay
+        if not relay.lease.held():
+            relay._drop_sweeper()
+            relay._note_lease()
+            return
+        try:
+            sweeper = await relay._started_sweeper()
+            self.sweeper_terms.setdefault(sweeper, self.term)
+            await relay._pass(sweeper, None)
+        except Fenced as fenced:
+            relay._fenced(fenced)
+        except REDIS_ERRORS:
+            relay._drop_sweeper()
+
+
+class World:
+    """One schedule's world: Redis, the engine's writes, the replicas and the receiver."""
+
+    def __init__(self, *, seed: int = 0, batch: int = BATCH, redis_port: int | None = None) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.clock = VirtualClock()
+        self.rng = random.Random(seed)
+        self.step = 0
+        self.terms = 0
+        self.lease_expires_s = float("-inf")
+        self.options = SweepOptions(
+            prefixes=(PREFIX,),
+            batch=batch,
+            max_attempts=MAX_ATTEMPTS,
+            backoff_base_s=0.5,
+            backoff_cap_s=8.0,
+            lease_ttl_s=LEASE_TTL_S,
+            gap_grace_s=2.0,
+            poll_interval_s=1.0,
+            breaker=BreakerPolicy(),
+        )
+        if redis_port is None:
+            server = fakeredis.FakeServer()
+            self.client: aioredis.Redis = fakeredis.FakeAsyncRedis(server=server)
+        else:
+            self.client = aioredis.Redis(port=redis_port)
+            self.run(self.client.flushall())
+        self.ks = Keyspace(PREFIX)
+        self.relay_keys = RelayKeys(self.ks)
+        self.lease_key = self.relay_keys.lease
+        self.receiver = Receiver(self)
+        self.replicas = {name: Replica(self, name) for name in REPLICAS}
+        self.committed: list[Committed] = []
+        self.timers: dict[tuple[str, str], TimerState] = {}
+        #: timer id -> the step at which the engine cancelled or moved it
+        self.retired_timers: dict[str, int] = {}
+        #: every timer id the engine ever armed, with its fire_at
+        self.armed_timers: dict[str, float] = {}
+        #: ids ever seen in a dead-letter hash, and ids an operator purged
+        self.ever_dead: set[str] = set()
+        self.purged: set[str] = set()
+        #: outbox events the engine itself overwrote (a seq reused after a counter reset)
+        self.overwritten: set[str] = set()
+        self.violations: list[str] = []
+        self._counter = 0
+
+    # --- running ------------------------------------------------------------------------------
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    def settle(self) -> None:
+        """Let every runnable task run until all are done or waiting on a hung request."""
+        for _ in range(400):
+            self.loop.run_until_complete(asyncio.sleep(0))
+            if not any(r.busy for r in self.replicas.values()):
+                break
+        self._reap()
+
+    def _reap(self) -> None:
+        for replica in self.replicas.values():
+            task = replica.task
+            if task is not None and task.done():
+                replica.task = None
+                if not task.cancelled() and (exc := task.exception()) is not None:
+                    raise exc
+
+    def close(self) -> None:
+        self.receiver.release_all()
+        for replica in self.replicas.values():
+            if replica.task is not None:
+                replica.task.cancel()
+            if replica.relay._stop_waiter is not None:
+                replica.relay._stop_waiter.cancel()
+        with contextlib.suppress(BaseException):
+            self.settle()
+        self.run(self.client.aclose())
+        self.loop.close()
+
+    # --- helpers ------------------------------------------------------------------------------
+    def fresh(self, stem: str) -> str:
+        self._counter += 1
+        return f"{stem}{self._counter}"
+
+    def entry_id(self, envelope: Envelope) -> str:
+        if envelope.kind == "outbox":
+            event = envelope.body["event"]
+            assert isinstance(event, dict)
+            return str(event["id"])
+        if envelope.kind == "spawn":
+            return str(envelope.ordering_key)
+        return envelope.id
+
+    def entry_seq(self, envelope: Envelope) -> int | None:
+        if envelope.kind == "timer":
+            return None
+        return int(envelope.id.rsplit(":", 1)[1])
+
+    async def dead_ids(self) -> set[str]:
+        """The entry ids parked in the dead-letter hashes now."""
+        found: set[str] = set()
+        for kind in ("spawn", "outbox", "timer"):
+            for raw in (await self.client.hgetall(self.relay_keys.dead(kind))).values():
+                letter = decode_dead_letter(raw)
+                if kind == "timer":
+                    found.add(letter.id)
+                    continue
+                value = orjson.loads(_bytes_from(letter.document, "value"))
+                found.add(str(orjson.loads(value["e"])["id"]) if kind == "outbox" else str(value["c"]))
+        return found
+
+    # --- engine actions -----------------------------------------------------------------------
+    async def commit_outbox(self, target: str) -> str:
+        event = self.fresh("e")
+        seq = int(await self.client.incr(self.ks.outbox_seq))
+        if (old := await self.client.hget(self.ks.outbox, str(seq))) is not None:
+            # A counter reset made the engine overwrite a live entry: its loss is the engine's.
+            self.overwritten.add(str(orjson.loads(orjson.loads(old)["e"])["id"]))
+        await self.client.hset(self.ks.outbox, str(seq), outbox_value(target, event))
+        self.committed.append(Committed("outbox", event, seq, target, self.step))
+        return event
+
+    async def commit_spawn(self) -> str:
+        child = self.fresh("c")
+        seq = int(await self.client.incr(self.ks.spawns_seq))
+        await self.client.hset(self.ks.spawns, str(seq), spawn_value("root", child))
+        self.committed.append(Committed("spawn", child, seq, child, self.step))
+        return child
+
+    async def arm_timer(self, execution: str, path: str, in_s: float) -> None:
+        """ZADD a timer (new, or re-armed earlier or later: its old id is taken back)."""
+        fire_at = round(self.clock.now() + in_s, 3)
+        state = self.timers.get((execution, path))
+        if state is not None and state.fire_at is not None and state.fire_at != fire_at:
+            self.retired_timers.setdefault(timer_id(execution, path, state.fire_at), self.step)
+        await self.client.zadd(self.ks.timers, {timer_member(execution, path): fire_at})
+        self.timers[(execution, path)] = TimerState(execution, path, fire_at)
+        self.armed_timers[timer_id(execution, path, fire_at)] = fire_at
+        # Armed again at a fire_at it had before: the same id is live again.
+        self.retired_timers.pop(timer_id(execution, path, fire_at), None)
+
+    async def cancel_timer(self, execution: str, path: str) -> None:
+        state = self.timers.get((execution, path))
+        removed = await self.client.zrem(self.ks.timers, timer_member(execution, path))
+        if state is not None and state.fire_at is not None and removed:
+            self.retired_timers.setdefault(timer_id(execution, path, state.fire_at), self.step)
+        self.timers[(execution, path)] = TimerState(execution, path, None)
+
+    async def reset_counter(self) -> None:
+        await self.client.set(self.ks.outbox_seq, 0)
+
+    async def jump_counter(self, by: int) -> None:
+        await self.client.incrby(self.ks.outbox_seq, by)
+
+    # --- operator actions ---------------------------------------------------------------------
+    async def replay(self) -> None:
+        await replay_dead_letters(self.client, self.ks)
+
+    async def purge(self) -> None:
+        self.purged |= await self.dead_ids()
+        await purge_dead_letters(self.client, self.ks)
+
+    # --- time and leases ----------------------------------------------------------------------
+    async def advance(self, seconds: float) -> None:
+        """Both clocks move; a lease whose virtual TTL ran out is gone from Redis."""
+        self.clock.epoch_s += seconds
+        self.clock.mono_s += seconds
+        if self.clock.mono_s >= self.lease_expires_s:
+            await self.client.delete(self.lease_key)
+            self.lease_expires_s = float("inf")
+
+    def step_redis_clock(self, seconds: float) -> None:
+        """Redis's clock steps (an NTP step, a failover to a host whose clock differs)."""
+        self.clock.epoch_s += seconds
+
+    async def lose_lease(self) -> None:
+        """The lease key is gone (a failover that lost it, an operator's DEL)."""
+        await self.client.delete(self.lease_key)
+        self.lease_expires_s = float("inf")
+
+    # --- replicas -----------------------------------------------------------------------------
+    def start_pass(self, name: str) -> None:
+        replica = self.replicas[name]
+        if replica.busy:
+            return
+        replica.task = self.loop.create_task(self._observed_pass(replica))
+        self.settle()
+
+    async def _observed_pass(self, replica: Replica) -> None:
+        before = await self.dead_ids()
+        down = self.receiver.down
+        await replica.one_pass()
+        after = await self.dead_ids()
+        self.ever_dead |= after
+        if down and self.receiver.down and after - before:
+            self.violations.append(f"dead letters during a whole-sink outage: {sorted(after - before)}")
+
+    def keeper(self, name: str) -> None:
+        self.run(self.replicas[name].keeper_turn())
+        self.settle()
+
+    def drain(self, rounds: int = 60) -> None:
+        """A healthy sink, one replica, time moving: everything due is delivered or parked."""
+        receiver = self.receiver
+        receiver.down = False
+        receiver.scripted.clear()
+        receiver.hang.clear()
+        quiet = 0
+        for _ in range(rounds):
+            receiver.release_all()
+            self.settle()
+            self.run(self.advance(3.0))
+            for name in self.replicas:
+                self.keeper(name)
+                self.start_pass(name)
+            quiet = quiet + 1 if self.run(self._quiet()) else 0
+            if quiet >= 3:
+                break
+        receiver.release_all()
+        self.settle()
+
+    async def _quiet(self) -> bool:
+        """Nothing left in Redis to deliver and nothing held in memory."""
+        client, ks = self.client, self.ks
+        if await client.hlen(ks.outbox) or await client.hlen(ks.spawns):
+            return False
+        if await client.zcount(ks.timers, "-inf", self.clock.now()):
+            return False
+        return not any(
+            r.busy or (r.relay.sweeper and r.relay.sweeper.held_count()) for r in self.replicas.values()
+        )
