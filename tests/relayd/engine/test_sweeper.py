@@ -297,6 +297,48 @@ async def test_outbox_to_a_child_waits_for_its_pending_spawn(async_client, prefi
     assert [e.body["event"]["id"] for e in outbox_sink.delivered] == ["to-other", "to-kid"]
 
 
+async def test_an_event_to_a_child_whose_spawn_lies_beyond_the_window_waits_for_it(
+    async_client, prefix, seeder, clock
+):
+    """Five spawns, a window of two: the event to the fifth child goes after that child's spawn."""
+    for n in range(5):
+        await seeder.spawn("parent", f"kid{n}")
+    await seeder.outbox("kid4", "to-kid4")
+    sink = MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": sink, "timer": sink}, batch=2)
+
+    await _drain(sweeper)
+
+    order = [e.ordering_key if e.kind == "spawn" else e.body["event"]["id"] for e in sink.delivered]
+    assert order.index("kid4") < order.index("to-kid4")
+
+
+async def test_an_event_to_a_child_waits_while_the_spawn_sink_breaker_is_open(
+    async_client, prefix, seeder, clock
+):
+    """Spawns are not even read while their sink's breaker is open: an event to a child named by
+    a pending spawn still waits, uncharged, and others flow."""
+    await seeder.spawn("parent", "kid")
+    await seeder.outbox("kid", "to-kid")
+    await seeder.outbox("other", "to-other")
+    sink, spawn_sink = MemorySink(), MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": spawn_sink, "timer": sink})
+    await sweeper.start()
+    spawn_lane = next(lane for lane in sweeper.lanes if lane.kind == "spawn")
+    spawn_lane.guard.breaker.state = "open"
+    spawn_lane.guard.breaker.probe_at_s = clock.monotonic() + 1_000
+
+    await sweeper.run_pass()
+    during = [e.body["event"]["id"] for e in sink.delivered]
+    charged = await async_client.hlen(RelayKeys(sweeper.store.keyspace).attempts("outbox"))
+    spawn_lane.guard.breaker.state = "closed"
+    await _drain(sweeper)
+
+    assert (during, charged) == (["to-other"], 0)
+    assert [e.ordering_key for e in spawn_sink.delivered] == ["kid"]
+    assert [e.body["event"]["id"] for e in sink.delivered] == ["to-other", "to-kid"]
+
+
 async def test_metrics_match_deliveries(async_client, prefix, seeder, clock):
     for i in range(5):
         await seeder.outbox(f"t{i}", f"e{i}")
