@@ -61,6 +61,10 @@ TIMER_GATHER_S: Final = 0.005
 CHECKPOINT_EVERY_S: Final = 1.0
 #: Operator pauses are read again at most this often (seconds; the poll interval when shorter).
 PAUSES_READ_EVERY_S: Final = 0.5
+#: While spawns are pending beyond the spawn lane's memory, a pass names their children from the
+#: spawns hash (one HVALS) only while it holds at most this many batches; above it every outbox
+#: event waits for the spawns to drain (a read of the whole hash each pass would grow with it).
+PENDING_SPAWNS_NAMED: Final = 4
 
 
 class Sweeper:
@@ -105,6 +109,8 @@ class Sweeper:
         self._spawns_behind = False
         self._spawns_read = False
         self._pending_children: set[str] = set()
+        # More spawns pending in Redis than one pass may name: every outbox event waits.
+        self._events_wait = False
         # ``may_deliver`` is the lease's local deadline, ``fence`` its token checked by Redis:
         # nothing is sent or acked once either says the lease may be gone (``engine.fencing``).
         self.settle = Settlement(store, metrics=metrics, clock=clock, fence=fence, may_ack=may_deliver)
@@ -174,7 +180,7 @@ class Sweeper:
         now, blocked = self.clock.now(), set[str]()
         for lane in self.lanes:
             hold = self.pauses.hold(lane.kind)
-            if lane.kind in self.parked or hold.whole:
+            if lane.kind in self.parked or hold.whole or (lane.kind == "outbox" and self._events_wait):
                 continue
             picked, _ = choose(lane.held.values(), now=now, limit=1, blocked=blocked | hold.keys)
             if picked and lane.guard.wait_s() is None:
@@ -261,7 +267,8 @@ class Sweeper:
                 result.interrupted = True
                 break
             hold = self.pauses.hold(lane.kind)
-            if not (lane.kind in idle_kinds or lane.kind in self.parked or hold.whole):
+            waits = lane.kind == "outbox" and self._events_wait  # spawns too many to name are pending
+            if not (lane.kind in idle_kinds or lane.kind in self.parked or hold.whole or waits):
                 # a paused lane is neither read nor delivered; a paused target is blocked
                 before = (result.read, result.attempted)
                 await self._run_lane(lane, result, blocked_children | hold.keys)
@@ -274,7 +281,8 @@ class Sweeper:
 
     async def _children_pending(self, lane: Lane, idle_kinds: set[Kind], *, skipped: set[Kind]) -> set[str]:
         """The children named by spawns still pending: those the spawn lane holds, or, while
-        spawns may be pending beyond its memory, every child the spawns hash names (one HVALS).
+        spawns may be pending beyond its memory, every child the spawns hash names (one HVALS,
+        while it holds at most ``PENDING_SPAWNS_NAMED`` batches; above that, every event waits).
 
         The lane is behind unless it read this pass and its reader examined every seq the
         counter allocated with no window read ahead, or the probe found no spawns hash; a lane
@@ -289,10 +297,18 @@ class Sweeper:
             self._spawns_behind = False  # the probe found no spawns hash
         elif lane.kind not in idle_kinds:
             self._spawns_behind = True  # not read: its breaker is open, it is paused, or full
+        self._events_wait = False
         if not self._spawns_behind:
             self._pending_children = held
             return held
-        values = await self.client.hvals(self.store.keyspace.spawns)
+        spawns = self.store.keyspace.spawns
+        if await self.client.hlen(spawns) > self.options.batch * PENDING_SPAWNS_NAMED:
+            # Naming every child would cost a read of the whole hash each pass: events wait
+            # until the spawns drain below the bound (spawns first, as the pass orders them).
+            self._events_wait = True
+            self._pending_children = held
+            return held
+        values = await self.client.hvals(spawns)
         self._pending_children = held | {child for raw in values if (child := child_named(raw)) is not None}
         return self._pending_children
 
