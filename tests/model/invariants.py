@@ -12,7 +12,9 @@ Each check returns the violations it found, one line each; none is the pass.
   ``fire_at`` by Redis's clock.
 - ``terms``: no pass sends for a lease term its replica no longer holds, and no attempt record
   is left for an outbox entry or spawn that is gone.
-- whole-sink outages are checked while they happen (``World._observed_pass``).
+- whole-sink outages are checked while they happen (``World._observed_pass``), and so are pauses:
+  nothing of a paused scope is sent (so no attempt is charged) or dead-lettered by a pass that
+  started at least one pause-watch period after the pause (``World.paused``).
 """
 
 from __future__ import annotations

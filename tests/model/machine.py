@@ -19,6 +19,15 @@ from model.world import REPLICAS, Answer, World
 TARGETS = ("t1", "t2")
 EXECUTIONS = ("x1", "x2")
 ANSWERS: tuple[Answer, ...] = ("retry", "retry_after", "permanent")
+#: What an operator pauses as a whole: ``(kind, sink)`` selectors, ``None`` for each left out
+#: (the sink ``model`` is every kind's; both ``None``: the whole prefix).
+PAUSED_LANES: tuple[tuple[str | None, str | None], ...] = (
+    ("outbox", None),
+    ("spawn", None),
+    ("timer", None),
+    (None, "model"),
+    (None, None),
+)
 
 
 class Schedules(RuleBasedStateMachine):
@@ -97,6 +106,23 @@ class Schedules(RuleBasedStateMachine):
     @rule()
     def purge(self) -> None:
         self._run(self.world.purge())
+
+    @precondition(lambda self: self.allows("pause"))
+    @rule(lane=st.sampled_from(PAUSED_LANES))
+    def pause(self, lane: tuple[str | None, str | None]) -> None:
+        self._run(self.world.pause(*lane, None))
+
+    @precondition(lambda self: self.allows("pause"))
+    @rule(key=st.sampled_from((TARGETS[0], EXECUTIONS[0])))
+    def pause_target(self, key: str) -> None:
+        self._run(self.world.pause(None, None, key))
+
+    @precondition(lambda self: bool(self.world.pauses))
+    @precondition(lambda self: self.allows("resume"))
+    @rule(which=st.integers(0, 3))
+    def resume(self, which: int) -> None:
+        scopes = sorted(self.world.pauses)
+        self._run(self.world.resume(scopes[which % len(scopes)]))
 
     # --- the receiver -------------------------------------------------------------------------
     @precondition(lambda self: bool(self.world.committed or self.world.armed_timers))

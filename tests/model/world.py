@@ -39,7 +39,7 @@ from relayd.engine.options import SweepOptions
 from relayd.engine.prefix_relay import PrefixRelay
 from relayd.engine.redis_errors import REDIS_ERRORS
 from relayd.engine.sink_guard import guards_for
-from relayd.engine.sweeper import Sweeper
+from relayd.engine.sweeper import PAUSES_READ_EVERY_S, Sweeper
 from relayd.envelope import Envelope, Kind
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
@@ -47,6 +47,7 @@ from relayd.sinks.base import DELIVERED, Delivered, Outcome, Permanent, ReadyByR
 from relayd.sinks.per_key import HELD_BACK
 from relayd.state.deadletters import _bytes_from, decode_dead_letter, purge_dead_letters, replay_dead_letters
 from relayd.state.keys import RelayKeys
+from relayd.state.pauses import Pause, pause, resume
 from store import Keyspace, timer_member
 
 T = TypeVar("T")
@@ -185,6 +186,12 @@ class ModelSink(ReadyByReason):
             if key is not None and key in failed:  # never past an undelivered entry of its key
                 outcomes.append(Retry(error=HELD_BACK))
                 continue
+            held = world.paused(envelope.kind, key, since_s=self.replica.pass_started_s)
+            if held is not None:
+                world.violations.append(
+                    f"{envelope.kind} {world.entry_id(envelope)} sent at step {world.step}"
+                    f" while {held.describe()} was paused"
+                )
             answer = receiver.answer(envelope)
             outcome = _OUTCOMES[answer]
             if not isinstance(outcome, Delivered) and key is not None:
@@ -239,6 +246,8 @@ class Replica:
         #: The term each sweeper was made in.
         self.sweeper_terms: dict[Sweeper, int] = {}
         self.task: asyncio.Task[None] | None = None
+        #: When its current (or last) pass started (virtual monotonic s).
+        self.pass_started_s = float("-inf")
 
     def pass_term(self) -> int:
         """The term of the sweeper whose pass is running (0: none)."""
@@ -324,6 +333,10 @@ class World:
         #: outbox events the engine itself overwrote (a seq reused after a counter reset)
         self.overwritten: set[str] = set()
         self.violations: list[str] = []
+        #: operator pauses in force: scope -> (the pause, the virtual monotonic time it was made)
+        self.pauses: dict[str, tuple[Pause, float]] = {}
+        #: a pause is obeyed by every pass started this long after it (the pause watch's period)
+        self.pause_read_every_s = min(PAUSES_READ_EVERY_S, self.options.poll_interval_s)
         self._counter = 0
 
     # --- running ------------------------------------------------------------------------------
@@ -441,6 +454,38 @@ class World:
         self.purged |= await self.dead_ids()
         await purge_dead_letters(self.client, self.ks)
 
+    async def pause(self, kind: str | None, sink: str | None, target: str | None) -> None:
+        """``relayd pause`` of a scope (the real state code); a scope paused already stays paused
+        since its first pause."""
+        wanted = Pause(kind, sink, target, by="model", reason="model")
+        await pause(self.client, self.ks, wanted, command="pause", source="model")
+        self.pauses.setdefault(wanted.scope, (wanted, self.clock.monotonic()))
+
+    async def resume(self, scope: str) -> None:
+        wanted, _ = self.pauses.pop(scope)
+        await resume(self.client, self.ks, wanted, command="resume", source="model")
+
+    def paused(self, kind: str, key: str | None, *, since_s: float) -> Pause | None:
+        """The pause in force that every pass started at ``since_s`` (monotonic) obeys and that
+        holds an entry of ``kind`` with ordering key ``key``, if any."""
+        for wanted, made_s in self.pauses.values():
+            if since_s < made_s + self.pause_read_every_s:
+                continue
+            if wanted.kind not in (None, kind) or wanted.sink not in (None, "model"):
+                continue
+            if wanted.target is None or wanted.target == key:
+                return wanted
+        return None
+
+    def scope_of(self, entry_id: str) -> tuple[str, str | None]:
+        """The kind and ordering key of an entry by its id (as ``dead_ids`` names it)."""
+        if entry_id.startswith("timeout:"):
+            return "timer", entry_id.split(":")[1]
+        for entry in self.committed:
+            if entry.id == entry_id:
+                return entry.kind, entry.key
+        return "outbox", None
+
     # --- time and leases ----------------------------------------------------------------------
     async def advance(self, seconds: float) -> None:
         """Both clocks move; a lease whose virtual TTL ran out is gone from Redis."""
@@ -470,11 +515,16 @@ class World:
     async def _observed_pass(self, replica: Replica) -> None:
         before = await self.dead_ids()
         down = self.receiver.down
+        replica.pass_started_s = started_s = self.clock.monotonic()
         await replica.one_pass()
         after = await self.dead_ids()
         self.ever_dead |= after
         if down and self.receiver.down and after - before:
             self.violations.append(f"dead letters during a whole-sink outage: {sorted(after - before)}")
+        for entry_id in sorted(after - before):
+            kind, key = self.scope_of(entry_id)
+            if (held := self.paused(kind, key, since_s=started_s)) is not None:
+                self.violations.append(f"{kind} {entry_id} dead-lettered while {held.describe()} was paused")
 
     def keeper(self, name: str) -> None:
         self.run(self.replicas[name].keeper_turn())
@@ -483,6 +533,8 @@ class World:
     def drain(self, rounds: int = 60) -> None:
         """A healthy sink, one replica, time moving: everything due is delivered or parked."""
         receiver = self.receiver
+        for scope in list(self.pauses):
+            self.run(self.resume(scope))
         receiver.down = False
         receiver.scripted.clear()
         receiver.hang.clear()
