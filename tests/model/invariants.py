@@ -127,7 +127,7 @@ async def check(world: World) -> list[str]:
         for ref in await client.hkeys(world.relay_keys.attempts(kind)):
             stray += not await client.hexists(live_key, ref)
     # Timers are left out: the record of a held timer the engine moved while its replica lost the
-    # lease stays behind (harmless: no read returns that id again); see the report of issue 34.
+    # lease stays behind (harmless: no read returns that id again).
     return [
         *world.violations,
         *nothing_lost(world, dead, live),

@@ -34,8 +34,8 @@ class Schedules(RuleBasedStateMachine):
     """One world per schedule; ``redis_port`` (a class attribute) runs it on a real redis-server."""
 
     redis_port: int | None = None
-    #: Actions left out of the schedules: each meets a case of issue 34 not fixed yet, which its
-    #: regression test records (``tests/model/test_regressions*.py``).
+    #: Actions left out of the schedules: each meets a broken promise not fixed yet, which its
+    #: regression test records (``tests/model/test_regressions.py``, marked xfail).
     off: frozenset[str] = frozenset({"reset_counter"})
     #: When set, only these actions (a regression hunt for one case).
     only: frozenset[str] | None = None

@@ -1,5 +1,6 @@
-"""Issue 34's cases as the model found them: each a schedule of ``model.machine.Schedules``,
-replayed step by step; its teardown drains and checks every invariant (``model.invariants``).
+"""The broken promises where features meet, as the model found them: each a schedule of
+``model.machine.Schedules``, replayed step by step; its teardown drains and checks every
+invariant (``model.invariants``).
 
 Each would fail on the code before its fix; the cases not fixed yet are marked ``xfail``
 (strict: the mark must go when the fix lands).
@@ -81,7 +82,7 @@ def test_case_3_spawns_beyond_the_window_hold_back_events_to_their_children() ->
     state.teardown()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 34 case 5: not fixed yet")
+@pytest.mark.xfail(strict=True, reason="entries below the frontier: not fixed yet")
 def test_case_5_entries_below_the_frontier_keep_their_order() -> None:
     """The engine's counter is reset: the entries committed after it are found by the
     reconcile scan in hash order, a later one of the target first."""
