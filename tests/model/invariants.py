@@ -12,7 +12,10 @@ Each check returns the violations it found, one line each; none is the pass.
   ``fire_at`` by Redis's clock.
 - ``terms``: no pass sends for a lease term its replica no longer holds, and no attempt record
   is left for an outbox entry or spawn that is gone.
-- whole-sink outages are checked while they happen (``World._observed_pass``), and so are pauses:
+- whole-sink outages are checked while they happen (``World._observed_pass``): a sink down, or
+  refusing every entry with the same answer about itself from several targets at once,
+  dead-letters nothing; entries a sink left unsent because the lease may have expired neither
+  open its breaker nor are charged an attempt. So are pauses:
   nothing of a paused scope is sent (so no attempt is charged) or dead-lettered by a pass that
   started at least one pause-watch period after the pause (``World.paused``).
 """

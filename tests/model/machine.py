@@ -140,6 +140,24 @@ class Schedules(RuleBasedStateMachine):
         self.world.step += 1
         self.world.receiver.down = down
 
+    @precondition(lambda self: self.allows("sink_refuses"))
+    @rule(refusing=st.booleans())
+    def sink_refuses(self, refusing: bool) -> None:
+        """Every entry gets the same refusal about the sink itself (a 401), or no longer."""
+        self.world.step += 1
+        receiver = self.world.receiver
+        receiver.refusing = refusing
+        if not refusing:
+            receiver.refused_together.clear()
+
+    @precondition(lambda self: self.allows("lease_lapses_in_request"))
+    @rule(replica=st.sampled_from(REPLICAS), sent=st.integers(0, 3))
+    def lease_lapses_in_request(self, replica: str, sent: int) -> None:
+        """The replica's next request sends ``sent`` entries, then its sink finds the lease may
+        have expired and leaves the rest unsent (``Retry(error=NOT_SENT)``)."""
+        self.world.step += 1
+        self.world.receiver.lapse[replica] = sent
+
     @precondition(lambda self: self.allows("hang_next_request"))
     @rule(replica=st.sampled_from(REPLICAS))
     def hang_next_request(self, replica: str) -> None:

@@ -131,3 +131,45 @@ def test_case_6_replay_onto_a_live_seq_keeps_the_dead_letter() -> None:
     state.commit_outbox(to="t2")
     state.replay()
     state.teardown()
+
+
+def test_case_10_the_same_refusal_from_every_target_dead_letters_nothing() -> None:
+    """The sink answers 401 (about itself) to every entry, for two targets at once: an outage of
+    the sink, not two poison entries; nothing is dead-lettered, all is delivered once it recovers."""
+    state = Schedules()
+    state.first_replica_active()
+    state.commit_outbox(to="t1")
+    state.commit_outbox(to="t2")
+    state.sink_refuses(refusing=True)
+    state.run_pass(replica="A")
+    state.advance(seconds=7.0)
+    state.keeper(replica="A")
+    state.run_pass(replica="A")
+    state.sink_refuses(refusing=False)
+    state.teardown()
+
+
+def test_case_7_entries_not_sent_for_the_lease_do_not_open_the_breaker() -> None:
+    """Three times the sink finds the lease may have expired before sending anything: the heads
+    of two targets left unsent each time (six entries, enough to open it as failures). Not the
+    sink's failure: its breaker stays closed."""
+    state = Schedules()
+    state.first_replica_active()
+    for to in ("t1", "t2", "t1", "t2"):
+        state.commit_outbox(to=to)
+    for _ in range(3):
+        state.lease_lapses_in_request(replica="A", sent=0)
+        state.run_pass(replica="A")
+    state.teardown()
+
+
+def test_case_7_an_entry_not_sent_for_the_lease_is_charged_no_attempt() -> None:
+    """The sink sends one entry and leaves the next unsent for the lease: no attempt is charged
+    for it (none was made)."""
+    state = Schedules()
+    state.first_replica_active()
+    state.commit_outbox(to="t1")
+    state.commit_outbox(to="t2")
+    state.lease_lapses_in_request(replica="A", sent=1)
+    state.run_pass(replica="A")
+    state.teardown()

@@ -45,6 +45,9 @@ from relayd.health import Health
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Delivered, Outcome, Permanent, ReadyByReason, Retry
 from relayd.sinks.per_key import HELD_BACK
+from relayd.sinks.sending import NOT_SENT
+from relayd.sinks.webhook.http_policy import WHOLESALE_HINTS
+from relayd.state.attempts import decode_record
 from relayd.state.deadletters import _bytes_from, decode_dead_letter, purge_dead_letters, replay_dead_letters
 from relayd.state.keys import RelayKeys
 from relayd.state.pauses import Pause, pause, resume
@@ -119,13 +122,30 @@ def timer_id(execution: str, path: str, fire_at: float) -> str:
     return f"timeout:{execution}:{path}:{fire_at}"
 
 
+#: What the sink answers for every entry while it refuses them all (``Receiver.refusing``), as the
+#: webhook sink reports a 401: a permanent answer marked as one about the sink itself.
+REFUSAL = Permanent("http 401", wholesale=WHOLESALE_HINTS[401])
+
+
 class Receiver:
     """What every replica's sink talks to: it answers per entry and per request, and keeps the
-    ledger. ``down``: every request fails (the whole sink is out)."""
+    ledger. ``down``: every request fails (the whole sink is out). ``refusing``: every entry
+    gets the same permanent refusal about the sink (a secret rotated on one side only)."""
 
     def __init__(self, world: World) -> None:
         self.world = world
         self.down = False
+        self.refusing = False
+        #: ids whose last refusal came in a request that carried several targets (an outage)
+        self.refused_together: set[str] = set()
+        #: replica -> how many entries its next request sends before its lease may have expired
+        #: (the rest come back ``Retry(error=NOT_SENT)``, unsent)
+        self.lapse: dict[str, int] = {}
+        #: every entry a sink left unsent for the lease: (replica, kind, attempt ref, entry id)
+        self.not_sent: list[tuple[str, Kind, str, str]] = []
+        #: replica -> requests of its sink that failed for the sink's own reasons (down, a retry
+        #: answered, a refusal)
+        self.failures: dict[str, int] = {}
         #: entry id -> answers still to give it, in order (then ``ok``)
         self.scripted: dict[str, list[Answer]] = {}
         #: replicas whose next request hangs until ``release``
@@ -174,15 +194,24 @@ class ModelSink(ReadyByReason):
 
     async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         receiver, world = self.receiver, self.receiver.world
-        hung = self.replica.name in receiver.hang
-        receiver.hang.discard(self.replica.name)
+        name = self.replica.name
+        hung = name in receiver.hang
+        receiver.hang.discard(name)
+        lapse = receiver.lapse.pop(name, None)
         if receiver.down:
+            receiver.failures[name] = receiver.failures.get(name, 0) + 1
             raise ConnectionError("model: the sink is down")
         term, holder_term = self.replica.pass_term(), self.replica.term
         outcomes: list[Outcome] = []
         failed: set[str] = set()
-        for envelope in batch:
+        refused: dict[str, str] = {}  # id -> target, of the entries refused in this request
+        for index, envelope in enumerate(batch):
             key = envelope.ordering_key
+            if lapse is not None and index >= lapse:  # the lease may have expired: not sent
+                outcomes.append(Retry(error=NOT_SENT))
+                ref, entry_id = world.attempt_ref(envelope), world.entry_id(envelope)
+                receiver.not_sent.append((name, envelope.kind, ref, entry_id))
+                continue
             if key is not None and key in failed:  # never past an undelivered entry of its key
                 outcomes.append(Retry(error=HELD_BACK))
                 continue
@@ -192,8 +221,14 @@ class ModelSink(ReadyByReason):
                     f"{envelope.kind} {world.entry_id(envelope)} sent at step {world.step}"
                     f" while {held.describe()} was paused"
                 )
-            answer = receiver.answer(envelope)
-            outcome = _OUTCOMES[answer]
+            answer: str
+            outcome: Outcome
+            if receiver.refusing:
+                answer, outcome = "refused", REFUSAL
+                refused[world.entry_id(envelope)] = key if key is not None else envelope.id
+            else:
+                answer = receiver.answer(envelope)
+                outcome = _OUTCOMES[answer]
             if not isinstance(outcome, Delivered) and key is not None:
                 failed.add(key)
             outcomes.append(outcome)
@@ -211,6 +246,12 @@ class ModelSink(ReadyByReason):
                     answer=answer,
                 )
             )
+        if len(set(refused.values())) > 1:
+            receiver.refused_together |= set(refused)
+        else:
+            receiver.refused_together -= set(refused)
+        if refused or any(isinstance(o, Retry) and o.error.startswith("model:") for o in outcomes):
+            receiver.failures[name] = receiver.failures.get(name, 0) + 1
         if hung:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             receiver.hung.append(waiter)
@@ -228,6 +269,8 @@ class Replica:
         sinks: dict[Kind, ModelSink] = {"spawn": self.sink, "outbox": self.sink, "timer": self.sink}
         metrics = RelayMetrics(CollectorRegistry())
         guards = guards_for(sinks, policy=world.options.breaker, metrics=metrics, clock=world.clock)
+        #: The one guard of its sink (every kind's): its breaker.
+        self.guard = guards["outbox"]
         self.relay = PrefixRelay(
             PREFIX,
             options=world.options,
@@ -390,6 +433,20 @@ class World:
             return None
         return int(envelope.id.rsplit(":", 1)[1])
 
+    def attempt_ref(self, envelope: Envelope) -> str:
+        """The field of an entry's attempt record: its seq, or a timer's event id."""
+        seq = self.entry_seq(envelope)
+        return envelope.id if seq is None else str(seq)
+
+    async def attempt_counts(self) -> dict[tuple[str, str], int]:
+        """(kind, ref) -> the failed attempts recorded in Redis."""
+        counts: dict[tuple[str, str], int] = {}
+        for kind in ("spawn", "outbox", "timer"):
+            for ref, raw in (await self.client.hgetall(self.relay_keys.attempts(kind))).items():
+                record = decode_record(raw)
+                counts[(kind, ref.decode())] = record.attempts if record is not None else 0
+        return counts
+
     async def dead_ids(self) -> set[str]:
         """The entry ids parked in the dead-letter hashes now."""
         found: set[str] = set()
@@ -513,14 +570,33 @@ class World:
         self.settle()
 
     async def _observed_pass(self, replica: Replica) -> None:
+        receiver, name, breaker = self.receiver, replica.name, replica.guard.breaker
         before = await self.dead_ids()
-        down = self.receiver.down
+        attempts_before = await self.attempt_counts()
+        down, refusing = receiver.down, receiver.refusing
+        closed, failures = breaker.state == "closed", receiver.failures.get(name, 0)
+        ledger_from, not_sent_from = len(receiver.ledger), len(receiver.not_sent)
         replica.pass_started_s = started_s = self.clock.monotonic()
         await replica.one_pass()
         after = await self.dead_ids()
         self.ever_dead |= after
-        if down and self.receiver.down and after - before:
+        if down and receiver.down and after - before:
             self.violations.append(f"dead letters during a whole-sink outage: {sorted(after - before)}")
+        if refusing and receiver.refusing and (after - before) & receiver.refused_together:
+            parked = sorted((after - before) & receiver.refused_together)
+            self.violations.append(f"dead letters during a whole-sink refusal (several targets): {parked}")
+        if closed and breaker.state != "closed" and receiver.failures.get(name, 0) == failures:
+            self.violations.append(
+                f"{name}'s breaker opened at step {self.step} with no failure of the sink"
+                f" (entries not sent for the lease counted): {breaker.reason}"
+            )
+        sent = {r.id for r in receiver.ledger[ledger_from:] if r.replica == name}
+        attempts_after = await self.attempt_counts()
+        for who, unsent, ref, entry_id in receiver.not_sent[not_sent_from:]:
+            record = (unsent, ref)
+            charged = attempts_after.get(record, 0) > attempts_before.get(record, 0)
+            if who == name and entry_id not in sent and charged:
+                self.violations.append(f"an attempt charged to {unsent} {entry_id}, not sent for the lease")
         for entry_id in sorted(after - before):
             kind, key = self.scope_of(entry_id)
             if (held := self.paused(kind, key, since_s=started_s)) is not None:
@@ -535,7 +611,8 @@ class World:
         receiver = self.receiver
         for scope in list(self.pauses):
             self.run(self.resume(scope))
-        receiver.down = False
+        receiver.down = receiver.refusing = False
+        receiver.lapse.clear()
         receiver.scripted.clear()
         receiver.hang.clear()
         quiet = 0
