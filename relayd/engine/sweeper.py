@@ -62,9 +62,9 @@ CHECKPOINT_EVERY_S: Final = 1.0
 #: Operator pauses are read again at most this often (seconds; the poll interval when shorter).
 PAUSES_READ_EVERY_S: Final = 0.5
 #: While spawns are pending beyond the spawn lane's memory, a pass names their children from the
-#: spawns hash (one HVALS) only while it holds at most this many batches; above it every outbox
-#: event waits for the spawns to drain (a read of the whole hash each pass would grow with it).
-PENDING_SPAWNS_NAMED: Final = 4
+#: spawns hash (one HVALS) only while it holds at most this many spawns; above it every outbox
+#: event waits for the spawns to drain (a read of a hash of any size each pass would grow with it).
+PENDING_SPAWNS_NAMED = 10_000
 
 
 class Sweeper:
@@ -282,7 +282,7 @@ class Sweeper:
     async def _children_pending(self, lane: Lane, idle_kinds: set[Kind], *, skipped: set[Kind]) -> set[str]:
         """The children named by spawns still pending: those the spawn lane holds, or, while
         spawns may be pending beyond its memory, every child the spawns hash names (one HVALS,
-        while it holds at most ``PENDING_SPAWNS_NAMED`` batches; above that, every event waits).
+        while it holds at most ``PENDING_SPAWNS_NAMED`` spawns; above that, every event waits).
 
         The lane is behind unless it read this pass and its reader examined every seq the
         counter allocated with no window read ahead, or the probe found no spawns hash; a lane
@@ -302,7 +302,7 @@ class Sweeper:
             self._pending_children = held
             return held
         spawns = self.store.keyspace.spawns
-        if await self.client.hlen(spawns) > self.options.batch * PENDING_SPAWNS_NAMED:
+        if await self.client.hlen(spawns) > PENDING_SPAWNS_NAMED:
             # Naming every child would cost a read of the whole hash each pass: events wait
             # until the spawns drain below the bound (spawns first, as the pass orders them).
             self._events_wait = True

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
+from relayd.engine import sweeper as sweeper_module
 from relayd.engine.options import SweepOptions
-from relayd.engine.sweeper import PENDING_SPAWNS_NAMED, Sweeper
+from relayd.engine.sweeper import Sweeper
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry
 from relayd.sinks.memory import MemorySink
@@ -340,12 +341,13 @@ async def test_an_event_to_a_child_waits_while_the_spawn_sink_breaker_is_open(
 
 
 async def test_every_event_waits_while_more_spawns_are_pending_than_a_pass_may_name(
-    async_client, prefix, seeder, clock
+    async_client, prefix, seeder, clock, monkeypatch
 ):
-    """Spawn sink down, more spawns pending than ``PENDING_SPAWNS_NAMED`` batches: no event goes
-    (none is charged), since naming every child would read the whole hash each pass; once the
-    spawns flow, they go first and the events follow."""
-    for n in range(PENDING_SPAWNS_NAMED * 2 + 1):
+    """Spawn sink down, more spawns pending than ``PENDING_SPAWNS_NAMED``: no event goes (none is
+    charged), since naming every child would read the whole hash each pass; once the spawns
+    flow, they go first and the events follow."""
+    monkeypatch.setattr(sweeper_module, "PENDING_SPAWNS_NAMED", 8)
+    for n in range(9):
         await seeder.spawn("parent", f"kid{n}")
     await seeder.outbox("other", "to-other")
     sink, spawn_sink = MemorySink(), MemorySink()
@@ -364,7 +366,7 @@ async def test_every_event_waits_while_more_spawns_are_pending_than_a_pass_may_n
     await _drain(sweeper)
 
     assert (during, charged) == ([], 0)
-    assert len(spawn_sink.delivered) == PENDING_SPAWNS_NAMED * 2 + 1
+    assert len(spawn_sink.delivered) == 9
     assert [e.body["event"]["id"] for e in sink.delivered] == ["to-other"]
 
 
