@@ -6,6 +6,8 @@ Locally a test may skip when the machine lacks what it needs (no ``redis-server`
 way the run must fail, not go green with fewer tests. One rule for every skip, wherever it is
 raised (``pytest.skip``, a ``skipif`` mark, a fixture, a module), instead of a check at each call
 site; an ``xfail`` called at run time (not a mark) gives up on a test the same way and counts alike.
+An ``xfail`` mark may only meet a failed assertion there: a connection refused (a server that is
+not running) under an ``xfail`` mark fails too, so a mark cannot hide a missing server.
 """
 
 from __future__ import annotations
@@ -35,8 +37,18 @@ def _fail_skip(report: Any) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and in_ci() and _gave_up(item, report):
+    if not (report.skipped and in_ci()):
+        return
+    if _gave_up(item, report):
         _fail_skip(report)
+    elif call.excinfo is not None and not call.excinfo.errisinstance(AssertionError):
+        # An xfail mark expects a broken promise (a failed assertion), not a server that is
+        # missing or refused: that error must not pass as the expected failure.
+        report.outcome = "failed"
+        report.longrepr = (
+            "an xfail mark met an error, not a failed assertion, under CI: "
+            f"{call.excinfo.typename}: {call.excinfo.value}"
+        )
 
 
 def _gave_up(item: pytest.Item, report: Any) -> bool:
