@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Modules that decide (data and ``now`` in, data out): no Redis, no logging, no clock.
 PURE_MODULES = [
     "relayd/engine/plan.py",
+    "relayd/sinks/request_chunks.py",
     "relayd/engine/backoff.py",
     "relayd/engine/ordering.py",
     "relayd/engine/shares.py",

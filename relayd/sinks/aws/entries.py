@@ -124,25 +124,6 @@ def lanes_of(keys: Sequence[str | None], lanes: int) -> list[list[int]]:
     return [lane for lane in spread if lane]
 
 
-def chunks(
-    indexes: Sequence[int], sizes: Sequence[int], *, max_entries: int, max_bytes: int
-) -> list[list[int]]:
-    """Split ``indexes`` (in order) into requests of at most ``max_entries`` and ``max_bytes``."""
-    out: list[list[int]] = []
-    current: list[int] = []
-    used = 0
-    for index in indexes:
-        size = sizes[index]
-        if current and (len(current) >= max_entries or used + size > max_bytes):
-            out.append(current)
-            current, used = [], 0
-        current.append(index)
-        used += size
-    if current:
-        out.append(current)
-    return out
-
-
 def queue_size(columns: Columns, index: int) -> int:
     """Bytes an SQS/SNS message counts against its limits: body and attributes."""
     size = len(columns.bodies[index]) + len(columns.ids[index]) + len(columns.kind) + ATTRIBUTE_OVERHEAD

@@ -58,7 +58,6 @@ from relayd.sinks.aws.entries import (
     Claim,
     Columns,
     batch_reply_outcomes,
-    chunks,
     claim_key,
     claimed_size,
     is_throttling,
@@ -74,6 +73,7 @@ from relayd.sinks.aws.entries import (
 from relayd.sinks.aws.target import AwsTarget, Service, parse_aws_target
 from relayd.sinks.base import DELIVERED, Delivered, Outcome, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.per_key import HELD_BACK
+from relayd.sinks.request_chunks import chunks
 from relayd.sinks.spec import SinkSpec
 
 #: Requests in flight at once per batch (each lane sends its requests one after another).

@@ -48,6 +48,7 @@ from relayd.sinks.base import DELIVERED, Outcome, Permanent, ReadyByReason, Retr
 from relayd.sinks.cloud_event_envelope import STRUCTURED_CONTENT_TYPE, Rendered
 from relayd.sinks.gcp.target import PubSubTarget, ordering_key, parse_pubsub_target, topic_ok
 from relayd.sinks.per_key import HELD_BACK
+from relayd.sinks.request_chunks import chunks
 from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import SinkSpec
 
@@ -191,7 +192,8 @@ class PubSubSink(ReadyByReason):
     ) -> None:
         """One topic's requests in order; entries of a key that failed earlier are held back."""
         failed: set[str] = set()
-        for chunk in _chunks(indexes, messages):
+        sizes = {index: _size(messages[index]) for index in indexes}
+        for chunk in chunks(indexes, sizes, max_entries=MAX_MESSAGES, max_bytes=MAX_REQUEST_BYTES):
             sending = [i for i in chunk if keys[i] is None or keys[i] not in failed]
             if not sending:
                 continue
@@ -271,23 +273,6 @@ def _size(message: Any) -> int:
     """Bytes a message counts against the request limit: data, attributes, ordering key."""
     attributes = sum(len(k) + len(v) for k, v in message.attributes.items())
     return len(message.data) + attributes + len(message.ordering_key) + MESSAGE_OVERHEAD
-
-
-def _chunks(indexes: list[int], messages: list[Any]) -> list[list[int]]:
-    """``indexes`` in order, cut into requests of at most ``MAX_MESSAGES`` and ``MAX_REQUEST_BYTES``."""
-    out: list[list[int]] = []
-    current: list[int] = []
-    used = 0
-    for index in indexes:
-        size = _size(messages[index])
-        if current and (len(current) >= MAX_MESSAGES or used + size > MAX_REQUEST_BYTES):
-            out.append(current)
-            current, used = [], 0
-        current.append(index)
-        used += size
-    if current:
-        out.append(current)
-    return out
 
 
 def _status(exc: Any) -> str:

@@ -21,7 +21,6 @@ from relayd.inflight import InFlight
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec, resolve_sink
 from relayd.sinks.aws.entries import (
     batch_reply_outcomes,
-    chunks,
     claim_key,
     fifo_token,
     kinesis_reply_outcomes,
@@ -30,6 +29,7 @@ from relayd.sinks.aws.entries import (
 from relayd.sinks.aws.sink import KinesisSink, SnsSink, SqsSink
 from relayd.sinks.aws.target import parse_aws_target
 from relayd.sinks.per_key import HELD_BACK
+from relayd.sinks.request_chunks import chunks
 
 from .conftest import outbox, timer
 
