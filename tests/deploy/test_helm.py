@@ -32,6 +32,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from support.binaries import require_binaries
+from support.cli_help import relayd_env_vars
 from support.ports import free_port
 from support.processes import end_process
 from support.redis_server import start_redis_server
@@ -318,22 +319,6 @@ def test_keda_and_hpa_together_are_refused() -> None:
 
 
 # --- options and secrets ------------------------------------------------------------------------
-
-
-def relayd_env_vars() -> set[str]:
-    """Every RELAYD_* variable the real CLI reads, from ``relayd sweep --help``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYD_")}
-    env |= {"COLUMNS": "400", "NO_COLOR": "1", "TERM": "dumb"}
-    result = subprocess.run(
-        [sys.executable, "-m", "relayd", "sweep", "--help"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    return set(re.findall(r"RELAYD_[A-Z0-9_]+", result.stdout))
 
 
 def test_every_relayd_variable_the_chart_sets_is_a_real_option() -> None:
