@@ -124,7 +124,8 @@ class Lease:
     async def acquire(self) -> bool:
         """Take the lease if it is free, in a new term; returns whether we hold it."""
         sent = self._monotonic()
-        candidate = self._unconfirmed or f"{self.member}{TERM_SEPARATOR}{secrets.token_hex(4)}"
+        retried = self._unconfirmed  # a SET NX whose reply was lost: it may have landed
+        candidate = retried or f"{self.member}{TERM_SEPARATOR}{secrets.token_hex(4)}"
         self._unconfirmed = candidate
         if await self._client.set(self._key, candidate, nx=True, px=self._ttl_ms):
             self._unconfirmed = None
@@ -132,8 +133,10 @@ class Lease:
             self._valid_until, self.sent_s = sent + self._valid_s, sent
             return True
         self._unconfirmed = None
-        # Ours already (an acquire whose reply was lost, or a term we still hold): extend it.
-        for token in dict.fromkeys((candidate, self.token)):
+        # Ours already (an acquire whose reply was lost, or a term we still hold): extend it. A
+        # fresh candidate or a member token that never held a term cannot be the lease's value.
+        ours = [t for t in (retried, self.token) if t is not None and t != self.member]
+        for token in dict.fromkeys(ours):
             self.token = token
             if await self.renew():
                 return True

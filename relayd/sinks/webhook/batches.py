@@ -86,11 +86,11 @@ async def send_lane(
             for index in request:
                 outcomes[index] = outcome
             return  # the rest of the lane stays held back: its keys' order holds
-        start, end, outcome, halves_delivered = await _first_refused(request, outcome, send, outcomes)
+        start, end, outcome, halves_delivered, found = await _first_refused(request, outcome, send, outcomes)
         delivered_any |= halves_delivered
         for index in request[start:end]:
             outcomes[index] = outcome
-        if end - start > 1:  # the receiver stopped answering about the content: not one entry
+        if not found:  # the receiver stopped answering about the content: not one entry's fault
             return
         isolated += 1
         refused_key = keys[request[start]]
@@ -101,9 +101,11 @@ async def send_lane(
 
 async def _first_refused(
     request: list[int], outcome: Outcome, send: SendRequest, outcomes: list[Outcome]
-) -> tuple[int, int, Outcome, bool]:
+) -> tuple[int, int, Outcome, bool, bool]:
     """Halve ``request`` (refused whole with ``outcome``) down to its first refused entry: its
-    slice ``[start, end)`` in ``request``, the refusal, and whether a half was delivered."""
+    slice ``[start, end)`` in ``request``, the refusal, whether a half was delivered, and whether
+    that one entry was found (False: a half met an answer not about its content, such as a 429
+    or a 503, which then stands for the slice it was sent with)."""
     start, end, delivered = 0, len(request), False
     while end - start > 1:
         middle = start + (end - start) // 2
@@ -114,6 +116,6 @@ async def _first_refused(
             start, delivered = middle, True  # the refused entry is in the other half
             continue
         if not split:
-            return start, middle, half_outcome, delivered
+            return start, middle, half_outcome, delivered, False
         end, outcome = middle, half_outcome
-    return start, end, outcome, delivered
+    return start, end, outcome, delivered, True

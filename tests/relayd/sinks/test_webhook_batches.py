@@ -162,6 +162,29 @@ async def test_case_1_a_request_refused_for_one_entry_is_split_until_that_entry_
     assert len(posted) <= 2 + 5 + 2  # the two requests, the halving (log2 20), the rest re-formed
 
 
+async def test_case_1_a_throttle_met_while_halving_stops_the_lane_and_blames_no_entry() -> None:
+    """500 to the whole request and its first half, then 429 to one entry: the 429 is the
+    receiver's state, not that entry's content, so it is Retry for that entry alone and the rest
+    of the lane is held back, with no request after it."""
+    batch = [outbox("wb", seq, f"t{seq}") for seq in range(1, 5)]
+    posted: list[list[int]] = []
+
+    async def receive(request: web.Request) -> web.Response:
+        seqs = [e["seq"] for e in orjson.loads(await request.read())["data"]]
+        posted.append(seqs)
+        return web.Response(status=429 if seqs == [1] else 500)
+
+    async with serve_on_this_loop(receive) as url:
+        sink = WebhookSink(SinkSpec("webhook", url), SinkOptions(own=WebhookOptions(batch=4, concurrency=1)))
+        await sink.start()
+        outcomes = list(await sink.deliver(Batch.of(batch)))
+        await sink.close()
+
+    assert posted == [[1, 2, 3, 4], [1, 2], [1]]
+    assert outcomes[0] == Retry(error="http 429")
+    assert outcomes[1:] == [Retry(error=HELD_BACK)] * 3
+
+
 async def test_case_1_a_receiver_refusing_everything_is_split_once_then_the_lane_stops() -> None:
     """A 500 to every request: one entry isolated, the rest refused whole, no more requests."""
     batch = [outbox("wb", seq, f"t{seq % 4}") for seq in range(1, 41)]
