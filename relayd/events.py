@@ -83,7 +83,7 @@ class OperationalEvents:
                 self._task = asyncio.get_running_loop().create_task(self._send())
 
     async def _send(self) -> None:
-        await self.sink.start()
+        started_sink = False
         while True:
             await self._ready.wait()
             self._ready.clear()
@@ -92,6 +92,9 @@ class OperationalEvents:
                 started = time.monotonic()
                 try:
                     async with asyncio.timeout(SEND_TIMEOUT_S):
+                        if not started_sink:  # a sink that cannot start fails its events, not the relay
+                            await self.sink.start()
+                            started_sink = True
                         outcomes = await self.sink.deliver(Batch.of(batch))
                 except Exception as exc:  # the events sink failing must never reach delivery
                     self.counter.labels("failed").inc(len(batch))
@@ -106,7 +109,7 @@ class OperationalEvents:
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
         with contextlib.suppress(Exception):
             await self.sink.close()

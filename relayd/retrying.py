@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
+from relayd.engine.build import dead_letter_id
 from relayd.envelope import KINDS, Kind
 from relayd.state import RedisClient
 from relayd.state.attempts import decode_record
 from relayd.state.keys import RelayKeys
-from relayd.stored import display_text
 from store import Keyspace
 
 #: Entries of one page unless asked otherwise.
@@ -55,11 +55,6 @@ class RetryingPage:
     next_token: str | None
 
 
-def entry_id(prefix: str, kind: Kind, ref: str) -> str:
-    """The id the entry is logged and dead-lettered under (the one ``relayd dlq list`` shows)."""
-    return display_text(ref) if kind == "timer" else f"{prefix}:{kind}:{display_text(ref)}"
-
-
 def _parse_token(token: str | None) -> tuple[int, int]:
     """(index of the kind in ``KINDS``, HSCAN cursor) from ``"kind:cursor"``."""
     if not token:
@@ -93,7 +88,7 @@ async def read_retrying(
                 RetryingEntry(
                     prefix=keyspace.prefix,
                     kind=kind,
-                    id=entry_id(keyspace.prefix, kind, ref),
+                    id=dead_letter_id(keyspace.prefix, kind, ref),
                     key=record.key,
                     attempts=record.attempts,
                     first_attempt_at=record.first_attempt_at,

@@ -17,7 +17,7 @@ the bucket answers.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, Literal
+from typing import Literal
 
 import structlog
 
@@ -31,8 +31,6 @@ from store import Keyspace
 log = structlog.get_logger(__name__)
 
 Fallback = Literal["process", "hold"]
-#: The fallbacks ``--sink-rate-fallback`` takes.
-FALLBACKS: Final = ("process", "hold")
 
 
 class SharedBucket:

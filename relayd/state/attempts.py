@@ -15,6 +15,7 @@ from typing import Final
 
 import orjson
 
+from relayd.logs import truncate
 from relayd.state import RedisClient, scripts
 from relayd.state.fencing import refused_as_fenced
 from store import Fence
@@ -22,6 +23,8 @@ from store.fence import fenced_call
 
 #: Most characters of the last error kept in a record (head and tail kept around a cut).
 MAX_ERROR: Final = 500
+#: Room left in ``MAX_ERROR`` for ``relayd.logs.truncate``'s ``…[N chars cut]…`` mark.
+CUT_MARK: Final = 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,19 +43,12 @@ class AttemptRecord:
 def encode_record(record: AttemptRecord) -> bytes:
     doc: dict[str, object] = {"n": record.attempts, "f": record.first_attempt_at, "l": record.last_attempt_at}
     if record.last_error:
-        doc["e"] = _cut(record.last_error)
+        doc["e"] = truncate(record.last_error, MAX_ERROR - CUT_MARK)
     if record.next_attempt_at is not None:
         doc["x"] = record.next_attempt_at
     if record.key is not None:
         doc["k"] = record.key
     return orjson.dumps(doc)
-
-
-def _cut(text: str) -> str:
-    if len(text) <= MAX_ERROR:
-        return text
-    keep = MAX_ERROR // 2 - 10
-    return f"{text[:keep]}…[{len(text) - 2 * keep} chars cut]…{text[-keep:]}"
 
 
 def decode_record(raw: bytes | str | None) -> AttemptRecord | None:

@@ -254,14 +254,6 @@ async def replay_dead_letters(
     return (await replay(client, keyspace, ids, kind)).count
 
 
-async def replay_named_dead_letters(
-    client: RedisClient, keyspace: Keyspace, ids: Iterable[str], kind: Kind | None = None
-) -> tuple[int, set[str]]:
-    """``replay_dead_letters`` of ``ids``; also returns which of them were dead letters here."""
-    done = await replay(client, keyspace, list(ids), kind)
-    return done.count, set(done.parked)
-
-
 async def replay(
     client: RedisClient, keyspace: Keyspace, ids: Iterable[str] | None = None, kind: Kind | None = None
 ) -> Replayed:

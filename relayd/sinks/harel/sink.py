@@ -95,7 +95,7 @@ class HarelSink(ReadyByReason):
         spec: SinkSpec,
         options: SinkOptions,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         client: aioredis.Redis | None = None,
     ) -> None:
         """``client``, when given, serves as both transport and store Redis (tests inject fakeredis)."""
@@ -112,7 +112,7 @@ class HarelSink(ReadyByReason):
         definitions = spec.params.get("definitions")
         self._spawner = HarelSpawner(definitions) if definitions is not None else None
         self._options = options
-        self._clock = clock
+        self._clock = clock or options.clock or time.time  # the relay's: Redis's, as relayed_at
         self._transport_client: aioredis.Redis | None = client
         self._store_client: aioredis.Redis | None = client
         self._owns_clients = client is None
