@@ -86,12 +86,14 @@ def test_an_events_receiver_that_never_answers_does_not_slow_delivery(tmp_path: 
     require_binaries("redis-server", "relayd")
     release = threading.Event()
     delivered: list[bytes] = []
+    held: list[bytes] = []  # event requests the stuck receiver got (and holds)
 
     async def main(request: web.Request) -> web.Response:
         delivered.append(await request.read())
         return web.Response(status=200)
 
     async def stuck(request: web.Request) -> web.Response:
+        held.append(await request.read())
         while not release.is_set():  # holds every event request until the test ends
             await asyncio.sleep(0.05)
         return web.Response(status=200)
@@ -110,6 +112,7 @@ def test_an_events_receiver_that_never_answers_does_not_slow_delivery(tmp_path: 
             try:
                 wait_until(lambda: client.hlen("sl:outbox") == 0, 30, "every entry delivered")
                 sent = sample(relay.metrics(), "relayd_events_total", outcome="sent")
+                held_at_drain = len(held)
             finally:
                 release.set()
                 relay.stop()
@@ -118,3 +121,4 @@ def test_an_events_receiver_that_never_answers_does_not_slow_delivery(tmp_path: 
 
     assert len(delivered) == 200
     assert sent == 0  # the events were still waiting on the receiver all along
+    assert held_at_drain >= 1  # an event (the dead letter's) was out, held, while deliveries went on

@@ -100,4 +100,4 @@ def test_status_names_the_open_breaker_its_last_error_and_the_retrying_count(tmp
     assert "sinks" in table
     assert "503" in table
     assert isinstance(healed["since"], float)
-    assert healed["since"] >= outage["since"]
+    assert healed["since"] > outage["since"]  # the close moved it

@@ -232,6 +232,12 @@ def test_each_sampled_entry_has_one_delivery_span_in_its_producers_trace(
         if "messaging.message.id" in span.attributes and span.parent_trace is not None
     ]
     assert sorted(own) == sorted(backlog.traces.items())  # one each, in its producer's trace
+    with_ids = {
+        str(span.attributes["messaging.message.id"])
+        for span in spans
+        if "messaging.message.id" in span.attributes
+    }
+    assert not with_ids & set(unsampled)  # an unsampled entry has no span of its own, rooted or not
     assert any(int(span.attributes["messaging.batch.message_count"]) > 1 for span in spans if
                "messaging.batch.message_count" in span.attributes)  # fmt: skip
     assert all(

@@ -10,6 +10,7 @@ import datetime as dt
 import signal
 import ssl
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -93,7 +94,10 @@ def test_oauth2_through_a_proxy_delivers_and_shows_no_secret(
     assert daemon.returncode == 0, stderr[-2000:]
     assert len(grants) == 1
     assert sorted(authorizations) == [f"Bearer {TOKEN}"] * 2
-    assert proxy.tunnels  # the receiver was reached through the proxy; the token endpoint was not
+    # the receiver was reached through the proxy (tunnels to its host only); the token endpoint,
+    # on the no-proxy host, was not (no tunnel, no plain request)
+    assert set(proxy.tunnels) == {urlsplit(hook).netloc}
+    assert proxy.forwarded == []
     letters = orjson.loads(listed.stdout)
     assert [letter["reason"][:8] for letter in letters] == ["http 422"]
     assert "relayd_delivered_total" in metrics

@@ -109,7 +109,7 @@ def terms(world: World, stray_attempts: int) -> list[str]:
         f"replica {r.replica} sent {r.kind} {r.id} at step {r.step} from term {r.term}"
         f" while holding term {r.holder_term}"
         for r in world.receiver.ledger
-        if r.term and r.holder_term and r.term != r.holder_term
+        if r.term and r.term != r.holder_term
     ]
     if stray_attempts:
         out.append(f"{stray_attempts} attempt record(s) left for entries that are gone")
