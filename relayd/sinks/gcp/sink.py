@@ -227,12 +227,21 @@ class PubSubSink(ReadyByReason):
 
     async def _one_by_one(self, topic: str, chunk: list[int], messages: list[Any]) -> list[Outcome]:
         """A request the service called invalid, sent again a message at a time: only the bad
-        message is Permanent."""
+        message is Permanent. Once a message of an ordering key is not delivered, the later ones
+        of that key are held back, as across requests (a key's order holds)."""
         if len(chunk) == 1:
             return [Permanent(reason="pubsub rejected the message (INVALID_ARGUMENT)")]
         results: list[Outcome] = []
+        stopped: set[str] = set()
         for index in chunk:
-            results += await self._publish(topic, [index], messages)
+            key = messages[index].ordering_key
+            if key and key in stopped:
+                results.append(_HELD)
+                continue
+            [outcome] = await self._publish(topic, [index], messages)
+            results.append(outcome)
+            if key and outcome is not DELIVERED:
+                stopped.add(key)
         return results
 
     def _failed(self, exc: BaseException, count: int) -> list[Outcome]:

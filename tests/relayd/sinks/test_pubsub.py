@@ -190,6 +190,37 @@ async def test_a_request_the_service_calls_invalid_makes_only_the_bad_entry_perm
     assert sink.ready()
 
 
+async def test_resent_one_by_one_a_key_whose_message_was_not_delivered_holds_its_later_ones(
+    emulator: PubSubEmulator, name: str, make_sink: MakeSink
+) -> None:
+    """The request is refused whole (invalid); sent again one by one, the first message of key
+    ``a`` meets an outage (Retry): the later message of ``a`` is held back, never published ahead
+    of it, while key ``b`` goes on."""
+    from google.api_core.exceptions import InvalidArgument, ServiceUnavailable
+
+    emulator.topic(name)
+    sink = await make_sink(f"projects/{PROJECT}/topics/{name}")
+    real = sink._client.publish
+
+    async def publish(*, messages, **kwargs):
+        ids = [m.attributes["relayd-id"] for m in messages]
+        if len(ids) > 1:
+            raise InvalidArgument("an attribute is too long")
+        if ids == ["p:outbox:1"]:
+            raise ServiceUnavailable("try again")
+        return await real(messages=messages, **kwargs)
+
+    sink._client.publish = publish
+    batch = [outbox("p", 1, "a"), outbox("p", 2, "b"), outbox("p", 3, "a")]
+
+    outcomes = await sink.deliver(Batch.of(batch))
+
+    assert isinstance(outcomes[0], Retry)
+    assert outcomes[1] == DELIVERED
+    assert outcomes[2] == Retry(error=HELD_BACK)
+    assert [m.attributes["relayd-id"] for m in emulator.pull(name, 1)] == ["p:outbox:2"]
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
