@@ -43,7 +43,7 @@ COMMANDS: Final[Mapping[str, str]] = {
     "hlen": "backlog and dead-letter counts",
     "hmget": "the backlog reader",
     "hscan": "the backlog reader's gap scan; dlq list; operator pauses (each relay, at most twice a second)",
-    "hget": "dead letters (script)",
+    "hget": "dead letters (script), the oldest due age gauge",
     "hexists": "dead-lettering an outbox or spawn entry (script)",
     "hset": "attempt counts (script); dead letters (script); relayd pause",
     "hsetnx": "dlq replay (script)",

@@ -1,8 +1,16 @@
 """Refresh one prefix's backlog, dead-letter and oldest-due-age gauges on a time budget.
 
-A refresh is seven O(1)/O(log n) commands in one pipelined round-trip (HLEN of the outbox and
+A refresh is nine O(1)/O(log n) commands in one pipelined round-trip (HLEN of the outbox and
 the spawns, ZCOUNT of the due timers, the first timer with its score, HLEN of each dead-letter
-hash). Paying it on every pass made an idle prefix cost seven commands per poll, so
+hash, and an HGET of the outbox and spawn entry at each reader's low-water mark).
+
+The oldest due age of the outbox and the spawns is the oldest of the entries held in memory
+(when each was first seen) and of the entry at the reader's low-water mark (its commit time,
+``engine.commit_delay``). The second is what keeps the age rising while a lane is not read at
+all (its sink's breaker open, so nothing is held): the entry there is the oldest the reader has
+not passed. An entry without a commit time (written by harel) counts only once it is held.
+
+Paying a refresh on every pass made an idle prefix cost seven commands per poll, so
 ``refresh_due`` (pure; time is a parameter) allows one at most every ``BUSY_REFRESH_S`` while
 passes do work, one right after the first quiet pass that follows work (the gauges then show
 the drained state at once), and otherwise one every ``IDLE_REFRESH_S``. While the sweeper's idle
@@ -15,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from relayd.engine.commit_delay import commit_time
 from relayd.engine.plan import Held
 from relayd.envelope import Kind
 from relayd.metrics import RelayMetrics
@@ -71,11 +80,19 @@ class PrefixGauges:
             self.metrics.oldest_due_age.labels(self.prefix, kind).set(0.0)
 
     async def maybe_refresh(
-        self, *, now: float, now_s: float, worked: bool, held: Mapping[Kind, Iterable[Held]], empty: bool
+        self,
+        *,
+        now: float,
+        now_s: float,
+        worked: bool,
+        held: Mapping[Kind, Iterable[Held]],
+        empty: bool,
+        marks: Mapping[Kind, int] | None = None,
     ) -> bool:
         """Refresh when ``refresh_due`` says so; ``now`` is epoch seconds, ``now_s`` monotonic.
 
         ``empty``: this pass's probe found nothing (``note_empty``): only the dead letters are read.
+        ``marks``: each hash lane's low-water mark (the seq of the oldest entry not passed).
         """
         self.dirty |= worked
         if not refresh_due(last_s=self.last_s, now_s=now_s, worked=worked, dirty=self.dirty):
@@ -83,7 +100,7 @@ class PrefixGauges:
         if empty:
             await self.refresh_dead_letters()
         else:
-            await self.refresh(now, held)
+            await self.refresh(now, held, marks or {})
         # A refresh during work leaves the state dirty: the first quiet pass shows the end state.
         self.last_s, self.dirty = now_s, worked
         return True
@@ -96,9 +113,12 @@ class PrefixGauges:
         for kind, n in zip(("outbox", "spawn", "timer"), await pipe.execute(), strict=True):
             self.metrics.dead_letters.labels(self.prefix, kind).set(n)
 
-    async def refresh(self, now: float, held: Mapping[Kind, Iterable[Held]]) -> None:
+    async def refresh(
+        self, now: float, held: Mapping[Kind, Iterable[Held]], marks: Mapping[Kind, int] | None = None
+    ) -> None:
         """Read every gauge in one round-trip; the oldest due age also counts entries held in memory."""
         ks, p, m = self.keyspace, self.prefix, self.metrics
+        marks = marks or {}
         pipe = self.client.pipeline(transaction=False)
         pipe.hlen(ks.outbox)
         pipe.hlen(ks.spawns)
@@ -106,18 +126,24 @@ class PrefixGauges:
         pipe.zrange(ks.timers, 0, 0, withscores=True)
         for kind in ("outbox", "spawn", "timer"):
             pipe.hlen(self.keys.dead(kind))
+        pipe.hget(ks.outbox, str(marks.get("outbox", 0)))
+        pipe.hget(ks.spawns, str(marks.get("spawn", 0)))
         # A key of the wrong type answers WRONGTYPE (its lane is parked: ``engine.key_types``);
         # its gauge reads 0 rather than failing the refresh of the others.
         replies = [_or_zero(reply) for reply in await pipe.execute(raise_on_error=False)]
-        outbox_n, spawns_n, due_n, first, *dead = replies
+        outbox_n, spawns_n, due_n, first, *dead, outbox_at_mark, spawn_at_mark = replies
         m.backlog.labels(p, "outbox").set(outbox_n)
         m.backlog.labels(p, "spawn").set(spawns_n)
         m.backlog.labels(p, "timer").set(due_n)
         for kind, n in zip(("outbox", "spawn", "timer"), dead, strict=True):
             m.dead_letters.labels(p, kind).set(n)
+        at_mark = {"outbox": outbox_at_mark, "spawn": spawn_at_mark}
         for kind, entries in held.items():
             waiting = list(entries)
             seen = [h.first_seen_at for h in waiting]
+            value = at_mark.get(kind)
+            if isinstance(value, bytes) and (committed := commit_time(value)) is not None:
+                seen.append(committed)
             if kind == "timer":
                 seen += [h.raw.fire_at for h in waiting if isinstance(h.raw, RawTimer)]
                 if first and float(first[0][1]) <= now:

@@ -273,6 +273,7 @@ class Sweeper:
             worked=worked,
             held={lane.kind: lane.held.values() for lane in self.lanes},
             empty=empty,
+            marks={lane.kind: lane.reader.low_water_mark for lane in self.lanes if lane.reader is not None},
         )
         await self.sink_health.maybe_publish(self.lanes)
         duration_s = self.clock.monotonic() - started_s

@@ -7,6 +7,7 @@ import random
 
 import pytest
 from prometheus_client import CollectorRegistry
+from support.seeding import outbox_value
 
 from relayd.engine.options import SweepOptions
 from relayd.engine.pause import FREE, LaneHold, lane_hold
@@ -17,6 +18,7 @@ from relayd.sinks.memory import MemorySink
 from relayd.state.keys import RelayKeys
 from relayd.state.pauses import Pause, pause, read_pauses, resume
 from store import AsyncRedisStore, Keyspace
+from store.codec import stamp_commit_time
 
 
 @pytest.mark.parametrize(
@@ -244,3 +246,33 @@ async def test_a_pause_and_its_resume_are_announced_once_by_the_relay_that_reads
         "reason": "new",
         "since": bodies[0]["data"]["since"],
     }
+
+
+@pytestmark_backend
+async def test_a_paused_lane_shows_its_oldest_entry_aging_though_nothing_of_it_is_held(
+    async_client, prefix, seeder, clock
+):
+    """Nothing of a paused lane is read, so nothing is held: the age comes from the commit time
+    of the entry at the reader's low-water mark, and an entry without one (harel's) counts 0."""
+    keyspace = Keyspace(prefix)
+    registry = CollectorRegistry()
+    await seeder.outbox("A", "a0")  # delivered before the pause: the mark moves past it
+    sweeper = _sweeper(async_client, prefix, clock, MemorySink(), registry)
+    await sweeper.start()
+    await _passes(sweeper, clock, n=2)
+    await pause(async_client, keyspace, Pause(kind="outbox", by="test", reason="r"), command="c", source="s")
+    committed = clock.now()
+    await seeder.raw_outbox("2", stamp_commit_time(outbox_value("A", "a1"), committed))
+    await seeder.raw_outbox("3", outbox_value("A", "a2"))
+
+    def age():
+        labels = {"prefix": prefix, "kind": "outbox"}
+        return registry.get_sample_value("relayd_oldest_due_age_seconds", labels)
+
+    await _passes(sweeper, clock, n=20)
+    aged = age()
+    await async_client.hdel(keyspace.outbox, "2")  # only the unstamped entry is left
+    await _passes(sweeper, clock, n=20)
+
+    assert 10 < aged <= clock.now() - 20 - committed  # refreshed at least every 15 s while idle
+    assert age() == 0
