@@ -32,7 +32,11 @@ entry above the counter (written without taking its seq from the counter: no win
 reach it) and every field that is not a canonical decimal integer (``seq=None``). So a late entry is
 returned within ``grace_s`` through its gap, or else within one full reconcile cycle
 (``hash size / limit`` steps, one per ``reconcile_interval_s`` or per idle read). A burned seq
-never stalls anything: the frontier never waits on it.
+never stalls anything: the frontier never waits on it. A read that finds nothing with more than
+``SKIP_FACTOR * limit`` seqs left below the counter (a counter jump) asks the hash's size (HLEN):
+when it holds at most a widest window (``MAX_WINDOW_FACTOR * limit``) of entries besides the open
+ones, one HKEYS of them tells the lowest
+seq ahead, and the frontier jumps there instead of walking the burned range.
 
 A read returns at most ``limit`` entries in seq order (``seq=None`` last). Its cost is
 O(limit + tracked gaps), never O(backlog).
@@ -54,6 +58,9 @@ MAX_WINDOW_FACTOR = 64
 MAX_GAPS_FACTOR = 4
 #: Seqs read past the last counter seen, at least (commits allocated since that read).
 MIN_HEADROOM = 32
+#: An empty read with more than this many times ``limit`` seqs left to examine looks at the
+#: hash's size instead of walking them (``SeqWindow.burned_ahead``).
+SKIP_FACTOR = 2
 
 
 class RawEntry(NamedTuple):
@@ -262,6 +269,41 @@ class SeqWindow:
             self._caught_up = None
         elif self._caught_up is None:
             self._caught_up = (self._full_cycles, self.scan_cursor)
+
+    # --- a burned range -------------------------------------------------------------------
+    def burned_ahead(self, limit: int) -> bool:
+        """Whether the last read found nothing while more than ``SKIP_FACTOR * limit`` seqs
+        the counter allocated are left to examine: a counter jump, or seqs burned or acked
+        long ago. The hash's size then tells where to go (``skip_to``) instead of walking them."""
+        return self._found_nothing and self.counter + 1 - self.frontier > SKIP_FACTOR * limit
+
+    def skip_target(self, limit: int, hash_size: int, fields: Iterable[str] | None) -> int | None:
+        """Where the frontier may jump, given the hash's size and (when it is small) all its
+        fields; None to walk on (more entries than a widest window besides the open ones: as
+        many as one walking read would cost to list).
+
+        The jump goes to the lowest seq at or above the frontier the hash holds, at most to
+        ``limit`` seqs below the counter (commits in flight near it are walked as usual). A
+        late commit in the range jumped over is found by the reconcile scan."""
+        if not self.lists_cheaply(limit, hash_size) or fields is None:
+            return None
+        ahead = [
+            seq
+            for field in fields
+            if (seq := parse_seq(field)) is not None and seq >= self.frontier and field not in self.open
+        ]
+        return min([self.counter + 1 - limit, *ahead])
+
+    def lists_cheaply(self, limit: int, hash_size: int) -> bool:
+        """Whether the hash's fields cost no more to list than one widest window costs to read."""
+        return hash_size - len(self.open) <= MAX_WINDOW_FACTOR * limit
+
+    def skip_to(self, seq: int) -> None:
+        """Move the frontier to ``seq`` (``skip_target``), past a range holding no entry."""
+        if seq > self.frontier:
+            self.frontier = seq
+            self._window = 0
+            self._track_catch_up(self.counter)
 
     # --- the reconcile scan -----------------------------------------------------------------
     def reconcile_due(self, now: float, found_new: bool) -> bool:

@@ -1,10 +1,12 @@
 """I/O shells over ``SeqWindow``: the sync ``BacklogReader`` and the ``AsyncBacklogReader``.
 
 Each read is one pipelined round-trip (counter GET + one HMGET of gaps and window; the async
-reader's without a redis-py pipeline object, ``store.round_trip``), plus one
-HSCAN step when the reconcile is due. The persisted cursor ``P:relay:cursor:{kind}`` is the
-only key a reader writes, and only on ``checkpoint()``, except that an async read may carry the
-ack of entries it returned before (``AsyncBacklogReader.read_new``'s ``ack``): their HDEL goes
+reader's without a redis-py pipeline object, ``store.round_trip``), plus one HSCAN step when the
+reconcile is due, and an HLEN (then, for a small hash, an HKEYS) when a read finds nothing with a
+long range left below the counter (``SeqWindow.burned_ahead``). The persisted cursor
+``P:relay:cursor:{kind}`` is the only key a reader writes, and only on ``checkpoint()``, except
+that an async read may carry the ack of entries it returned before
+(``AsyncBacklogReader.read_new``'s ``ack``): their HDEL goes
 first in the same round-trip.
 """
 
@@ -92,6 +94,12 @@ class _ReaderBase:
             values = [None if v is None else _as_bytes(v) for v in values]
         return self.window.apply(read, count, cast("Sequence[bytes | None]", values), now)
 
+    def _skip(self, limit: int, size: int, fields: list[str] | None) -> None:
+        """Jump the frontier past a burned range (``SeqWindow.skip_target``)."""
+        target = self.window.skip_target(limit, size, fields)
+        if target is not None:
+            self.window.skip_to(target)
+
     def _fold_scan(
         self, cursor: int | bytes, pairs: Mapping[Any, Any], budget: int, now: float
     ) -> list[RawEntry]:
@@ -120,7 +128,13 @@ class BacklogReader(_ReaderBase):
         budget = limit - len(entries)
         if reconcile and budget > 0 and self.window.reconcile_due(now, bool(entries)):
             cursor, pairs = self.client.hscan(self.keys.hash, self.window.scan_cursor, count=limit)
-            return merge(entries, self._fold_scan(cursor, pairs, budget, now))
+            entries = merge(entries, self._fold_scan(cursor, pairs, budget, now))
+        if not entries and self.window.burned_ahead(limit):
+            size = int(self.client.hlen(self.keys.hash))
+            fields = None
+            if self.window.lists_cheaply(limit, size):
+                fields = [_as_text(f) for f in self.client.hkeys(self.keys.hash)]
+            self._skip(limit, size, fields)
         return entries
 
     def checkpoint(self) -> None:
@@ -178,7 +192,13 @@ class AsyncBacklogReader(_ReaderBase):
         budget = limit - len(entries)
         if reconcile and budget > 0 and self.window.reconcile_due(now, bool(entries)):
             cursor, pairs = await self.client.hscan(self.keys.hash, self.window.scan_cursor, count=limit)
-            return merge(entries, self._fold_scan(cursor, pairs, budget, now))
+            entries = merge(entries, self._fold_scan(cursor, pairs, budget, now))
+        if not entries and self.window.burned_ahead(limit):
+            size = int(await self.client.hlen(self.keys.hash))
+            fields = None
+            if self.window.lists_cheaply(limit, size):
+                fields = [_as_text(f) for f in await self.client.hkeys(self.keys.hash)]
+            self._skip(limit, size, fields)
         return entries
 
     async def checkpoint(self) -> None:

@@ -25,6 +25,7 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+import orjson
 import structlog
 
 from relayd.engine.clock import Clock
@@ -60,6 +61,10 @@ TIMER_GATHER_S: Final = 0.005
 CHECKPOINT_EVERY_S: Final = 1.0
 #: Operator pauses are read again at most this often (seconds; the poll interval when shorter).
 PAUSES_READ_EVERY_S: Final = 0.5
+#: While spawns are pending beyond the spawn lane's memory, a pass names their children from the
+#: spawns hash (one HVALS) only while it holds at most this many spawns; above it every outbox
+#: event waits for the spawns to drain (a read of a hash of any size each pass would grow with it).
+PENDING_SPAWNS_NAMED = 10_000
 
 
 class Sweeper:
@@ -98,6 +103,14 @@ class Sweeper:
         self.lanes: list[Lane] = []
         self._checkpointed: dict[Kind, int] = {}  # low-water marks written by this sweeper
         self._checkpointed_s = float("-inf")  # when they were last written (monotonic s)
+        # Whether spawns may be pending in Redis beyond what the spawn lane holds in memory (its
+        # reader behind the counter, a window read ahead, its breaker open, paused), and the
+        # children named by pending spawns as the last pass saw them: events to them wait.
+        self._spawns_behind = False
+        self._spawns_read = False
+        self._pending_children: set[str] = set()
+        # More spawns pending in Redis than one pass may name: every outbox event waits.
+        self._events_wait = False
         # ``may_deliver`` is the lease's local deadline, ``fence`` its token checked by Redis:
         # nothing is sent or acked once either says the lease may be gone (``engine.fencing``).
         self.settle = Settlement(store, metrics=metrics, clock=clock, fence=fence, may_ack=may_deliver)
@@ -167,13 +180,15 @@ class Sweeper:
         now, blocked = self.clock.now(), set[str]()
         for lane in self.lanes:
             hold = self.pauses.hold(lane.kind)
-            if lane.kind in self.parked or hold.whole:
+            if lane.kind in self.parked or hold.whole or (lane.kind == "outbox" and self._events_wait):
                 continue
             picked, _ = choose(lane.held.values(), now=now, limit=1, blocked=blocked | hold.keys)
             if picked and lane.guard.wait_s() is None:
                 return True
             if lane.kind == "spawn":
-                blocked = {k for h in lane.held.values() if (k := h.envelope.ordering_key)}
+                blocked = self._pending_children | {
+                    k for h in lane.held.values() if (k := h.envelope.ordering_key)
+                }
         return False
 
     def held_count(self) -> int:
@@ -226,7 +241,7 @@ class Sweeper:
         await self.pauses.refresh(self.lanes)
         skipped, to_probe = self.intake.quiet_lanes(notified, started_s, self.parked.keys())
         idle_kinds = skipped | (await self._probe(to_probe) if to_probe else set())
-        await self._run_lanes(result, idle_kinds, stop)
+        await self._run_lanes(result, idle_kinds, stop, skipped=skipped)
         stopping = stop is not None and stop.is_set()
         if not result.full or stopping:
             # The loop waits, stops or hands back after this pass: nothing stays in flight, and a
@@ -241,23 +256,61 @@ class Sweeper:
         await self.checkpoint(busy=result.full or result.read > 0)
         return await self._report(result, idle_kinds, started_s)
 
-    async def _run_lanes(self, result: Tally, idle_kinds: set[Kind], stop: asyncio.Event | None) -> None:
+    async def _run_lanes(
+        self, result: Tally, idle_kinds: set[Kind], stop: asyncio.Event | None, *, skipped: set[Kind]
+    ) -> None:
         """Each lane not idle nor parked, in order, until ``stop`` is set or the lease may be gone."""
         blocked_children: set[str] = set()
+        self._spawns_read = False
         for lane in self.lanes:
             if self._stopping(stop):
                 result.interrupted = True
                 break
             hold = self.pauses.hold(lane.kind)
-            if lane.kind in idle_kinds or lane.kind in self.parked or hold.whole:
-                continue  # a paused lane is neither read nor delivered; a paused target is blocked
-            before = (result.read, result.attempted)
-            await self._run_lane(lane, result, blocked_children | hold.keys)
-            self.intake.note_run(lane.kind, quiet=before == (result.read, result.attempted) and not lane.held)
+            waits = lane.kind == "outbox" and self._events_wait  # spawns too many to name are pending
+            if not (lane.kind in idle_kinds or lane.kind in self.parked or hold.whole or waits):
+                # a paused lane is neither read nor delivered; a paused target is blocked
+                before = (result.read, result.attempted)
+                await self._run_lane(lane, result, blocked_children | hold.keys)
+                quiet = before == (result.read, result.attempted) and not lane.held
+                self.intake.note_run(lane.kind, quiet=quiet)
             if lane.kind == "spawn":
-                # Events to a child whose spawn is still pending wait for it
-                # (docs/internals.md#delivery-semantics).
-                blocked_children = {k for h in lane.held.values() if (k := h.envelope.ordering_key)}
+                # Events to a child whose spawn is still pending wait for it, wherever that spawn
+                # is (docs/internals.md#where-features-meet).
+                blocked_children = await self._children_pending(lane, idle_kinds, skipped=skipped)
+
+    async def _children_pending(self, lane: Lane, idle_kinds: set[Kind], *, skipped: set[Kind]) -> set[str]:
+        """The children named by spawns still pending: those the spawn lane holds, or, while
+        spawns may be pending beyond its memory, every child the spawns hash names (one HVALS,
+        while it holds at most ``PENDING_SPAWNS_NAMED`` spawns; above that, every event waits).
+
+        The lane is behind unless it read this pass and its reader examined every seq the
+        counter allocated with no window read ahead, or the probe found no spawns hash; a lane
+        skipped for lack of writes keeps what the last pass knew.
+        """
+        held = {k for h in lane.held.values() if (k := h.envelope.ordering_key)}
+        if lane.kind in self.parked:
+            self._spawns_behind = False  # not a hash: nothing a read could return
+        elif self._spawns_read and lane.reader is not None:
+            self._spawns_behind = not lane.reader.window.caught_up or lane.overlap.read_ahead is not None
+        elif lane.kind in idle_kinds and lane.kind not in skipped:
+            self._spawns_behind = False  # the probe found no spawns hash
+        elif lane.kind not in idle_kinds:
+            self._spawns_behind = True  # not read: its breaker is open, it is paused, or full
+        self._events_wait = False
+        if not self._spawns_behind:
+            self._pending_children = held
+            return held
+        spawns = self.store.keyspace.spawns
+        if await self.client.hlen(spawns) > PENDING_SPAWNS_NAMED:
+            # Naming every child would cost a read of the whole hash each pass: events wait
+            # until the spawns drain below the bound (spawns first, as the pass orders them).
+            self._events_wait = True
+            self._pending_children = held
+            return held
+        values = await self.client.hvals(spawns)
+        self._pending_children = held | {child for raw in values if (child := child_named(raw)) is not None}
+        return self._pending_children
 
     def _stopping(self, stop: asyncio.Event | None) -> bool:
         """Whether to start no more work: ``stop`` is set, or the lease may be gone."""
@@ -356,6 +409,7 @@ class Sweeper:
         room = min(batch - len(picked), self.options.max_held - len(lane.held))
         read_n = 0
         if room > 0:
+            self._spawns_read |= lane.kind == "spawn"
             waiting = {k for h in lane.held.values() if (k := h.envelope.ordering_key) is not None}
             before = len(lane.held)
             fast, malformed, read_n = await self._read(lane, room, waiting | blocked, tally)
@@ -483,3 +537,14 @@ class Sweeper:
         """Let the acks in flight of a sweeper given up (a Redis error, a lost lease) finish on
         their own (``Delivery.abandon``)."""
         self.delivery.abandon(self.lanes)
+
+
+def child_named(raw: bytes | str) -> str | None:
+    """The child id a stored spawn value names (``{"c": child_id, ...}``); None for a value that
+    names none (a malformed entry: the spawn lane dead-letters it)."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    child = doc.get("c") if isinstance(doc, dict) else None
+    return child if isinstance(child, str) else None

@@ -36,7 +36,7 @@ class Schedules(RuleBasedStateMachine):
     redis_port: int | None = None
     #: Actions left out of the schedules: each meets a broken promise not fixed yet, which its
     #: regression test records (``tests/model/test_regressions.py``, marked xfail).
-    off: frozenset[str] = frozenset({"commit_to_child", "reset_counter", "jump_counter"})
+    off: frozenset[str] = frozenset({"reset_counter"})
     #: When set, only these actions (a regression hunt for one case).
     only: frozenset[str] | None = None
 

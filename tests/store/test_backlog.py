@@ -295,6 +295,43 @@ async def test_a_long_acked_prefix_is_skipped_in_few_reads(store, seed) -> None:
     assert reads <= 60_000 // (MAX_WINDOW_FACTOR * 50) + 8
 
 
+async def test_a_counter_jump_is_crossed_by_the_hash_size_not_walked(store, seed) -> None:
+    """Seq 1 read and acked, then the counter jumps by 10^9: the next commit is found within a
+    few reads (the hash's size tells there is nothing in between), in seq order with the seqs
+    committed just after it."""
+    seed(1, counter=1)
+    reader = store.backlog("outbox")
+    await reader.start()
+    first = await reader.read_new(50, now=0.0)
+    await store.ack_outbox_many([e.field for e in first])
+    reader.resolve(e.field for e in first)
+    jumped = 1 + 10**9
+    seed(jumped + 1, jumped + 2, counter=jumped + 2)
+
+    reads = 0
+    found: list[Any] = []
+    while not found and reads < 20:
+        found = await reader.read_new(50, now=1.0 + reads)
+        reads += 1
+
+    assert [e.seq for e in found] == [jumped + 1, jumped + 2]
+    assert reads <= 3
+
+
+async def test_a_burned_range_before_more_entries_than_a_widest_window_is_walked(store, seed) -> None:
+    """More entries in the hash than a widest window: the reader walks on (listing them would
+    cost more than a read) and returns every entry in seq order."""
+    seed(*range(5_000, 5_000 + MAX_WINDOW_FACTOR * 2 + 10), counter=5_000 + MAX_WINDOW_FACTOR * 2 + 9)
+    reader = store.backlog("outbox")
+    await reader.start()
+
+    got: list[Any] = []
+    for n in range(300):
+        got += await reader.read_new(2, now=float(n))
+
+    assert [e.seq for e in got] == list(range(5_000, 5_000 + MAX_WINDOW_FACTOR * 2 + 10))
+
+
 async def test_exhausted_after_draining_everything(store, seed) -> None:
     seed(1, 2, 3, counter=3)
     reader = store.backlog("outbox")

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
+from relayd.engine import sweeper as sweeper_module
 from relayd.engine.options import SweepOptions
 from relayd.engine.sweeper import Sweeper
 from relayd.metrics import RelayMetrics
@@ -295,6 +296,78 @@ async def test_outbox_to_a_child_waits_for_its_pending_spawn(async_client, prefi
 
     assert waiting == ["to-other"]
     assert [e.body["event"]["id"] for e in outbox_sink.delivered] == ["to-other", "to-kid"]
+
+
+async def test_an_event_to_a_child_whose_spawn_lies_beyond_the_window_waits_for_it(
+    async_client, prefix, seeder, clock
+):
+    """Five spawns, a window of two: the event to the fifth child goes after that child's spawn."""
+    for n in range(5):
+        await seeder.spawn("parent", f"kid{n}")
+    await seeder.outbox("kid4", "to-kid4")
+    sink = MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": sink, "timer": sink}, batch=2)
+
+    await _drain(sweeper)
+
+    order = [e.ordering_key if e.kind == "spawn" else e.body["event"]["id"] for e in sink.delivered]
+    assert order.index("kid4") < order.index("to-kid4")
+
+
+async def test_an_event_to_a_child_waits_while_the_spawn_sink_breaker_is_open(
+    async_client, prefix, seeder, clock
+):
+    """Spawns are not even read while their sink's breaker is open: an event to a child named by
+    a pending spawn still waits, uncharged, and others flow."""
+    await seeder.spawn("parent", "kid")
+    await seeder.outbox("kid", "to-kid")
+    await seeder.outbox("other", "to-other")
+    sink, spawn_sink = MemorySink(), MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": spawn_sink, "timer": sink})
+    await sweeper.start()
+    spawn_lane = next(lane for lane in sweeper.lanes if lane.kind == "spawn")
+    spawn_lane.guard.breaker.state = "open"
+    spawn_lane.guard.breaker.probe_at_s = clock.monotonic() + 1_000
+
+    await sweeper.run_pass()
+    during = [e.body["event"]["id"] for e in sink.delivered]
+    charged = await async_client.hlen(RelayKeys(sweeper.store.keyspace).attempts("outbox"))
+    spawn_lane.guard.breaker.state = "closed"
+    await _drain(sweeper)
+
+    assert (during, charged) == (["to-other"], 0)
+    assert [e.ordering_key for e in spawn_sink.delivered] == ["kid"]
+    assert [e.body["event"]["id"] for e in sink.delivered] == ["to-other", "to-kid"]
+
+
+async def test_every_event_waits_while_more_spawns_are_pending_than_a_pass_may_name(
+    async_client, prefix, seeder, clock, monkeypatch
+):
+    """Spawn sink down, more spawns pending than ``PENDING_SPAWNS_NAMED``: no event goes (none is
+    charged), since naming every child would read the whole hash each pass; once the spawns
+    flow, they go first and the events follow."""
+    monkeypatch.setattr(sweeper_module, "PENDING_SPAWNS_NAMED", 8)
+    for n in range(9):
+        await seeder.spawn("parent", f"kid{n}")
+    await seeder.outbox("other", "to-other")
+    sink, spawn_sink = MemorySink(), MemorySink()
+    sinks = {"outbox": sink, "spawn": spawn_sink, "timer": sink}
+    sweeper = _sweeper(async_client, prefix, clock, sinks, batch=2)
+    await sweeper.start()
+    spawn_lane = next(lane for lane in sweeper.lanes if lane.kind == "spawn")
+    spawn_lane.guard.breaker.state = "open"
+    spawn_lane.guard.breaker.probe_at_s = clock.monotonic() + 1_000
+
+    await sweeper.run_pass()
+    await sweeper.run_pass()
+    during = [e.body["event"]["id"] for e in sink.delivered]
+    charged = await async_client.hlen(RelayKeys(sweeper.store.keyspace).attempts("outbox"))
+    spawn_lane.guard.breaker.state = "closed"
+    await _drain(sweeper)
+
+    assert (during, charged) == ([], 0)
+    assert len(spawn_sink.delivered) == 9
+    assert [e.body["event"]["id"] for e in sink.delivered] == ["to-other"]
 
 
 async def test_metrics_match_deliveries(async_client, prefix, seeder, clock):
