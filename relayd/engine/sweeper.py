@@ -111,6 +111,9 @@ class Sweeper:
         self._pending_children: set[str] = set()
         # More spawns pending in Redis than one pass may name: every outbox event waits.
         self._events_wait = False
+        # The children the spawns hash named when last read, and its (size, counter) then.
+        self._named: set[str] = set()
+        self._named_at: tuple[int, Any] | None = None
         # ``may_deliver`` is the lease's local deadline, ``fence`` its token checked by Redis:
         # nothing is sent or acked once either says the lease may be gone (``engine.fencing``).
         self.settle = Settlement(store, metrics=metrics, clock=clock, fence=fence, may_ack=may_deliver)
@@ -281,8 +284,9 @@ class Sweeper:
 
     async def _children_pending(self, lane: Lane, idle_kinds: set[Kind], *, skipped: set[Kind]) -> set[str]:
         """The children named by spawns still pending: those the spawn lane holds, or, while
-        spawns may be pending beyond its memory, every child the spawns hash names (one HVALS,
-        while it holds at most ``PENDING_SPAWNS_NAMED`` spawns; above that, every event waits).
+        spawns may be pending beyond its memory, every child the spawns hash names (one HVALS
+        when the hash's size or counter moved since the last, while it holds at most
+        ``PENDING_SPAWNS_NAMED`` spawns; above that, every event waits).
 
         The lane is behind unless it read this pass and its reader examined every seq the
         counter allocated with no window read ahead, or the probe found no spawns hash; a lane
@@ -301,15 +305,24 @@ class Sweeper:
         if not self._spawns_behind:
             self._pending_children = held
             return held
-        spawns = self.store.keyspace.spawns
-        if await self.client.hlen(spawns) > PENDING_SPAWNS_NAMED:
+        ks = self.store.keyspace
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hlen(ks.spawns)
+        pipe.get(ks.spawns_seq)
+        size, counter = await pipe.execute()
+        if size > PENDING_SPAWNS_NAMED:
             # Naming every child would cost a read of the whole hash each pass: events wait
             # until the spawns drain below the bound (spawns first, as the pass orders them).
             self._events_wait = True
-            self._pending_children = held
+            self._pending_children, self._named_at = held, None
             return held
-        values = await self.client.hvals(spawns)
-        self._pending_children = held | {child for raw in values if (child := child_named(raw)) is not None}
+        if self._named_at != (size, counter):
+            # No spawn added (the counter is where it was) and none removed (the size too):
+            # the children named last time are still the pending ones, so no read is needed.
+            values = await self.client.hvals(ks.spawns)
+            self._named = {child for raw in values if (child := child_named(raw)) is not None}
+            self._named_at = (size, counter)
+        self._pending_children = held | self._named
         return self._pending_children
 
     def _stopping(self, stop: asyncio.Event | None) -> bool:

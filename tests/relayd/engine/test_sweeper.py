@@ -340,6 +340,41 @@ async def test_an_event_to_a_child_waits_while_the_spawn_sink_breaker_is_open(
     assert [e.body["event"]["id"] for e in sink.delivered] == ["to-other", "to-kid"]
 
 
+async def test_pending_children_are_read_again_only_when_a_spawn_came_or_went(
+    async_client, prefix, seeder, clock, monkeypatch
+):
+    """Spawn breaker open: passes with no spawn committed or removed read the spawns hash once;
+    a spawn committed during the outage is named at the next pass, and its child's event waits."""
+    await seeder.spawn("parent", "kid")
+    sink, spawn_sink = MemorySink(), MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": spawn_sink, "timer": sink})
+    await sweeper.start()
+    spawn_lane = next(lane for lane in sweeper.lanes if lane.kind == "spawn")
+    spawn_lane.guard.breaker.state = "open"
+    spawn_lane.guard.breaker.probe_at_s = clock.monotonic() + 1_000
+    reads = 0
+    hvals = async_client.hvals
+
+    async def counted(key):
+        nonlocal reads
+        reads += 1
+        return await hvals(key)
+
+    monkeypatch.setattr(async_client, "hvals", counted)
+
+    for _ in range(3):
+        await sweeper.run_pass()
+    reads_unchanged = reads
+    await seeder.spawn("parent", "late-kid")
+    await seeder.outbox("late-kid", "to-late-kid")
+    await seeder.outbox("other", "to-other")
+    for _ in range(3):
+        await sweeper.run_pass()
+
+    assert (reads_unchanged, reads) == (1, 2)
+    assert [e.body["event"]["id"] for e in sink.delivered] == ["to-other"]
+
+
 async def test_every_event_waits_while_more_spawns_are_pending_than_a_pass_may_name(
     async_client, prefix, seeder, clock, monkeypatch
 ):
