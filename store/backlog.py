@@ -33,10 +33,21 @@ reach it) and every field that is not a canonical decimal integer (``seq=None``)
 returned within ``grace_s`` through its gap, or else within one full reconcile cycle
 (``hash size / limit`` steps, one per ``reconcile_interval_s`` or per idle read). A burned seq
 never stalls anything: the frontier never waits on it. A read that finds nothing with more than
-``SKIP_FACTOR * limit`` seqs left below the counter (a counter jump) asks the hash's size (HLEN):
-when it holds at most a widest window (``MAX_WINDOW_FACTOR * limit``) of entries besides the open
-ones, one HKEYS of them tells the lowest
-seq ahead, and the frontier jumps there instead of walking the burned range.
+``SKIP_FACTOR * limit`` seqs left below the counter (a counter jump) looks at the hash's size
+(the read's HLEN, below): when it holds at most a widest window (``MAX_WINDOW_FACTOR * limit``)
+of entries besides the open ones, one HKEYS of them tells the lowest seq ahead, and the
+frontier jumps there instead of walking the burned range.
+
+Below the frontier: each read also asks the hash's size (HLEN, first in the same round-trip, so
+a commit during it is not counted). When the hash holds more entries than the reader has open
+plus every seq left up to the counter, and the hash lists cheaply, one HKEYS tells whether some
+lie below the frontier unknown to it (the engine's counter was reset or restored from a
+backup): the frontier then moves back to the lowest of them (``rewind``), this read's later
+entries are taken back and the window is read again from there at once, so everything comes in
+seq order, the entries already open skipped. A listing that finds none makes the next wait a
+reconcile interval. A larger hash leaves such entries to the reconcile scan. While the
+reconcile is due by the clock a read keeps an eighth of its room for it (``reconcile_share``),
+so a reader whose every read is full still scans.
 
 A read returns at most ``limit`` entries in seq order (``seq=None`` last). Its cost is
 O(limit + tracked gaps), never O(backlog).
@@ -130,6 +141,9 @@ class SeqWindow:
         # (cycles, cursor) when the frontier last caught up; None while behind
         self._caught_up: tuple[int, int] | None = None
         self._found_nothing = False
+        # The frontier before the last rewind: window reads below it skip the open entries.
+        self._rewound_until = 0
+        self._listed_in_vain: float | None = None  # when the hash was last listed for no rewind
 
     # --- state ------------------------------------------------------------------------------
     def restore(self, cursor: int | None) -> None:
@@ -242,6 +256,8 @@ class SeqWindow:
         ]
         if self.ahead:
             found = [entry for entry in found if entry.seq not in self.ahead]
+        if start < self._rewound_until and self.open:  # walking again what was returned before
+            found = [entry for entry in found if entry.field not in self.open]
         if len(found) > room:
             first_left = found[room].seq  # the rest waits for the next read
             assert first_left is not None  # window entries always carry their seq
@@ -305,10 +321,64 @@ class SeqWindow:
             self._window = 0
             self._track_catch_up(self.counter)
 
+    # --- entries below the frontier ---------------------------------------------------------
+    def unknown_entries(self, hash_size: int, now: float) -> bool:
+        """Whether the hash holds more entries than this reader has open plus every seq left
+        between the frontier and the counter: some are below the frontier (a counter reset or
+        restore, a late commit) or above the counter.
+
+        ``hash_size`` is read before the window, so a commit during the read is not counted.
+        After a listing that found nothing below the frontier (an entry above the counter,
+        a malformed field: the reconcile's), the next waits a reconcile interval."""
+        if hash_size <= len(self.open) + max(self.counter + 1 - self.frontier, 0):
+            return False
+        last = self._listed_in_vain
+        return last is None or now - last >= self.reconcile_interval_s
+
+    def rewind(self, fields: Iterable[str], returned: list[RawEntry], now: float) -> list[RawEntry] | None:
+        """Walk again from the lowest seq below the frontier that the hash holds and this reader
+        neither has open nor tracks as a gap, so such entries come in seq order, before the
+        later ones of their target; None when there is none (nothing changes).
+
+        ``returned`` is this read's entries: those at or above that seq are taken back (the walk
+        returns them again, in order) and the rest is returned. Missing seqs up to the counter
+        are then resolved, as at a first read."""
+        below = [
+            seq
+            for field in fields
+            if (seq := parse_seq(field)) is not None
+            and seq < self.frontier
+            and seq not in self.gaps
+            and field not in self.open
+        ]
+        if not below:
+            self._listed_in_vain = now
+            return None
+        self._listed_in_vain = None
+        start = min(below)
+        kept = [entry for entry in returned if entry.seq is None or entry.seq < start]
+        for entry in returned:
+            if entry.seq is not None and entry.seq >= start:
+                del self.open[entry.field]
+        self._rewound_until = max(self._rewound_until, self.frontier)
+        self.frontier, self.c_start, self._window = start, self.counter, 0
+        self._track_catch_up(self.counter)
+        self._found_nothing = not kept
+        return kept
+
     # --- the reconcile scan -----------------------------------------------------------------
     def reconcile_due(self, now: float, found_new: bool) -> bool:
         last = self._last_reconcile
         return not found_new or last is None or now - last >= self.reconcile_interval_s
+
+    def reconcile_share(self, limit: int, now: float) -> int:
+        """Room a read keeps for its reconcile step when one is due by the clock: an eighth of
+        ``limit`` (at least one, none for a read of one), so a reader whose every window comes
+        back full still scans."""
+        last = self._last_reconcile
+        if limit < 2 or last is None or now - last < self.reconcile_interval_s:
+            return 0
+        return max(1, limit // 8)
 
     def apply_scan(
         self, next_cursor: int, pairs: Iterable[tuple[str, bytes]], budget: int, now: float

@@ -94,6 +94,11 @@ class _ReaderBase:
             values = [None if v is None else _as_bytes(v) for v in values]
         return self.window.apply(read, count, cast("Sequence[bytes | None]", values), now)
 
+    def _below_frontier(self, limit: int, size: int, now: float) -> bool:
+        """Whether to list the hash's fields for entries below the frontier (``SeqWindow.rewind``):
+        it holds entries this reader does not know of, and listing them is cheap."""
+        return self.window.unknown_entries(size, now) and self.window.lists_cheaply(limit, size)
+
     def _skip(self, limit: int, size: int, fields: list[str] | None) -> None:
         """Jump the frontier past a burned range (``SeqWindow.skip_target``)."""
         target = self.window.skip_target(limit, size, fields)
@@ -119,22 +124,28 @@ class BacklogReader(_ReaderBase):
 
         ``reconcile=False`` skips the HSCAN step (see ``AsyncBacklogReader.read_new``).
         """
-        read = self.window.plan(limit)
+        read = self.window.plan(limit - (self.window.reconcile_share(limit, now) if reconcile else 0))
         pipe = self.client.pipeline(transaction=False)
+        pipe.hlen(self.keys.hash)
         pipe.get(self.keys.counter)
         pipe.hmget(self.keys.hash, read.fields)
-        counter, values = pipe.execute()
+        size, counter, values = pipe.execute()
         entries = self._fold_window(read, counter, values, now)
+        if reconcile and self._below_frontier(limit, int(size), now):
+            fields = map(_as_text, self.client.hkeys(self.keys.hash))
+            if (rewound := self.window.rewind(fields, entries, now)) is not None:
+                # The walk starts at once: what it finds joins this read (no reconcile this time).
+                room = limit - len(rewound)
+                return merge(rewound, self.read_new(room, now=now, reconcile=False)) if room else rewound
         budget = limit - len(entries)
         if reconcile and budget > 0 and self.window.reconcile_due(now, bool(entries)):
             cursor, pairs = self.client.hscan(self.keys.hash, self.window.scan_cursor, count=limit)
             entries = merge(entries, self._fold_scan(cursor, pairs, budget, now))
         if not entries and self.window.burned_ahead(limit):
-            size = int(self.client.hlen(self.keys.hash))
-            fields = None
-            if self.window.lists_cheaply(limit, size):
-                fields = [_as_text(f) for f in self.client.hkeys(self.keys.hash)]
-            self._skip(limit, size, fields)
+            listed = None
+            if self.window.lists_cheaply(limit, int(size)):
+                listed = [_as_text(f) for f in self.client.hkeys(self.keys.hash)]
+            self._skip(limit, int(size), listed)
         return entries
 
     def checkpoint(self) -> None:
@@ -171,10 +182,15 @@ class AsyncBacklogReader(_ReaderBase):
         deleted), then resolved. A reader under a steady writer thus acks one pass's entries
         with the next pass's read instead of a round-trip of its own.
         """
-        read = self.window.plan(limit)
+        read = self.window.plan(limit - (self.window.reconcile_share(limit, now) if reconcile else 0))
         names = ack_fields(ack)
         commands = [self._ack_command(names, fence)] if names else []
-        commands += [("GET", self.keys.counter), ("HMGET", self.keys.hash, *read.fields)]
+        # HLEN first: an entry committed during the round-trip then cannot look unknown.
+        commands += [
+            ("HLEN", self.keys.hash),
+            ("GET", self.keys.counter),
+            ("HMGET", self.keys.hash, *read.fields),
+        ]
         try:
             try:
                 replies = await round_trip(self.client, commands)
@@ -185,20 +201,27 @@ class AsyncBacklogReader(_ReaderBase):
             if (fenced := fenced_refusal(exc, fence)) is not None:
                 raise fenced from exc
             raise
-        counter, values = replies[-2:]
+        size, counter, values = replies[-3:]
         if names:
             self.resolve(names)
         entries = self._fold_window(read, counter, values, now)
+        if reconcile and self._below_frontier(limit, int(size), now):
+            fields = map(_as_text, await self.client.hkeys(self.keys.hash))
+            if (rewound := self.window.rewind(fields, entries, now)) is not None:
+                # The walk starts at once: what it finds joins this read (no reconcile this time).
+                room = limit - len(rewound)
+                if room:
+                    rewound = merge(rewound, await self.read_new(room, now=now, reconcile=False))
+                return rewound
         budget = limit - len(entries)
         if reconcile and budget > 0 and self.window.reconcile_due(now, bool(entries)):
             cursor, pairs = await self.client.hscan(self.keys.hash, self.window.scan_cursor, count=limit)
             entries = merge(entries, self._fold_scan(cursor, pairs, budget, now))
         if not entries and self.window.burned_ahead(limit):
-            size = int(await self.client.hlen(self.keys.hash))
-            fields = None
-            if self.window.lists_cheaply(limit, size):
-                fields = [_as_text(f) for f in await self.client.hkeys(self.keys.hash)]
-            self._skip(limit, size, fields)
+            listed = None
+            if self.window.lists_cheaply(limit, int(size)):
+                listed = [_as_text(f) for f in await self.client.hkeys(self.keys.hash)]
+            self._skip(limit, int(size), listed)
         return entries
 
     async def checkpoint(self) -> None:

@@ -301,6 +301,12 @@ class Replica:
     def busy(self) -> bool:
         return self.task is not None and not self.task.done()
 
+    @property
+    def quiet(self) -> bool:
+        """No pass in flight and no entry held in memory (read, not yet acked)."""
+        sweeper = self.relay.sweeper
+        return not self.busy and (sweeper is None or sweeper.held_count() == 0)
+
     async def keeper_turn(self) -> None:
         """One turn of the real keeper; the world notes a new term when the lease was taken."""
         before = await self.world.client.get(self.world.lease_key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import pytest
@@ -268,6 +269,7 @@ async def test_checkpoint_persists_the_low_water_mark_and_start_resumes_there(
     reader = store.backlog("outbox")
     await reader.start()
     got = await reader.read_new(4, now=0.0)
+    raw.hdel(f"{prefix}:outbox", *(e.field for e in got[:3]))  # acked
     reader.resolve(e.field for e in got[:3])
     await reader.checkpoint()
 
@@ -316,6 +318,114 @@ async def test_a_counter_jump_is_crossed_by_the_hash_size_not_walked(store, seed
 
     assert [e.seq for e in found] == [jumped + 1, jumped + 2]
     assert reads <= 3
+
+
+async def _drain(store, reader, *, now: float, reads: int = 10) -> list[int | None]:
+    """Read, ack and resolve until a read comes back empty; the seqs in the order returned."""
+    got: list[int | None] = []
+    for n in range(reads):
+        entries = await reader.read_new(4, now=now + n)
+        if not entries:
+            break
+        await store.ack_outbox_many([e.field for e in entries])
+        reader.resolve(e.field for e in entries)
+        got += [e.seq for e in entries]
+    return got
+
+
+async def test_a_counter_reset_below_the_frontier_is_read_from_its_lowest_seq_in_order(store, seed) -> None:
+    """Seqs 1..6 delivered; the counter is reset and 3 entries committed at 1..3: the reader
+    moves back to seq 1 and returns them in seq order, at its next read."""
+    seed(*range(1, 7), counter=6)
+    reader = store.backlog("outbox", reconcile_interval_s=1_000.0)
+    await reader.start()
+    await _drain(store, reader, now=0.0)
+    seed(1, 2, 3, counter=3)
+
+    assert await _drain(store, reader, now=0.5) == [1, 2, 3]
+
+
+async def test_a_reset_refilled_past_the_old_counter_is_still_read_in_seq_order(store, seed) -> None:
+    """Seqs 1..6 delivered; the counter is reset and 12 entries committed at 1..12 before the
+    next read, which would find 7..12 first: it takes them back and walks from seq 1."""
+    seed(*range(1, 7), counter=6)
+    reader = store.backlog("outbox", reconcile_interval_s=1_000.0)
+    await reader.start()
+    await _drain(store, reader, now=0.0)
+    seed(*range(1, 13), counter=12)
+
+    assert await _drain(store, reader, now=0.5) == list(range(1, 13))
+
+
+async def test_a_rewind_skips_the_entries_still_open(store, seed) -> None:
+    """Entries 5 and 6 were returned and are not acked yet when the reader walks back over
+    them: they are not returned twice."""
+    seed(*range(1, 7), counter=6)
+    reader = store.backlog("outbox", reconcile_interval_s=1_000.0)
+    await reader.start()
+    first = await reader.read_new(10, now=0.0)
+    await store.ack_outbox_many(["1", "2", "3", "4"])
+    reader.resolve(["1", "2", "3", "4"])
+    seed(1, 2, counter=2)  # reset: two new entries below the open ones
+
+    again = await reader.read_new(10, now=0.5)
+
+    assert [e.seq for e in first] == [1, 2, 3, 4, 5, 6]
+    assert [e.seq for e in again] == [1, 2]
+
+
+async def test_a_listing_that_finds_nothing_below_waits_a_reconcile_interval(
+    store, raw, prefix, seed, monkeypatch
+) -> None:
+    """An entry above the counter (no INCR) makes the hash look larger than the reader knows:
+    the fields are listed once, then not again within a reconcile interval."""
+    seed(1, counter=1)
+    reader = store.backlog("outbox", reconcile_interval_s=10.0)
+    await reader.start()
+    await _drain(store, reader, now=0.0)
+    raw.hset(f"{prefix}:outbox", "900", _value(900))
+    calls = _count(monkeypatch, reader.client, "hkeys")
+
+    for n in range(5):
+        await reader.read_new(4, now=0.1 * n)
+
+    assert calls == ["hkeys"]
+
+
+async def test_a_reader_whose_every_read_is_full_still_runs_its_reconcile(store, seed, monkeypatch) -> None:
+    """A long backlog keeps every window full: while a reconcile is due by the clock, each read
+    still takes one scan step (an eighth of its room is kept for it)."""
+    seed(*range(1, 301), counter=300)
+    reader = store.backlog("outbox", reconcile_interval_s=1.0)
+    await reader.start()
+    await reader.read_new(10, now=0.0)
+    calls = _count(monkeypatch, reader.client, "hscan")
+
+    for n in range(1, 6):
+        await reader.read_new(10, now=1.5 * n)
+
+    assert calls == ["hscan"] * 5
+
+
+def _count(monkeypatch, client: Any, command: str) -> list[str]:
+    """Record each call of ``client.<command>`` (sync or async) in the returned list."""
+    calls: list[str] = []
+    original = getattr(client, command)
+    if inspect.iscoroutinefunction(original):
+
+        async def counted_async(*args: Any, **kwargs: Any) -> Any:
+            calls.append(command)
+            return await original(*args, **kwargs)
+
+        monkeypatch.setattr(client, command, counted_async)
+    else:
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            calls.append(command)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(client, command, counted)
+    return calls
 
 
 async def test_a_burned_range_before_more_entries_than_a_widest_window_is_walked(store, seed) -> None:
