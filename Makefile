@@ -22,7 +22,7 @@ test-fast:
 # The model-based test of the pass with fresh random schedules for MODEL_SECONDS (default 600),
 # in rounds of MODEL_EXAMPLES (default 800).
 model:
-	MODEL_SECONDS=$${MODEL_SECONDS:-600} python -m pytest -q -p no:randomly tests/model/test_model.py -k keep
+	MODEL_SECONDS=$${MODEL_SECONDS:-600} python -m pytest -q -p no:randomly --timeout=0 tests/model/test_model.py -k keep
 
 bench:
 	relayd bench

@@ -87,7 +87,8 @@ class Schedules(RuleBasedStateMachine):
         self._run(self.world.cancel_timer(execution, "p"))
 
     # A reset while a replica holds entries read and not acked can make their acks delete the
-    # entries committed at the reused seqs (acks compare no values: docs/internals.md).
+    # entries committed at the reused seqs (acks compare no values: docs/internals.md); the
+    # world resets only a drained outbox.
     @precondition(lambda self: all(r.quiet for r in self.world.replicas.values()))
     @precondition(lambda self: self.allows("reset_counter"))
     @rule()

@@ -92,6 +92,7 @@ def test_case_5_entries_below_the_frontier_keep_their_order() -> None:
     state.run_pass(replica="A")  # nothing held when the counter is reset
     assert all(replica.quiet for replica in state.world.replicas.values())
     state.reset_counter()
+    assert state.world.run(state.world.client.get(state.world.ks.outbox_seq)) == b"0"
     for _ in range(12):
         state.commit_outbox(to="t2")
     state.run_pass(replica="A")
