@@ -67,6 +67,9 @@ _RENEW_SLACK: Final = 1.1
 #: of adding its delay to the next commit's latency. An idle relay woken by one commit does not
 #: wait it.
 BUSY_PERIOD_S: Final = 0.008
+#: A linger shorter than this is not waited (less than the event loop's own timer slack; a pass
+#: that took the whole period leaves a float's rounding of it).
+_MIN_LINGER_S: Final = 0.0005
 #: Idle waits are this band of their ceiling.
 _IDLE_JITTER: Final = (0.85, 1.0)
 
@@ -320,7 +323,7 @@ class PrefixRelay:
         # after another: gather those of the rest of the period into one pass (fewer passes,
         # each costing the same round-trips).
         linger_s = started_s + BUSY_PERIOD_S - self.clock.monotonic()
-        if result.read and self.notices_live() and linger_s > 0:
+        if result.read and self.notices_live() and linger_s > _MIN_LINGER_S:
             await self._wait(linger_s)
         else:
             await asyncio.sleep(0)
