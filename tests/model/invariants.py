@@ -7,6 +7,8 @@ Each check returns the violations it found, one line each; none is the pass.
   Redis.
 - ``key_order``: the last copies of one key arrive in seq order (pairs committed in seq order;
   entries that were ever dead letters are left out: parking one lets its key move on).
+- ``none_parked_innocent``: every entry ever parked was refused itself at least once (never
+  only for sharing a request with a refused entry: ``World.batched``).
 - ``spawn_first``: a spawn reaches the sink before any event to its child committed after it.
 - ``timers_honest``: no timer is delivered after the engine cancelled or moved it, nor before its
   ``fire_at`` by Redis's clock.
@@ -69,6 +71,18 @@ def key_order(world: World) -> list[str]:
                 if seq_a < seq_b and pos_a > pos_b:
                     out.append(f"order: {key}: last copy of {id_a} (seq {seq_a}) after {id_b} (seq {seq_b})")
     return out
+
+
+#: A receiver's answers about an entry itself (``in_refused_request``: refused with another).
+_OWN_FAILURES = frozenset({"retry", "retry_after", "permanent", "refused"})
+
+
+def none_parked_innocent(world: World) -> list[str]:
+    """An entry parked as a dead letter was refused itself at least once: never only for
+    sharing a request with another entry."""
+    own = {r.id for r in world.receiver.ledger if r.answer in _OWN_FAILURES}
+    innocent = sorted(world.ever_dead - own)
+    return [f"parked innocent: {entry_id} was never refused itself" for entry_id in innocent]
 
 
 def spawn_first(world: World) -> list[str]:
@@ -135,6 +149,7 @@ async def check(world: World) -> list[str]:
         *world.violations,
         *nothing_lost(world, dead, live),
         *key_order(world),
+        *none_parked_innocent(world),
         *spawn_first(world),
         *timers_honest(world),
         *terms(world, stray),

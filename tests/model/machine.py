@@ -144,6 +144,14 @@ class Schedules(RuleBasedStateMachine):
         self.world.step += 1
         self.world.receiver.down = down
 
+    @precondition(lambda self: self.allows("batch_requests"))
+    @rule(size=st.sampled_from([0, 3]))
+    def batch_requests(self, size: int) -> None:
+        """The sink sends requests of up to ``size`` entries to a receiver that takes or refuses
+        each whole (0: one entry at a time, answered on its own)."""
+        self.world.step += 1
+        self.world.receiver.batched = size
+
     @precondition(lambda self: self.allows("sink_refuses"))
     @rule(refusing=st.booleans())
     def sink_refuses(self, refusing: bool) -> None:

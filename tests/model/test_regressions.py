@@ -174,3 +174,19 @@ def test_case_7_an_entry_not_sent_for_the_lease_is_charged_no_attempt() -> None:
     state.lease_lapses_in_request(replica="A", sent=1)
     state.run_pass(replica="A")
     state.teardown()
+
+
+def test_case_1_a_poison_entry_inside_a_batch_is_found_and_the_rest_delivered() -> None:
+    """Requests of 3 to a receiver that refuses a request whole for one bad entry: the entry
+    keeps failing (permanent), its request is split until it is found; it alone is parked and
+    every other entry is delivered, in order (the model's batching action came after the fix:
+    no schedule of the code before it)."""
+    state = Schedules()
+    state.first_replica_active()
+    state.batch_requests(size=3)
+    for target in ("t1", "t2", "t1", "t2", "t1", "t2"):
+        state.commit_outbox(to=target)
+    state.answer_entry(back=3, answers=["permanent"] * 8)
+    state.run_pass(replica="A")
+    state.run_pass(replica="A")
+    state.teardown()

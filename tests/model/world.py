@@ -46,6 +46,7 @@ from relayd.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Delivered, Outcome, Permanent, ReadyByReason, Retry
 from relayd.sinks.per_key import HELD_BACK
 from relayd.sinks.sending import NOT_SENT
+from relayd.sinks.webhook.batches import lanes, send_lane
 from relayd.sinks.webhook.http_policy import WHOLESALE_HINTS
 from relayd.state.attempts import decode_record
 from relayd.state.deadletters import _bytes_from, decode_dead_letter, purge_dead_letters, replay_dead_letters
@@ -152,6 +153,9 @@ class Receiver:
         self.hang: set[str] = set()
         self.hung: list[asyncio.Future[None]] = []
         self.ledger: list[Receipt] = []
+        #: 0: every entry answered on its own; N: requests of up to N entries, each taken or
+        #: refused whole (``--webhook-batch N`` against an all-or-nothing receiver)
+        self.batched = 0
 
     def answer(self, envelope: Envelope) -> Answer:
         queue = self.scripted.get(self.world.entry_id(envelope))
@@ -201,6 +205,10 @@ class ModelSink(ReadyByReason):
         if receiver.down:
             receiver.failures[name] = receiver.failures.get(name, 0) + 1
             raise ConnectionError("model: the sink is down")
+        if receiver.batched > 1 and lapse is None and not receiver.refusing:
+            outcomes = await self._deliver_in_requests(batch, receiver.batched)
+            await self._hang(hung)
+            return outcomes
         term, holder_term = self.replica.pass_term(), self.replica.term
         outcomes: list[Outcome] = []
         failed: set[str] = set()
@@ -215,12 +223,7 @@ class ModelSink(ReadyByReason):
             if key is not None and key in failed:  # never past an undelivered entry of its key
                 outcomes.append(Retry(error=HELD_BACK))
                 continue
-            held = world.paused(envelope.kind, key, since_s=self.replica.pass_started_s)
-            if held is not None:
-                world.violations.append(
-                    f"{envelope.kind} {world.entry_id(envelope)} sent at step {world.step}"
-                    f" while {held.describe()} was paused"
-                )
+            self._check_not_paused(envelope)
             answer: str
             outcome: Outcome
             if receiver.refusing:
@@ -252,11 +255,63 @@ class ModelSink(ReadyByReason):
             receiver.refused_together -= set(refused)
         if refused or any(isinstance(o, Retry) and o.error.startswith("model:") for o in outcomes):
             receiver.failures[name] = receiver.failures.get(name, 0) + 1
+        await self._hang(hung)
+        return outcomes
+
+    async def _hang(self, hung: bool) -> None:
         if hung:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            receiver.hung.append(waiter)
+            self.receiver.hung.append(waiter)
             await waiter
+
+    async def _deliver_in_requests(self, batch: Batch, size: int) -> list[Outcome]:
+        """The webhook sink's batching (its real lanes and halving) against a receiver that takes
+        or refuses each request whole: one entry answered other than ``ok`` refuses its request,
+        for its content (split to find it) unless it asked to retry later (a 429 or a 503)."""
+        receiver, world = self.receiver, self.receiver.world
+        envelopes = list(batch)
+        keys = [envelope.ordering_key for envelope in envelopes]
+        outcomes: list[Outcome] = [Retry(error=HELD_BACK)] * len(envelopes)
+        term, holder_term = self.replica.pass_term(), self.replica.term
+
+        async def send(indexes: list[int]) -> tuple[Outcome, bool]:
+            answers = [receiver.answer(envelopes[i]) for i in indexes]
+            refusal = next((answer for answer in answers if answer != "ok"), None)
+            for index, answer in zip(indexes, answers, strict=True):
+                envelope = envelopes[index]
+                self._check_not_paused(envelope)
+                shown = "in_refused_request" if refusal is not None and answer == "ok" else answer
+                receiver.ledger.append(
+                    Receipt(
+                        step=world.step,
+                        at=world.clock.now(),
+                        replica=self.replica.name,
+                        term=term,
+                        holder_term=holder_term,
+                        kind=envelope.kind,
+                        id=world.entry_id(envelope),
+                        seq=world.entry_seq(envelope),
+                        key=envelope.ordering_key,
+                        answer=shown,
+                    )
+                )
+            if refusal is None:
+                return DELIVERED, False
+            receiver.failures[self.replica.name] = receiver.failures.get(self.replica.name, 0) + 1
+            return _OUTCOMES[refusal], refusal != "retry_after"
+
+        for lane in lanes(keys, size, max_lanes=2):
+            await send_lane(lane, keys, size, send, outcomes)
         return outcomes
+
+    def _check_not_paused(self, envelope: Envelope) -> None:
+        world = self.receiver.world
+        held = world.paused(envelope.kind, envelope.ordering_key, since_s=self.replica.pass_started_s)
+        if held is not None:
+            world.violations.append(
+                f"{envelope.kind} {world.entry_id(envelope)} sent at step {world.step}"
+                f" while {held.describe()} was paused"
+            )
 
 
 class Replica:
