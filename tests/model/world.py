@@ -206,9 +206,9 @@ class ModelSink(ReadyByReason):
             receiver.failures[name] = receiver.failures.get(name, 0) + 1
             raise ConnectionError("model: the sink is down")
         if receiver.batched > 1 and lapse is None and not receiver.refusing:
-            outcomes = await self._deliver_in_requests(batch, receiver.batched)
+            whole = await self._deliver_in_requests(batch, receiver.batched)
             await self._hang(hung)
-            return outcomes
+            return whole
         term, holder_term = self.replica.pass_term(), self.replica.term
         outcomes: list[Outcome] = []
         failed: set[str] = set()
