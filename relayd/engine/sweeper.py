@@ -111,6 +111,14 @@ class Sweeper:
         self._pending_children: set[str] = set()
         # More spawns pending in Redis than one pass may name: every outbox event waits.
         self._events_wait = False
+        # The spawns counter this pass has looked at (the spawn reader's, or the one read to
+        # name pending children): events read after it check for spawns above it.
+        self._spawns_seen = 0
+        # What the last outbox read found of spawns committed after that: their children, or
+        # too many to name (every event waits).
+        self._late_children: set[str] = set()
+        self._late_all = False
+        self._late_checked = False  # whether this lane run asked already
         # The children the spawns hash named when last read, and its (size, counter) then.
         self._named: set[str] = set()
         self._named_at: tuple[int, Any] | None = None
@@ -293,6 +301,7 @@ class Sweeper:
         skipped for lack of writes keeps what the last pass knew.
         """
         held = {k for h in lane.held.values() if (k := h.envelope.ordering_key)}
+        self._spawns_seen = lane.reader.window.counter if lane.reader is not None else 0
         if lane.kind in self.parked:
             self._spawns_behind = False  # not a hash: nothing a read could return
         elif self._spawns_read and lane.reader is not None:
@@ -310,6 +319,7 @@ class Sweeper:
         pipe.hlen(ks.spawns)
         pipe.get(ks.spawns_seq)
         size, counter = await pipe.execute()
+        self._spawns_seen = max(self._spawns_seen, _as_int(counter))
         if size > PENDING_SPAWNS_NAMED:
             # Naming every child would cost a read of the whole hash each pass: events wait
             # until the spawns drain below the bound (spawns first, as the pass orders them).
@@ -324,6 +334,45 @@ class Sweeper:
             self._named_at = (size, counter)
         self._pending_children = held | self._named
         return self._pending_children
+
+    async def _without_late_children(self, picked: list[Held]) -> list[Held]:
+        """Held events picked to go, but for those to a child whose spawn was committed after
+        this pass looked at the spawns (the outbox read checked already, or one check now)."""
+        if not self._late_checked:
+            await self._children_of_late_spawns()
+        if self._late_all:
+            return [held for held in picked if held.envelope.ordering_key is None]
+        if not self._late_children:
+            return picked
+        return [held for held in picked if held.envelope.ordering_key not in self._late_children]
+
+    def _spawn_lane_live(self) -> bool:
+        """Whether this sweeper relays spawns from a hash it can read (not parked)."""
+        return any(lane.kind == "spawn" and lane.reader is not None for lane in self.lanes) and (
+            "spawn" not in self.parked
+        )
+
+    async def _children_of_late_spawns(self) -> set[str] | None:
+        """Children named by spawns committed after this pass looked at the spawns (seqs above
+        the counter it saw): an event the outbox read just returned may go to one of them.
+
+        Called after that read: a spawn committed before any event it returned has its seq by
+        this ``GET``; one HMGET of the new seqs names their children. None: more new spawns
+        than a pass may name, so every event to an execution waits.
+        """
+        ks = self.store.keyspace
+        self._late_checked = True
+        counter = _as_int(await self.client.get(ks.spawns_seq))
+        if counter <= self._spawns_seen:
+            return set()
+        if counter - self._spawns_seen > PENDING_SPAWNS_NAMED:
+            self._late_all = True
+            return None
+        seqs = [str(seq) for seq in range(self._spawns_seen + 1, counter + 1)]
+        values = await self.client.hmget(ks.spawns, seqs)
+        self._late_children = {child for raw in values if raw is not None and (child := child_named(raw))}
+        self._pending_children |= self._late_children
+        return self._late_children
 
     def _stopping(self, stop: asyncio.Event | None) -> bool:
         """Whether to start no more work: ``stop`` is set, or the lease may be gone."""
@@ -411,6 +460,7 @@ class Sweeper:
         self, lane: Lane, tally: Tally, blocked: set[str], batch: int, *, probing: bool
     ) -> None:
         now = self.clock.now()
+        self._late_children, self._late_all, self._late_checked = set(), False, False
         # Entries already waiting in memory are older than anything new: they go first.
         picked: list[Held] = []
         if lane.held:
@@ -427,9 +477,14 @@ class Sweeper:
             before = len(lane.held)
             fast, malformed, read_n = await self._read(lane, room, waiting | blocked, tally)
             tally.read += read_n
-            if len(lane.held) > before:  # some joined the line (a history): they may go now too
-                picked = self._pick(lane, now, batch - len(fast), blocked, probing=probing)
+            if len(lane.held) > before and not self._late_all:
+                # Some joined the line (a history): they may go now too, but for events to a
+                # child whose spawn came during the read.
+                still = blocked | self._late_children
+                picked = self._pick(lane, now, batch - len(fast), still, probing=probing)
             tally.full |= more_to_read(lane, read_n, room, noticed=tally.noticed)
+        if picked and lane.kind == "outbox" and self._spawn_lane_live():
+            picked = await self._without_late_children(picked)
         picked, fast = self._fit(lane, picked, fast, batch, now)
         if probing or not (fast and read_n >= room and len(lane.held) < self.options.max_held):
             await self.delivery.deliver_and_settle(
@@ -445,12 +500,14 @@ class Sweeper:
     ) -> tuple[FreshBatch, list[Dead], int]:
         """``Intake.read``, taking the lane's carried ack along when it goes to Redis."""
         carried = lane.overlap.take_carried() if lane.overlap.read_ahead is None else []
+        late = self._children_of_late_spawns if lane.kind == "outbox" and self._spawn_lane_live() else None
         if not carried:
-            return await self.intake.read(lane, room, blocked)
+            return await self.intake.read(lane, room, blocked, late_children=late)
         if not self.may_deliver():
             raise Fenced(lane.kind, len(carried), "ack_expired")
         try:
-            read = await self.intake.read(lane, room, blocked, ack=(carried, self.settle.fence))
+            acking = (carried, self.settle.fence)
+            read = await self.intake.read(lane, room, blocked, ack=acking, late_children=late)
         except StoreFenced as exc:
             raise Fenced(lane.kind, len(carried), "ack_refused") from exc
         self.delivery.count_carried(lane, len(carried), tally)
@@ -550,6 +607,12 @@ class Sweeper:
         """Let the acks in flight of a sweeper given up (a Redis error, a lost lease) finish on
         their own (``Delivery.abandon``)."""
         self.delivery.abandon(self.lanes)
+
+
+def _as_int(reply: object) -> int:
+    """A counter's reply (bytes, str or None) as an int; 0 when absent or not a number."""
+    text = reply.decode() if isinstance(reply, bytes) else reply
+    return int(text) if isinstance(text, str) and text.isdigit() else 0
 
 
 def child_named(raw: bytes | str) -> str | None:

@@ -190,3 +190,23 @@ def test_case_1_a_poison_entry_inside_a_batch_is_found_and_the_rest_delivered() 
     state.run_pass(replica="A")
     state.run_pass(replica="A")
     state.teardown()
+
+
+def test_case_3_a_spawn_committed_while_the_pass_delivers_holds_back_its_child_s_event() -> None:
+    """Found by ``make model``: the pass's spawn request hangs; meanwhile a spawn and an event to
+    its child are committed. The spawn lane had read before that spawn, so only the outbox read
+    saw the event: it reached the child before its spawn."""
+    state = Schedules()
+    state.first_replica_active()
+    state.commit_outbox(to="t1")
+    for _ in range(4):
+        state.commit_spawn()
+    state.hang_next_request(replica="A")
+    for _ in range(3):
+        state.commit_spawn()
+    state.reset_counter()
+    state.keeper(replica="A")
+    state.run_pass(replica="A")
+    state.commit_spawn()
+    state.commit_to_child(back=0)
+    state.teardown()

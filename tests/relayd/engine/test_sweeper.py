@@ -375,6 +375,42 @@ async def test_pending_children_are_read_again_only_when_a_spawn_came_or_went(
     assert [e.body["event"]["id"] for e in sink.delivered] == ["to-other"]
 
 
+class _CommitsWhileDelivering(MemorySink):
+    """A spawn sink during whose first request the engine commits a spawn and an event to its
+    child: after the spawn lane looked at the spawns, before the outbox lane reads."""
+
+    def __init__(self, seeder) -> None:
+        super().__init__()
+        self.seeder = seeder
+        self.committed = False
+
+    async def deliver(self, batch):
+        if not self.committed:
+            self.committed = True
+            await self.seeder.spawn("parent", "late-kid")
+            await self.seeder.outbox("late-kid", "to-late-kid")
+        return await super().deliver(batch)
+
+
+async def test_an_event_to_a_child_spawned_during_the_pass_waits_for_that_spawn(
+    async_client, prefix, seeder, clock
+):
+    """The spawn lane read before the spawn was committed, the outbox lane reads its child's
+    event: the spawns counter read after the outbox read names the child, the event waits."""
+    await seeder.spawn("parent", "kid")
+    sink, spawn_sink = MemorySink(), _CommitsWhileDelivering(seeder)
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": spawn_sink, "timer": sink})
+    await sweeper.start()
+
+    await sweeper.run_pass()
+    during = [e.body["event"]["id"] for e in sink.delivered]
+    await _drain(sweeper)
+
+    assert during == []
+    assert [e.ordering_key for e in spawn_sink.delivered] == ["kid", "late-kid"]
+    assert [e.body["event"]["id"] for e in sink.delivered] == ["to-late-kid"]
+
+
 async def test_every_event_waits_while_more_spawns_are_pending_than_a_pass_may_name(
     async_client, prefix, seeder, clock, monkeypatch
 ):
