@@ -466,6 +466,8 @@ class Sweeper:
         if lane.held:
             picked = self._pick(lane, now, batch, blocked, probing=probing)
             if picked and lane.reader is None:
+                picked = _due_by(picked, now)
+            if picked and lane.reader is None:
                 picked = await self._recheck_timers(lane, picked)
         fast = FreshBatch()
         malformed: list[Dead] = []
@@ -607,6 +609,18 @@ class Sweeper:
         """Let the acks in flight of a sweeper given up (a Redis error, a lost lease) finish on
         their own (``Delivery.abandon``)."""
         self.delivery.abandon(self.lanes)
+
+
+def _due_by(picked: list[Held], now: float) -> list[Held]:
+    """The held timers due by ``now`` (Redis's clock); one it has not reached (the clock was
+    stepped back since it was read) waits for its ``fire_at`` again."""
+    due: list[Held] = []
+    for held in picked:
+        if isinstance(held.raw, RawTimer) and held.raw.fire_at > now:
+            held.not_before = max(held.not_before, held.raw.fire_at)
+        else:
+            due.append(held)
+    return due
 
 
 def _as_int(reply: object) -> int:

@@ -210,3 +210,20 @@ def test_case_3_a_spawn_committed_while_the_pass_delivers_holds_back_its_child_s
     state.commit_spawn()
     state.commit_to_child(back=0)
     state.teardown()
+
+
+def test_case_8_a_held_timer_waits_again_when_redis_s_clock_steps_back() -> None:
+    """Found by ``make model``: a due timer held while its sink was down (no attempt, no wait)
+    was sent by the breaker's probe after Redis's clock stepped back 30 s, before its fire_at
+    by that clock."""
+    state = Schedules()
+    state.first_replica_active()
+    for _ in range(4):
+        state.commit_spawn()
+    state.lose_lease()
+    state.keeper(replica="B")
+    state.sink_down(down=True)
+    state.arm_timer(execution="x1", in_s=-1.0)
+    state.run_pass(replica="B")
+    state.step_redis_clock(seconds=-30.0)
+    state.teardown()
