@@ -235,20 +235,7 @@ class ModelSink(ReadyByReason):
             if not isinstance(outcome, Delivered) and key is not None:
                 failed.add(key)
             outcomes.append(outcome)
-            receiver.ledger.append(
-                Receipt(
-                    step=world.step,
-                    at=world.clock.now(),
-                    replica=self.replica.name,
-                    term=term,
-                    holder_term=holder_term,
-                    kind=envelope.kind,
-                    id=world.entry_id(envelope),
-                    seq=world.entry_seq(envelope),
-                    key=key,
-                    answer=answer,
-                )
-            )
+            self._receipt(envelope, answer, term, holder_term)
         if len(set(refused.values())) > 1:
             receiver.refused_together |= set(refused)
         else:
@@ -268,7 +255,7 @@ class ModelSink(ReadyByReason):
         """The webhook sink's batching (its real lanes and halving) against a receiver that takes
         or refuses each request whole: one entry answered other than ``ok`` refuses its request,
         for its content (split to find it) unless it asked to retry later (a 429 or a 503)."""
-        receiver, world = self.receiver, self.receiver.world
+        receiver = self.receiver
         envelopes = list(batch)
         keys = [envelope.ordering_key for envelope in envelopes]
         outcomes: list[Outcome] = [Retry(error=HELD_BACK)] * len(envelopes)
@@ -281,20 +268,7 @@ class ModelSink(ReadyByReason):
                 envelope = envelopes[index]
                 self._check_not_paused(envelope)
                 shown = "in_refused_request" if refusal is not None and answer == "ok" else answer
-                receiver.ledger.append(
-                    Receipt(
-                        step=world.step,
-                        at=world.clock.now(),
-                        replica=self.replica.name,
-                        term=term,
-                        holder_term=holder_term,
-                        kind=envelope.kind,
-                        id=world.entry_id(envelope),
-                        seq=world.entry_seq(envelope),
-                        key=envelope.ordering_key,
-                        answer=shown,
-                    )
-                )
+                self._receipt(envelope, shown, term, holder_term)
             if refusal is None:
                 return DELIVERED, False
             receiver.failures[self.replica.name] = receiver.failures.get(self.replica.name, 0) + 1
@@ -303,6 +277,24 @@ class ModelSink(ReadyByReason):
         for lane in lanes(keys, size, max_lanes=2):
             await send_lane(lane, keys, size, send, outcomes)
         return outcomes
+
+    def _receipt(self, envelope: Envelope, answer: str, term: int, holder_term: int) -> None:
+        """The ledger's line for one entry of one request."""
+        world = self.receiver.world
+        self.receiver.ledger.append(
+            Receipt(
+                step=world.step,
+                at=world.clock.now(),
+                replica=self.replica.name,
+                term=term,
+                holder_term=holder_term,
+                kind=envelope.kind,
+                id=world.entry_id(envelope),
+                seq=world.entry_seq(envelope),
+                key=envelope.ordering_key,
+                answer=answer,
+            )
+        )
 
     def _check_not_paused(self, envelope: Envelope) -> None:
         world = self.receiver.world

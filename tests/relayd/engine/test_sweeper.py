@@ -39,6 +39,14 @@ def _sweeper(client, prefix, clock, sinks=None, registry=None, **options):
     )
 
 
+def _open_spawn_breaker(sweeper, clock):
+    """Open the spawn sink's breaker, its probe far away; return the spawn lane."""
+    spawn_lane = next(lane for lane in sweeper.lanes if lane.kind == "spawn")
+    spawn_lane.guard.breaker.state = "open"
+    spawn_lane.guard.breaker.probe_at_s = clock.monotonic() + 1_000
+    return spawn_lane
+
+
 async def _drain(sweeper, passes=10):
     await sweeper.start()
     for _ in range(passes):
@@ -325,9 +333,7 @@ async def test_an_event_to_a_child_waits_while_the_spawn_sink_breaker_is_open(
     sink, spawn_sink = MemorySink(), MemorySink()
     sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": spawn_sink, "timer": sink})
     await sweeper.start()
-    spawn_lane = next(lane for lane in sweeper.lanes if lane.kind == "spawn")
-    spawn_lane.guard.breaker.state = "open"
-    spawn_lane.guard.breaker.probe_at_s = clock.monotonic() + 1_000
+    spawn_lane = _open_spawn_breaker(sweeper, clock)
 
     await sweeper.run_pass()
     during = [e.body["event"]["id"] for e in sink.delivered]
@@ -349,9 +355,7 @@ async def test_pending_children_are_read_again_only_when_a_spawn_came_or_went(
     sink, spawn_sink = MemorySink(), MemorySink()
     sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": spawn_sink, "timer": sink})
     await sweeper.start()
-    spawn_lane = next(lane for lane in sweeper.lanes if lane.kind == "spawn")
-    spawn_lane.guard.breaker.state = "open"
-    spawn_lane.guard.breaker.probe_at_s = clock.monotonic() + 1_000
+    _open_spawn_breaker(sweeper, clock)
     reads = 0
     hvals = async_client.hvals
 
@@ -425,9 +429,7 @@ async def test_every_event_waits_while_more_spawns_are_pending_than_a_pass_may_n
     sinks = {"outbox": sink, "spawn": spawn_sink, "timer": sink}
     sweeper = _sweeper(async_client, prefix, clock, sinks, batch=2)
     await sweeper.start()
-    spawn_lane = next(lane for lane in sweeper.lanes if lane.kind == "spawn")
-    spawn_lane.guard.breaker.state = "open"
-    spawn_lane.guard.breaker.probe_at_s = clock.monotonic() + 1_000
+    spawn_lane = _open_spawn_breaker(sweeper, clock)
 
     await sweeper.run_pass()
     await sweeper.run_pass()
