@@ -131,9 +131,10 @@ class BacklogReader(_ReaderBase):
         pipe.hmget(self.keys.hash, read.fields)
         size, counter, values = pipe.execute()
         entries = self._fold_window(read, counter, values, now)
+        listed: list[str] | None = None  # the hash's fields, when this read listed them
         if reconcile and self._below_frontier(limit, int(size), now):
-            fields = map(_as_text, self.client.hkeys(self.keys.hash))
-            if (rewound := self.window.rewind(fields, entries, now)) is not None:
+            listed = [_as_text(f) for f in self.client.hkeys(self.keys.hash)]
+            if (rewound := self.window.rewind(listed, entries, now)) is not None:
                 # The walk starts at once: what it finds joins this read (no reconcile this time).
                 room = limit - len(rewound)
                 return merge(rewound, self.read_new(room, now=now, reconcile=False)) if room else rewound
@@ -142,8 +143,7 @@ class BacklogReader(_ReaderBase):
             cursor, pairs = self.client.hscan(self.keys.hash, self.window.scan_cursor, count=limit)
             entries = merge(entries, self._fold_scan(cursor, pairs, budget, now))
         if not entries and self.window.burned_ahead(limit):
-            listed = None
-            if self.window.lists_cheaply(limit, int(size)):
+            if listed is None and self.window.lists_cheaply(limit, int(size)):
                 listed = [_as_text(f) for f in self.client.hkeys(self.keys.hash)]
             self._skip(limit, int(size), listed)
         return entries
@@ -205,9 +205,10 @@ class AsyncBacklogReader(_ReaderBase):
         if names:
             self.resolve(names)
         entries = self._fold_window(read, counter, values, now)
+        listed: list[str] | None = None  # the hash's fields, when this read listed them
         if reconcile and self._below_frontier(limit, int(size), now):
-            fields = map(_as_text, await self.client.hkeys(self.keys.hash))
-            if (rewound := self.window.rewind(fields, entries, now)) is not None:
+            listed = [_as_text(f) for f in await self.client.hkeys(self.keys.hash)]
+            if (rewound := self.window.rewind(listed, entries, now)) is not None:
                 # The walk starts at once: what it finds joins this read (no reconcile this time).
                 room = limit - len(rewound)
                 if room:
@@ -218,8 +219,7 @@ class AsyncBacklogReader(_ReaderBase):
             cursor, pairs = await self.client.hscan(self.keys.hash, self.window.scan_cursor, count=limit)
             entries = merge(entries, self._fold_scan(cursor, pairs, budget, now))
         if not entries and self.window.burned_ahead(limit):
-            listed = None
-            if self.window.lists_cheaply(limit, int(size)):
+            if listed is None and self.window.lists_cheaply(limit, int(size)):
                 listed = [_as_text(f) for f in await self.client.hkeys(self.keys.hash)]
             self._skip(limit, int(size), listed)
         return entries

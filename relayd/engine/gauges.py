@@ -87,7 +87,7 @@ class PrefixGauges:
         worked: bool,
         held: Mapping[Kind, Iterable[Held]],
         empty: bool,
-        marks: Mapping[Kind, int] | None = None,
+        marks: Mapping[Kind, int],
     ) -> bool:
         """Refresh when ``refresh_due`` says so; ``now`` is epoch seconds, ``now_s`` monotonic.
 
@@ -100,7 +100,7 @@ class PrefixGauges:
         if empty:
             await self.refresh_dead_letters()
         else:
-            await self.refresh(now, held, marks or {})
+            await self.refresh(now, held, marks)
         # A refresh during work leaves the state dirty: the first quiet pass shows the end state.
         self.last_s, self.dirty = now_s, worked
         return True
@@ -114,11 +114,10 @@ class PrefixGauges:
             self.metrics.dead_letters.labels(self.prefix, kind).set(n)
 
     async def refresh(
-        self, now: float, held: Mapping[Kind, Iterable[Held]], marks: Mapping[Kind, int] | None = None
+        self, now: float, held: Mapping[Kind, Iterable[Held]], marks: Mapping[Kind, int]
     ) -> None:
         """Read every gauge in one round-trip; the oldest due age also counts entries held in memory."""
         ks, p, m = self.keyspace, self.prefix, self.metrics
-        marks = marks or {}
         pipe = self.client.pipeline(transaction=False)
         pipe.hlen(ks.outbox)
         pipe.hlen(ks.spawns)

@@ -21,7 +21,7 @@ takes that window instead of going to Redis (``engine.overlap``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Final, TypeAlias
 
@@ -95,29 +95,15 @@ class Intake:
         return idle
 
     async def read(
-        self,
-        lane: Lane,
-        limit: int,
-        blocked: set[str],
-        *,
-        ack: Acking | None = None,
-        late_children: Callable[[], Awaitable[set[str] | None]] | None = None,
+        self, lane: Lane, limit: int, blocked: set[str], *, ack: Acking | None = None
     ) -> tuple[FreshBatch, list[Dead], int]:
         """Read up to ``limit`` new entries; return the fast ones, the malformed ones, the count.
 
         The window read ahead during the last delivery, if any, is this read. Entries with an
         attempt history or a blocked key join ``lane.held`` (the waiting line). ``ack``: a hash
         lane's carried ack, deleted first in the same round-trip (only with no window read ahead).
-        ``late_children``: asked after the read when it returned anything, the keys blocked too
-        (children of spawns committed meanwhile; None: every keyed entry waits).
         """
         fresh, malformed, count, now = lane.overlap.take_read_ahead() or await self._fetch(lane, limit, ack)
-        if late_children is not None and fresh:
-            late = await late_children()
-            if late is None:
-                late = {key for envelope in fresh.envelopes if (key := envelope.ordering_key) is not None}
-            if late:
-                blocked = blocked | late
         records: dict[str, AttemptRecord] = {}
         if lane.attempts_maybe and fresh:
             records = await load_attempts(self.client, self.keys.attempts(lane.kind), fresh.refs)

@@ -51,6 +51,7 @@ from relayd.state import RedisClient
 from relayd.state.attempts import forget_attempts
 from relayd.state.keys import RelayKeys
 from store import AsyncRedisStore, Fence, RawTimer, StoreFenced
+from store.codec import parse_seq
 
 log = structlog.get_logger(__name__)
 
@@ -64,7 +65,7 @@ PAUSES_READ_EVERY_S: Final = 0.5
 #: While spawns are pending beyond the spawn lane's memory, a pass names their children from the
 #: spawns hash (one HVALS) only while it holds at most this many spawns; above it every outbox
 #: event waits for the spawns to drain (a read of a hash of any size each pass would grow with it).
-PENDING_SPAWNS_NAMED = 10_000
+PENDING_SPAWNS_NAMED: Final = 10_000
 
 
 class Sweeper:
@@ -114,11 +115,6 @@ class Sweeper:
         # The spawns counter this pass has looked at (the spawn reader's, or the one read to
         # name pending children): events read after it check for spawns above it.
         self._spawns_seen = 0
-        # What the last outbox read found of spawns committed after that: their children, or
-        # too many to name (every event waits).
-        self._late_children: set[str] = set()
-        self._late_all = False
-        self._late_checked = False  # whether this lane run asked already
         # The children the spawns hash named when last read, and its (size, counter) then.
         self._named: set[str] = set()
         self._named_at: tuple[int, Any] | None = None
@@ -319,7 +315,7 @@ class Sweeper:
         pipe.hlen(ks.spawns)
         pipe.get(ks.spawns_seq)
         size, counter = await pipe.execute()
-        self._spawns_seen = max(self._spawns_seen, _as_int(counter))
+        self._spawns_seen = max(self._spawns_seen, _counter(counter))
         if size > PENDING_SPAWNS_NAMED:
             # Naming every child would cost a read of the whole hash each pass: events wait
             # until the spawns drain below the bound (spawns first, as the pass orders them).
@@ -335,16 +331,24 @@ class Sweeper:
         self._pending_children = held | self._named
         return self._pending_children
 
-    async def _without_late_children(self, picked: list[Held]) -> list[Held]:
-        """Held events picked to go, but for those to a child whose spawn was committed after
-        this pass looked at the spawns (the outbox read checked already, or one check now)."""
-        if not self._late_checked:
-            await self._children_of_late_spawns()
-        if self._late_all:
-            return [held for held in picked if held.envelope.ordering_key is None]
-        if not self._late_children:
-            return picked
-        return [held for held in picked if held.envelope.ordering_key not in self._late_children]
+    async def _hold_for_late_spawns(
+        self, lane: Lane, picked: list[Held], fast: FreshBatch, now: float
+    ) -> tuple[list[Held], FreshBatch]:
+        """What of the outbox entries about to go may go: not those to a child whose spawn was
+        committed after this pass looked at the spawns; they join the waiting line."""
+        late = await self._children_of_late_spawns()
+        if late is not None and not late:
+            return picked, fast
+
+        def waits(key: str | None) -> bool:
+            return key is not None and (late is None or key in late)
+
+        held_back = FreshBatch.of(f for f in fast if waits(f[2].ordering_key))
+        if not held_back and not any(waits(h.envelope.ordering_key) for h in picked):
+            return picked, fast
+        lane.hold(held_back, now)
+        keep = FreshBatch.of(f for f in fast if not waits(f[2].ordering_key))
+        return [h for h in picked if not waits(h.envelope.ordering_key)], keep
 
     def _spawn_lane_live(self) -> bool:
         """Whether this sweeper relays spawns from a hash it can read (not parked)."""
@@ -361,18 +365,17 @@ class Sweeper:
         than a pass may name, so every event to an execution waits.
         """
         ks = self.store.keyspace
-        self._late_checked = True
-        counter = _as_int(await self.client.get(ks.spawns_seq))
+        counter = _counter(await self.client.get(ks.spawns_seq))
         if counter <= self._spawns_seen:
             return set()
         if counter - self._spawns_seen > PENDING_SPAWNS_NAMED:
-            self._late_all = True
+            self._events_wait = True
             return None
         seqs = [str(seq) for seq in range(self._spawns_seen + 1, counter + 1)]
         values = await self.client.hmget(ks.spawns, seqs)
-        self._late_children = {child for raw in values if raw is not None and (child := child_named(raw))}
-        self._pending_children |= self._late_children
-        return self._late_children
+        late = {child for raw in values if raw is not None and (child := child_named(raw))}
+        self._pending_children |= late  # ``has_eligible`` sees them wait too
+        return late
 
     def _stopping(self, stop: asyncio.Event | None) -> bool:
         """Whether to start no more work: ``stop`` is set, or the lease may be gone."""
@@ -460,15 +463,12 @@ class Sweeper:
         self, lane: Lane, tally: Tally, blocked: set[str], batch: int, *, probing: bool
     ) -> None:
         now = self.clock.now()
-        self._late_children, self._late_all, self._late_checked = set(), False, False
         # Entries already waiting in memory are older than anything new: they go first.
         picked: list[Held] = []
         if lane.held:
             picked = self._pick(lane, now, batch, blocked, probing=probing)
             if picked and lane.reader is None:
-                picked = _due_by(picked, now)
-            if picked and lane.reader is None:
-                picked = await self._recheck_timers(lane, picked)
+                picked = await self._recheck_timers(lane, picked, now)
         fast = FreshBatch()
         malformed: list[Dead] = []
         room = min(batch - len(picked), self.options.max_held - len(lane.held))
@@ -479,14 +479,11 @@ class Sweeper:
             before = len(lane.held)
             fast, malformed, read_n = await self._read(lane, room, waiting | blocked, tally)
             tally.read += read_n
-            if len(lane.held) > before and not self._late_all:
-                # Some joined the line (a history): they may go now too, but for events to a
-                # child whose spawn came during the read.
-                still = blocked | self._late_children
-                picked = self._pick(lane, now, batch - len(fast), still, probing=probing)
+            if len(lane.held) > before:  # some joined the line (a history): they may go now too
+                picked = self._pick(lane, now, batch - len(fast), blocked, probing=probing)
             tally.full |= more_to_read(lane, read_n, room, noticed=tally.noticed)
-        if picked and lane.kind == "outbox" and self._spawn_lane_live():
-            picked = await self._without_late_children(picked)
+        if (picked or fast) and lane.kind == "outbox" and self._spawn_lane_live():
+            picked, fast = await self._hold_for_late_spawns(lane, picked, fast, now)
         picked, fast = self._fit(lane, picked, fast, batch, now)
         if probing or not (fast and read_n >= room and len(lane.held) < self.options.max_held):
             await self.delivery.deliver_and_settle(
@@ -502,14 +499,12 @@ class Sweeper:
     ) -> tuple[FreshBatch, list[Dead], int]:
         """``Intake.read``, taking the lane's carried ack along when it goes to Redis."""
         carried = lane.overlap.take_carried() if lane.overlap.read_ahead is None else []
-        late = self._children_of_late_spawns if lane.kind == "outbox" and self._spawn_lane_live() else None
         if not carried:
-            return await self.intake.read(lane, room, blocked, late_children=late)
+            return await self.intake.read(lane, room, blocked)
         if not self.may_deliver():
             raise Fenced(lane.kind, len(carried), "ack_expired")
         try:
-            acking = (carried, self.settle.fence)
-            read = await self.intake.read(lane, room, blocked, ack=acking, late_children=late)
+            read = await self.intake.read(lane, room, blocked, ack=(carried, self.settle.fence))
         except StoreFenced as exc:
             raise Fenced(lane.kind, len(carried), "ack_refused") from exc
         self.delivery.count_carried(lane, len(carried), tally)
@@ -553,13 +548,21 @@ class Sweeper:
             raise
         await delivering
 
-    async def _recheck_timers(self, lane: Lane, picked: list[Held]) -> list[Held]:
-        """The held timers about to be sent again that the engine still has armed as read.
+    async def _recheck_timers(self, lane: Lane, picked: list[Held], now: float) -> list[Held]:
+        """The held timers about to be sent again that are due by Redis's clock and that the
+        engine still has armed as read.
 
-        One ``ZMSCORE`` for those picked: a timer the engine cancelled since it was read is
+        One not due (the clock stepped back since it was read) waits for its ``fire_at`` again.
+        One ``ZMSCORE`` for the others: a timer the engine cancelled since it was read is
         dropped, one it moved is dropped too and read again at its new score when due
         (docs/internals.md#delivery-semantics); their attempt records go with them.
         """
+        for held in picked:
+            if isinstance(held.raw, RawTimer) and held.raw.fire_at > now:
+                held.not_before = max(held.not_before, held.raw.fire_at)
+        picked = [h for h in picked if isinstance(h.raw, RawTimer) and h.raw.fire_at <= now]
+        if not picked:
+            return picked
         members: list[Any] = [h.raw.member for h in picked if isinstance(h.raw, RawTimer)]
         scores = await self.client.zmscore(self.store.keyspace.timers, members)
         keep: list[Held] = []
@@ -611,22 +614,9 @@ class Sweeper:
         self.delivery.abandon(self.lanes)
 
 
-def _due_by(picked: list[Held], now: float) -> list[Held]:
-    """The held timers due by ``now`` (Redis's clock); one it has not reached (the clock was
-    stepped back since it was read) waits for its ``fire_at`` again."""
-    due: list[Held] = []
-    for held in picked:
-        if isinstance(held.raw, RawTimer) and held.raw.fire_at > now:
-            held.not_before = max(held.not_before, held.raw.fire_at)
-        else:
-            due.append(held)
-    return due
-
-
-def _as_int(reply: object) -> int:
-    """A counter's reply (bytes, str or None) as an int; 0 when absent or not a number."""
-    text = reply.decode() if isinstance(reply, bytes) else reply
-    return int(text) if isinstance(text, str) and text.isdigit() else 0
+def _counter(reply: bytes | str | None) -> int:
+    """A counter's reply as an int; 0 when absent or not a number."""
+    return (parse_seq(reply) if reply is not None else None) or 0
 
 
 def child_named(raw: bytes | str) -> str | None:

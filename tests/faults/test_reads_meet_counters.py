@@ -50,6 +50,11 @@ def _event_id(envelope: dict[str, object]) -> str:
     return str(event["id"])
 
 
+def _sweep_args(redis_process: RedisServer, url: str) -> list[str]:
+    """``relayd sweep``'s arguments for this prefix on ``redis_process``, into the webhook ``url``."""
+    return ["--redis-url", redis_process.url, "--prefix", PREFIX, "--sink", f"webhook:{url}"]
+
+
 def _key(envelope: dict[str, object]) -> tuple[str, str]:
     """(kind, the child a spawn creates or the target an event goes to)."""
     kind = str(envelope["kind"])
@@ -66,16 +71,7 @@ def test_case_5_a_counter_reset_below_the_cursor_delivers_in_seq_order(redis_pro
     pipe.set(keyspace.outbox_seq, 6)
     pipe.execute()
     with serve_in_thread(_receiver(delivered)) as url:
-        sweep = [
-            "--redis-url",
-            redis_process.url,
-            "--prefix",
-            PREFIX,
-            "--sink",
-            f"webhook:{url}",
-            "--batch",
-            "4",
-        ]
+        sweep = [*_sweep_args(redis_process, url), "--batch", "4"]
         first = run_relayd("sweep", "--once", *sweep)
         # The counter is reset (a restore from an older backup): 1-12 are committed again,
         # in one transaction, all to one target.
@@ -100,7 +96,7 @@ def test_case_9_a_counter_jump_does_not_stall_new_entries(redis_process: RedisSe
     client.hset(keyspace.outbox, "1", outbox_value("t1", "before"))
     client.set(keyspace.outbox_seq, 1)
     with serve_in_thread(_receiver(delivered)) as url:
-        sweep = ["--redis-url", redis_process.url, "--prefix", PREFIX, "--sink", f"webhook:{url}"]
+        sweep = _sweep_args(redis_process, url)
         first = run_relayd("sweep", "--once", *sweep)
         jumped = client.incrby(keyspace.outbox_seq, 10**9)
         pipe = client.pipeline(transaction=True)
@@ -133,7 +129,7 @@ def test_case_3_events_to_a_child_wait_for_its_spawn_in_memory_or_in_redis(
     pipe.set(keyspace.outbox_seq, 300)
     pipe.execute()
     with serve_in_thread(_receiver(delivered)) as url:
-        sweep = ["--redis-url", redis_process.url, "--prefix", PREFIX, "--sink", f"webhook:{url}"]
+        sweep = _sweep_args(redis_process, url)
         done = run_relayd("sweep", "--once", *sweep, "--batch", "100")
 
     assert done.returncode == 0, done.stderr[-2000:]

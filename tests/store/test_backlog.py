@@ -334,13 +334,14 @@ async def _drain(store, reader, *, now: float, reads: int = 10) -> list[int | No
 
 
 async def test_a_counter_reset_below_the_frontier_is_read_from_its_lowest_seq_in_order(store, seed) -> None:
-    """Seqs 1..6 delivered; the counter is reset and 3 entries committed at 1..3: the reader
-    moves back to seq 1 and returns them in seq order, at its next read."""
+    """Seqs 1..6 delivered; the counter is reset and 3 entries committed at 1..3 (written to the
+    hash out of order, so its scan order is not theirs): the reader moves back to seq 1 and
+    returns them in seq order, at its next read."""
     seed(*range(1, 7), counter=6)
     reader = store.backlog("outbox", reconcile_interval_s=1_000.0)
     await reader.start()
     await _drain(store, reader, now=0.0)
-    seed(1, 2, 3, counter=3)
+    seed(3, 1, 2, counter=3)
 
     assert await _drain(store, reader, now=0.5) == [1, 2, 3]
 
@@ -359,14 +360,14 @@ async def test_a_reset_refilled_past_the_old_counter_is_still_read_in_seq_order(
 
 async def test_a_rewind_skips_the_entries_still_open(store, seed) -> None:
     """Entries 5 and 6 were returned and are not acked yet when the reader walks back over
-    them: they are not returned twice."""
+    them: they are not returned twice, and the new ones come in seq order (written out of it)."""
     seed(*range(1, 7), counter=6)
     reader = store.backlog("outbox", reconcile_interval_s=1_000.0)
     await reader.start()
     first = await reader.read_new(10, now=0.0)
     await store.ack_outbox_many(["1", "2", "3", "4"])
     reader.resolve(["1", "2", "3", "4"])
-    seed(1, 2, counter=2)  # reset: two new entries below the open ones
+    seed(2, 1, counter=2)  # reset: two new entries below the open ones
 
     again = await reader.read_new(10, now=0.5)
 
