@@ -1,4 +1,4 @@
-"""A real moto server (``moto_server -H 127.0.0.1 -p P``) speaking SQS, SNS and Kinesis, for the AWS sinks.
+"""A real moto server (``moto.server``, through ``moto_main.py``) speaking SQS, SNS and Kinesis.
 
 moto keeps everything in memory: ``stop()`` then ``start()`` (same port) comes back empty, so a
 test that restarts it recreates its queues and counts what arrived before and after. It slows
@@ -20,6 +20,7 @@ import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from support.ports import port_free
@@ -62,8 +63,10 @@ class MotoServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
+        # -P: the script's folder (this one, with its ``moto.py``) is not put on the path.
+        main = str(Path(__file__).with_name("moto_main.py"))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            [sys.executable, "-P", main, "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
