@@ -21,7 +21,7 @@ from store.backlog import RawEntry, SeqWindow, WindowRead, merge
 from store.fence import Fence, fenced_call, fenced_refusal
 from store.keys import Keyspace
 from store.plans import ack_fields
-from store.round_trip import round_trip
+from store.round_trip import Command, round_trip
 from store.scripts import FENCED_HDEL
 
 BacklogKind = Literal["outbox", "spawns"]
@@ -62,6 +62,8 @@ class _ReaderBase:
         self.kind = kind
         self.keys = _ReaderKeys(keyspace, kind)
         self.window = SeqWindow(grace_s=grace_s, reconcile_interval_s=reconcile_interval_s)
+        #: The replies of the last async read's ``then`` commands.
+        self.then_replies: list[Any] = []
 
     def resolve(self, fields: Iterable[str]) -> None:
         """Forget returned entries that were acked or dead-lettered."""
@@ -170,6 +172,7 @@ class AsyncBacklogReader(_ReaderBase):
         reconcile: bool = True,
         ack: Sequence[str] = (),
         fence: Fence | None = None,
+        then: Sequence[Command] = (),
     ) -> list[RawEntry]:
         """Entries never returned before, at most ``limit``, in seq order (``seq=None`` last).
 
@@ -181,15 +184,19 @@ class AsyncBacklogReader(_ReaderBase):
         round-trip (with ``fence``, only while the fence holds: else ``StoreFenced``, nothing
         deleted), then resolved. A reader under a steady writer thus acks one pass's entries
         with the next pass's read instead of a round-trip of its own.
+
+        ``then``: commands that run after the read in the same round-trip (Redis runs a
+        connection's commands in order); their replies are left in ``then_replies``.
         """
         read = self.window.plan(limit - (self.window.reconcile_share(limit, now) if reconcile else 0))
         names = ack_fields(ack)
-        commands = [self._ack_command(names, fence)] if names else []
+        commands: list[Command] = [self._ack_command(names, fence)] if names else []
         # HLEN first: an entry committed during the round-trip then cannot look unknown.
         commands += [
             ("HLEN", self.keys.hash),
             ("GET", self.keys.counter),
             ("HMGET", self.keys.hash, *read.fields),
+            *then,
         ]
         try:
             try:
@@ -201,7 +208,8 @@ class AsyncBacklogReader(_ReaderBase):
             if (fenced := fenced_refusal(exc, fence)) is not None:
                 raise fenced from exc
             raise
-        size, counter, values = replies[-3:]
+        size, counter, values = replies[len(replies) - len(then) - 3 : len(replies) - len(then)]
+        self.then_replies = replies[len(replies) - len(then) :]
         if names:
             self.resolve(names)
         entries = self._fold_window(read, counter, values, now)

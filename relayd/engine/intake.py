@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from typing import Final, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from relayd.engine.build import build_fresh
 from relayd.engine.clock import Clock
@@ -38,6 +38,7 @@ from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, load_attempts
 from relayd.state.keys import RelayKeys
 from store import AsyncRedisStore, Fence, RawEntry, RawTimer
+from store.round_trip import Command
 
 #: Envelopes built between yields to the event loop while a sink call is in flight.
 BUILD_SLICE: Final = 250
@@ -59,6 +60,7 @@ class Intake:
         self.clock = clock
         self.poll_interval_s = poll_interval_s
         self.next_timer_at: float | None = None  # epoch s: from the last timer read or probe
+        self.then_replies: list[object] | None = None  # of the last ``read``'s ``then`` commands
         # Lanes whose last run read, attempted and held nothing: the next pass probes them first.
         self.quiet: set[Kind] = set()
         self._probed_all_s = float("-inf")  # when every quiet lane was last probed (monotonic s)
@@ -95,15 +97,29 @@ class Intake:
         return idle
 
     async def read(
-        self, lane: Lane, limit: int, blocked: set[str], *, ack: Acking | None = None
+        self,
+        lane: Lane,
+        limit: int,
+        blocked: set[str],
+        *,
+        ack: Acking | None = None,
+        then: Sequence[Command] = (),
     ) -> tuple[FreshBatch, list[Dead], int]:
         """Read up to ``limit`` new entries; return the fast ones, the malformed ones, the count.
 
         The window read ahead during the last delivery, if any, is this read. Entries with an
         attempt history or a blocked key join ``lane.held`` (the waiting line). ``ack``: a hash
         lane's carried ack, deleted first in the same round-trip (only with no window read ahead).
+        ``then``: commands a hash lane's read runs after it in the same round-trip; their replies
+        are left in ``then_replies`` (None when the read did not go to Redis with them).
         """
-        fresh, malformed, count, now = lane.overlap.take_read_ahead() or await self._fetch(lane, limit, ack)
+        fetched = lane.overlap.take_read_ahead()
+        self.then_replies = None
+        if fetched is None:
+            fetched = await self._fetch(lane, limit, ack, then)
+            if then and lane.reader is not None and len(lane.reader.then_replies) == len(then):
+                self.then_replies = lane.reader.then_replies
+        fresh, malformed, count, now = fetched
         records: dict[str, AttemptRecord] = {}
         if lane.attempts_maybe and fresh:
             records = await load_attempts(self.client, self.keys.attempts(lane.kind), fresh.refs)
@@ -127,14 +143,22 @@ class Intake:
         raws, read_at = await self._read_raw(lane, limit, in_flight=in_flight)
         lane.overlap.read_ahead = await self._build_yielding(lane, raws, read_at)
 
-    async def _fetch(self, lane: Lane, limit: int, ack: Acking | None = None) -> Fetched:
+    async def _fetch(
+        self, lane: Lane, limit: int, ack: Acking | None = None, then: Sequence[Command] = ()
+    ) -> Fetched:
         """Read up to ``limit`` new entries and build their envelopes (no history, no split)."""
-        raws, now = await self._read_raw(lane, limit, ack=ack)
+        raws, now = await self._read_raw(lane, limit, ack=ack, then=then)
         fresh, malformed = build_fresh(lane.kind, self.prefix, raws, now)
         return fresh, malformed, len(raws), now
 
     async def _read_raw(
-        self, lane: Lane, limit: int, *, in_flight: FreshBatch | None = None, ack: Acking | None = None
+        self,
+        lane: Lane,
+        limit: int,
+        *,
+        in_flight: FreshBatch | None = None,
+        ack: Acking | None = None,
+        then: Sequence[Command] = (),
     ) -> tuple[Sequence[RawEntry | RawTimer], float]:
         """Up to ``limit`` new entries as stored, and when they were read (epoch s).
 
@@ -146,12 +170,10 @@ class Intake:
         now = self.clock.now()
         if lane.reader is not None:
             reading_s, reconcile = self.clock.monotonic(), not in_flight
-            if ack is None:
-                return await lane.reader.read_new(limit, now=reading_s, reconcile=reconcile), now
-            fields, fence = ack
-            return await lane.reader.read_new(
-                limit, now=reading_s, reconcile=reconcile, ack=fields, fence=fence
-            ), now
+            extra: dict[str, Any] = {"then": then} if then else {}
+            if ack is not None:
+                extra["ack"], extra["fence"] = ack
+            return await lane.reader.read_new(limit, now=reading_s, reconcile=reconcile, **extra), now
         flying = [raw for raw in in_flight.raws if isinstance(raw, RawTimer)] if in_flight else []
         return await self._read_timers(lane, now, limit, flying), now
 

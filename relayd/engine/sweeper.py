@@ -22,8 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, cast
 
 import orjson
 import structlog
@@ -52,6 +52,7 @@ from relayd.state.attempts import forget_attempts
 from relayd.state.keys import RelayKeys
 from store import AsyncRedisStore, Fence, RawTimer, StoreFenced
 from store.codec import parse_seq
+from store.round_trip import Command
 
 log = structlog.get_logger(__name__)
 
@@ -331,12 +332,22 @@ class Sweeper:
         self._pending_children = held | self._named
         return self._pending_children
 
+    def _late_spawn_check(self, lane: Lane) -> tuple[Command, ...]:
+        """What an outbox read runs after it for ``_hold_for_late_spawns``: the spawns counter's
+        GET, so that check costs no round-trip of its own."""
+        if lane.kind != "outbox" or not self._spawn_lane_live():
+            return ()
+        return (("GET", self.store.keyspace.spawns_seq),)
+
     async def _hold_for_late_spawns(
-        self, lane: Lane, picked: list[Held], fast: FreshBatch, now: float
+        self, lane: Lane, picked: list[Held], fast: FreshBatch, now: float, counter: object = None
     ) -> tuple[list[Held], FreshBatch]:
         """What of the outbox entries about to go may go: not those to a child whose spawn was
-        committed after this pass looked at the spawns; they join the waiting line."""
-        late = await self._children_of_late_spawns()
+        committed after this pass looked at the spawns; they join the waiting line.
+
+        ``counter``: the spawns counter as the outbox read's round-trip found it after the read
+        (``_late_spawn_check``); None: read it now."""
+        late = await self._children_of_late_spawns(counter)
         if late is not None and not late:
             return picked, fast
 
@@ -356,16 +367,19 @@ class Sweeper:
             "spawn" not in self.parked
         )
 
-    async def _children_of_late_spawns(self) -> set[str] | None:
+    async def _children_of_late_spawns(self, reply: object = None) -> set[str] | None:
         """Children named by spawns committed after this pass looked at the spawns (seqs above
         the counter it saw): an event the outbox read just returned may go to one of them.
 
-        Called after that read: a spawn committed before any event it returned has its seq by
-        this ``GET``; one HMGET of the new seqs names their children. None: more new spawns
-        than a pass may name, so every event to an execution waits.
+        The counter is read after that read (``reply``, from the read's own round-trip, or a
+        ``GET`` now): a spawn committed before any event it returned has its seq by then; one
+        HMGET of the new seqs names their children. None: more new spawns than a pass may name,
+        so every event to an execution waits.
         """
         ks = self.store.keyspace
-        counter = _counter(await self.client.get(ks.spawns_seq))
+        if reply is None:
+            reply = await self.client.get(ks.spawns_seq)
+        counter = _counter(cast("bytes | str | None", reply))
         if counter <= self._spawns_seen:
             return set()
         if counter - self._spawns_seen > PENDING_SPAWNS_NAMED:
@@ -477,13 +491,15 @@ class Sweeper:
             self._spawns_read |= lane.kind == "spawn"
             waiting = {k for h in lane.held.values() if (k := h.envelope.ordering_key) is not None}
             before = len(lane.held)
-            fast, malformed, read_n = await self._read(lane, room, waiting | blocked, tally)
+            then = self._late_spawn_check(lane)
+            fast, malformed, read_n = await self._read(lane, room, waiting | blocked, tally, then)
             tally.read += read_n
             if len(lane.held) > before:  # some joined the line (a history): they may go now too
                 picked = self._pick(lane, now, batch - len(fast), blocked, probing=probing)
             tally.full |= more_to_read(lane, read_n, room, noticed=tally.noticed)
         if (picked or fast) and lane.kind == "outbox" and self._spawn_lane_live():
-            picked, fast = await self._hold_for_late_spawns(lane, picked, fast, now)
+            counter = self.intake.then_replies[0] if read_n and self.intake.then_replies else None
+            picked, fast = await self._hold_for_late_spawns(lane, picked, fast, now, counter)
         picked, fast = self._fit(lane, picked, fast, batch, now)
         if probing or not (fast and read_n >= room and len(lane.held) < self.options.max_held):
             await self.delivery.deliver_and_settle(
@@ -495,16 +511,16 @@ class Sweeper:
         )
 
     async def _read(
-        self, lane: Lane, room: int, blocked: set[str], tally: Tally
+        self, lane: Lane, room: int, blocked: set[str], tally: Tally, then: Sequence[Command] = ()
     ) -> tuple[FreshBatch, list[Dead], int]:
         """``Intake.read``, taking the lane's carried ack along when it goes to Redis."""
         carried = lane.overlap.take_carried() if lane.overlap.read_ahead is None else []
         if not carried:
-            return await self.intake.read(lane, room, blocked)
+            return await self.intake.read(lane, room, blocked, then=then)
         if not self.may_deliver():
             raise Fenced(lane.kind, len(carried), "ack_expired")
         try:
-            read = await self.intake.read(lane, room, blocked, ack=(carried, self.settle.fence))
+            read = await self.intake.read(lane, room, blocked, ack=(carried, self.settle.fence), then=then)
         except StoreFenced as exc:
             raise Fenced(lane.kind, len(carried), "ack_refused") from exc
         self.delivery.count_carried(lane, len(carried), tally)

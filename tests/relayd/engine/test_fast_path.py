@@ -234,12 +234,12 @@ async def test_a_read_that_fails_during_a_delivery_lets_the_delivery_finish_and_
     read_new = outbox.reader.read_new
     reads = 0
 
-    async def failing_second_read(limit, *, now, reconcile=True):
+    async def failing_second_read(limit, *, now, reconcile=True, **more):
         nonlocal reads
         reads += 1
         if reads == 2:  # the prefetch, sent while e0 and e1 are with the sink
             raise RedisConnectionError("read lost")
-        return await read_new(limit, now=now, reconcile=reconcile)
+        return await read_new(limit, now=now, reconcile=reconcile, **more)
 
     monkeypatch.setattr(outbox.reader, "read_new", failing_second_read)
 

@@ -54,9 +54,9 @@ class _Counting:
     def __getattr__(self, name):
         return getattr(self.reader, name)
 
-    async def read_new(self, limit, *, now, reconcile=True):
+    async def read_new(self, limit, *, now, reconcile=True, **more):
         self.calls += 1
-        return await self.reader.read_new(limit, now=now, reconcile=reconcile)
+        return await self.reader.read_new(limit, now=now, reconcile=reconcile, **more)
 
 
 def _count_reads(sweeper):

@@ -415,6 +415,33 @@ async def test_an_event_to_a_child_spawned_during_the_pass_waits_for_that_spawn(
     assert [e.body["event"]["id"] for e in sink.delivered] == ["to-late-kid"]
 
 
+async def test_the_late_spawn_check_rides_the_outbox_read(async_client, prefix, seeder, clock, monkeypatch):
+    """Events going out with the spawn lane live: the spawns counter is read in the outbox
+    read's own round-trip, never by a GET of its own; a spawn committed in the pass still holds
+    its child's event back."""
+    await seeder.spawn("parent", "kid")
+    sink, spawn_sink = MemorySink(), _CommitsWhileDelivering(seeder)
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": spawn_sink, "timer": sink})
+    await sweeper.start()
+    own_gets: list[str] = []
+    get = async_client.get
+
+    async def counted(key):
+        own_gets.append(key)
+        return await get(key)
+
+    monkeypatch.setattr(async_client, "get", counted)
+    await seeder.outbox("other", "to-other")
+
+    await sweeper.run_pass()
+    during = [e.body["event"]["id"] for e in sink.delivered]
+    await _drain(sweeper)
+
+    assert sweeper.store.keyspace.spawns_seq not in own_gets
+    assert during == ["to-other"]
+    assert [e.body["event"]["id"] for e in sink.delivered] == ["to-other", "to-late-kid"]
+
+
 async def test_every_event_waits_while_more_spawns_are_pending_than_a_pass_may_name(
     async_client, prefix, seeder, clock, monkeypatch
 ):
