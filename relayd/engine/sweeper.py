@@ -340,7 +340,7 @@ class Sweeper:
         return (("GET", self.store.keyspace.spawns_seq),)
 
     async def _hold_for_late_spawns(
-        self, lane: Lane, picked: list[Held], fast: FreshBatch, now: float, counter: object = None
+        self, lane: Lane, picked: list[Held], fast: FreshBatch, now: float, counter: int | None = None
     ) -> tuple[list[Held], FreshBatch]:
         """What of the outbox entries about to go may go: not those to a child whose spawn was
         committed after this pass looked at the spawns; they join the waiting line.
@@ -367,19 +367,18 @@ class Sweeper:
             "spawn" not in self.parked
         )
 
-    async def _children_of_late_spawns(self, reply: object = None) -> set[str] | None:
+    async def _children_of_late_spawns(self, counter: int | None = None) -> set[str] | None:
         """Children named by spawns committed after this pass looked at the spawns (seqs above
         the counter it saw): an event the outbox read just returned may go to one of them.
 
-        The counter is read after that read (``reply``, from the read's own round-trip, or a
+        The counter is read after that read (``counter``, from the read's own round-trip, or a
         ``GET`` now): a spawn committed before any event it returned has its seq by then; one
         HMGET of the new seqs names their children. None: more new spawns than a pass may name,
         so every event to an execution waits.
         """
         ks = self.store.keyspace
-        if reply is None:
-            reply = await self.client.get(ks.spawns_seq)
-        counter = _counter(cast("bytes | str | None", reply))
+        if counter is None:
+            counter = _counter(await self.client.get(ks.spawns_seq))
         if counter <= self._spawns_seen:
             return set()
         if counter - self._spawns_seen > PENDING_SPAWNS_NAMED:
@@ -498,7 +497,8 @@ class Sweeper:
                 picked = self._pick(lane, now, batch - len(fast), blocked, probing=probing)
             tally.full |= more_to_read(lane, read_n, room, noticed=tally.noticed)
         if (picked or fast) and lane.kind == "outbox" and self._spawn_lane_live():
-            counter = self.intake.then_replies[0] if read_n and self.intake.then_replies else None
+            replies = self.intake.then_replies if read_n else None
+            counter = _counter(cast("bytes | str | None", replies[0])) if replies else None
             picked, fast = await self._hold_for_late_spawns(lane, picked, fast, now, counter)
         picked, fast = self._fit(lane, picked, fast, batch, now)
         if probing or not (fast and read_n >= room and len(lane.held) < self.options.max_held):

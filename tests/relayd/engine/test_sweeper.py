@@ -442,6 +442,29 @@ async def test_the_late_spawn_check_rides_the_outbox_read(async_client, prefix, 
     assert [e.body["event"]["id"] for e in sink.delivered] == ["to-other", "to-late-kid"]
 
 
+async def test_the_late_spawn_check_costs_no_get_when_nothing_was_ever_spawned(
+    async_client, prefix, seeder, clock, monkeypatch
+):
+    """No spawns counter at all (its GET answers nil): the read's reply is still the answer."""
+    sink = MemorySink()
+    sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": sink, "timer": sink})
+    await sweeper.start()
+    own_gets: list[str] = []
+    get = async_client.get
+
+    async def counted(key):
+        own_gets.append(key)
+        return await get(key)
+
+    monkeypatch.setattr(async_client, "get", counted)
+    await seeder.outbox("other", "to-other")
+
+    await sweeper.run_pass()
+
+    assert sweeper.store.keyspace.spawns_seq not in own_gets
+    assert [e.body["event"]["id"] for e in sink.delivered] == ["to-other"]
+
+
 async def test_every_event_waits_while_more_spawns_are_pending_than_a_pass_may_name(
     async_client, prefix, seeder, clock, monkeypatch
 ):
