@@ -33,8 +33,8 @@ from typing import Final
 import structlog
 from prometheus_client import Counter
 
-from relayd.batch import Batch
 from relayd.envelope import Envelope
+from relayd.envelope.batch import Batch
 from relayd.sinks.base import DELIVERED, Sink
 
 log = structlog.get_logger(__name__)

@@ -16,10 +16,10 @@ from typing import Final
 
 import redis
 
-from relayd.batch import Batch
 from relayd.bench.server import command_calls, server_cpu_s
 from relayd.bench.stats import RunFigures, commands_delta, committed_at
 from relayd.envelope import Envelope, Kind
+from relayd.envelope.batch import Batch
 from relayd.sinks.base import Delivered, Outcome, Sink, all_delivered
 
 #: Every this many confirmed deliveries, one commit-to-delivery latency is kept.

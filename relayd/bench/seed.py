@@ -20,10 +20,10 @@ from typing import Any, Final
 import redis
 import redis.asyncio as aioredis
 
-from relayd.batch import Batch
 from relayd.bench.stats import COMMITTED_AT
-from relayd.decode import outbox_envelope, outbox_envelopes, spawn_envelope, timer_envelope
 from relayd.envelope import Kind
+from relayd.envelope.batch import Batch
+from relayd.envelope.decode import outbox_envelope, outbox_envelopes, spawn_envelope, timer_envelope
 from relayd.sinks.base import Delivered, Sink
 from store import Event, Execution, Keyspace, RawEntry, RawTimer, RedisStore, TimerOp, parse_seq
 

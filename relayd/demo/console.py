@@ -21,10 +21,10 @@ import redis
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
-from relayd.batch import Batch
 from relayd.console.server import ConsoleOptions, serve_console
 from relayd.demo.embedded import EmbeddedRedis
 from relayd.demo.run import DEMO_PREFIX, Committed, CountingSink, start_relay, start_workload
+from relayd.envelope.batch import Batch
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Outcome, Permanent

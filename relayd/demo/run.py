@@ -31,11 +31,11 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from relayd.batch import Batch
 from relayd.demo.embedded import EmbeddedRedis
 from relayd.engine.loop import RunSummary, run_relay
 from relayd.engine.options import SweepOptions
 from relayd.envelope import KINDS, Kind
+from relayd.envelope.batch import Batch
 from relayd.health import Health
 from relayd.heartbeat import heartbeat
 from relayd.http import serve_http

@@ -1,7 +1,7 @@
 """The build step of a pass: envelopes for entries as read, and dead letters for malformed ones.
 
 ``build_fresh`` turns one read (``RawEntry``s or ``RawTimer``s of one kind) into a
-``FreshBatch`` stamped with the read's time, through the builders of ``relayd.decode``; an
+``FreshBatch`` stamped with the read's time, through the builders of ``relayd.envelope.decode``; an
 entry no envelope can be built for becomes a ``Dead`` under the id ``relayd dlq list`` shows
 (``dead_letter_id``). Pure.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
-from relayd.decode import outbox_envelopes, spawn_envelope, timer_envelope
 from relayd.engine.fresh import FreshBatch
 from relayd.engine.plan import Dead, Held
 from relayd.envelope import Envelope, Kind
-from relayd.stored import display_text
+from relayd.envelope.decode import outbox_envelopes, spawn_envelope, timer_envelope
+from relayd.envelope.stored import display_text
 from store import MalformedEntry, RawEntry, RawTimer
 
 

@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable, Sequence
 import structlog
 from prometheus_client import Histogram
 
-from relayd.batch import Batch
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock
 from relayd.engine.commit_delay import CommitDelays
@@ -38,6 +37,7 @@ from relayd.engine.passes import Tally
 from relayd.engine.plan import Dead, Held, Verdicts
 from relayd.engine.settle import Settlement
 from relayd.envelope import Envelope, Kind
+from relayd.envelope.batch import Batch
 from relayd.inflight import DELIVERIES
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import Outcome, Retry

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from relayd.engine.plan import Dead
 from relayd.envelope import Envelope
-from relayd.outbox_window import OutboxWindow
+from relayd.envelope.outbox_window import OutboxWindow
 from store import RawEntry, RawTimer
 
 #: One fresh entry: its ref (hash field or timer id), the entry as read, its envelope.

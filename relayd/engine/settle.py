@@ -28,12 +28,12 @@ from relayd.engine.fresh import FreshBatch
 from relayd.engine.lane import Lane
 from relayd.engine.plan import MAX_ATTEMPTS, PERMANENT, Dead, Held, Verdicts
 from relayd.envelope import Kind
+from relayd.envelope.stored import field_bytes
 from relayd.metrics import RelayMetrics, observe_many
 from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, forget_attempts, save_attempts
 from relayd.state.deadletters import DeadMove, encode_dead_letter, move_to_dead_letters
 from relayd.state.keys import RelayKeys
-from relayd.stored import field_bytes
 from store import AsyncRedisStore, Fence, RawTimer, StoreFenced
 
 log = structlog.get_logger(__name__)

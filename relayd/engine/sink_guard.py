@@ -15,12 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 import structlog
 
 from relayd import events
-from relayd.batch import Batch
 from relayd.engine.breaker import STATES, SUCCESS, Breaker, BreakerPolicy, Transition, delivery_signal
 from relayd.engine.clock import SYSTEM_CLOCK, Clock
 from relayd.engine.rate import TokenBucket
 from relayd.engine.shared_rate import SharedBucket
 from relayd.envelope import Kind
+from relayd.envelope.batch import Batch
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Outcome, Sink
 

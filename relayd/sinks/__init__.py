@@ -15,7 +15,7 @@ import importlib as _importlib
 import typing as _typing
 
 if _typing.TYPE_CHECKING:
-    from relayd.batch import Batch
+    from relayd.envelope.batch import Batch
     from relayd.sinks.base import DELIVERED, Delivered, Outcome, Permanent, Retry, Sink, SinkOptions
     from relayd.sinks.registry import known_sinks, resolve_sink
     from relayd.sinks.spec import SinkSpec, parse_sink_spec
@@ -23,7 +23,7 @@ if _typing.TYPE_CHECKING:
 #: Each public name and the module that defines it.
 _HOMES: dict[str, str] = {
     "DELIVERED": "relayd.sinks.base",
-    "Batch": "relayd.batch",
+    "Batch": "relayd.envelope.batch",
     "Delivered": "relayd.sinks.base",
     "Outcome": "relayd.sinks.base",
     "Permanent": "relayd.sinks.base",

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 
 _Own = TypeVar("_Own")
 
@@ -72,7 +72,7 @@ class Sink(Protocol):
     async def deliver(self, batch: Batch) -> Sequence[Outcome]:
         """Deliver ``batch`` and return one outcome per envelope, in order.
 
-        ``batch`` is a ``relayd.batch.Batch``: a ``Sequence[Envelope]`` of one kind with
+        ``batch`` is a ``relayd.envelope.batch.Batch``: a ``Sequence[Envelope]`` of one kind with
         ``batch.kind``, ``batch.ids()``, ``batch.keys()`` and ``batch.render()``, which read a
         columnar window without making an envelope per entry (docs/sinks.md).
         An exception raised here counts as ``Retry`` for every envelope of the batch.

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from relayd.batch import Batch
 from relayd.envelope import Envelope
-from relayd.outbox_window import OutboxWindow
+from relayd.envelope.batch import Batch
+from relayd.envelope.outbox_window import OutboxWindow
 from relayd.sinks.cloud_event_bindings import amqp_properties, http_headers, kafka_headers, nats_headers
 from relayd.sinks.cloud_event_envelope import (
     BATCH_CONTENT_TYPE,

@@ -39,7 +39,7 @@ from urllib.parse import quote
 import orjson
 
 from relayd.envelope import Envelope
-from relayd.outbox_window import OutboxWindow, commit_time
+from relayd.envelope.outbox_window import OutboxWindow, commit_time
 from relayd.sinks import trace_context
 
 SPEC_VERSION: Final = "1.0"

@@ -18,7 +18,8 @@ from typing import ClassVar, Final, TypeVar
 import msgspec
 import orjson
 
-from relayd.outbox_window import OutboxWindow
+from relayd.envelope.outbox_window import OutboxWindow
+from relayd.envelope.stored import EVENT_SHAPE, EventShape
 from relayd.sinks.cloud_event_bindings import percent_encoded
 from relayd.sinks.cloud_event_envelope import (
     DATA_CONTENT_TYPE,
@@ -33,7 +34,6 @@ from relayd.sinks.cloud_event_envelope import (
     rfc3339,
     source_of,
 )
-from relayd.stored import EVENT_SHAPE, EventShape
 
 
 def _shapes(window: OutboxWindow) -> list[EventShape] | list[EventShape | None]:

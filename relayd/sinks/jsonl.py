@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.sinks import cloud_event
 from relayd.sinks.base import DELIVERED, Outcome, ReadyByReason, Retry, SinkOptions

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
 from relayd.sinks.base import DELIVERED, Outcome, ReadyByReason, SinkOptions
 from relayd.sinks.spec import SinkSpec

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from relayd.batch import Batch
 from relayd.envelope import Envelope
+from relayd.envelope.batch import Batch
 from relayd.sinks.base import DELIVERED, Delivered, Outcome, ReadyByReason, Retry
 from relayd.sinks.per_key import HELD_BACK
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
 from relayd.sinks.base import DELIVERED, Outcome, ReadyByReason, SinkOptions
 from relayd.sinks.spec import SinkSpec

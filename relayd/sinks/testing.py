@@ -36,8 +36,8 @@ import asyncio
 from collections.abc import Sequence
 from typing import Final, Literal
 
-from relayd.batch import Batch
 from relayd.envelope import Envelope
+from relayd.envelope.batch import Batch
 from relayd.sinks.base import Delivered, Outcome, Permanent, Retry, Sink, not_ready_reason
 
 __all__ = ["RefusingContract", "SinkContract", "contract_batch", "outbox_envelope"]

@@ -3,7 +3,7 @@
 Two sources, in this order: the event's ``data`` (an engine that writes ``data.traceparent``,
 and optionally ``data.tracestate``, into an event), then the envelope's own top-level
 members, which carry the trace context ``store`` recorded when the entry was committed
-(``relayd.entry_trace``). The explicit one in the data wins. The webhook sends them as the
+(``relayd.envelope.trace``). The explicit one in the data wins. The webhook sends them as the
 ``traceparent``/``tracestate`` headers, the broker sinks as message headers or attributes,
 CloudEvents as the distributed tracing extension. A value that is not a well-formed W3C
 ``traceparent`` (or a ``tracestate`` that is not one printable header line) is ignored, so an
@@ -17,9 +17,9 @@ from typing import Final
 
 import orjson
 
-from relayd.batch import Batch
-from relayd.entry_trace import NONE, checked
-from relayd.outbox_window import OutboxWindow
+from relayd.envelope.batch import Batch
+from relayd.envelope.outbox_window import OutboxWindow
+from relayd.envelope.trace import NONE, checked
 
 #: What an envelope's JSON must contain before it is worth decoding for a trace context.
 _MARKER: Final = b'"traceparent"'

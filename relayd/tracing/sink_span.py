@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.sinks.base import Delivered, Outcome, Permanent, Retry, Sink, all_delivered
 from relayd.sinks.trace_context import of_batch
 

@@ -31,12 +31,12 @@ from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support
 
-from relayd.batch import Batch
 from relayd.bench.baselines import baseline_for
 from relayd.bench.drain import relay_drain
 from relayd.bench.harness import Bench, BenchConfig
 from relayd.bench.meter import TimingSink
 from relayd.bench.server import throwaway_redis_server
+from relayd.envelope.batch import Batch
 from relayd.logs import configure_logging
 from relayd.sinks import resolve_sink
 from relayd.sinks.base import Outcome, SinkOptions

@@ -19,8 +19,8 @@ from typing import Any
 
 from aiohttp import web
 
-from relayd.batch import Batch
 from relayd.bench.http_target import http_target
+from relayd.envelope.batch import Batch
 from relayd.material import Fixed
 from relayd.sinks import DELIVERED, SinkOptions, SinkSpec
 from relayd.sinks.testing import outbox_envelope

@@ -32,7 +32,6 @@ import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 from support.seeding import outbox_value, spawn_value
 
-from relayd.batch import Batch
 from relayd.engine.breaker import BreakerPolicy
 from relayd.engine.fencing import Fenced
 from relayd.engine.options import SweepOptions
@@ -41,6 +40,7 @@ from relayd.engine.redis_errors import REDIS_ERRORS
 from relayd.engine.sink_guard import guards_for
 from relayd.engine.sweeper import PAUSES_READ_EVERY_S, Sweeper
 from relayd.envelope import Envelope, Kind
+from relayd.envelope.batch import Batch
 from relayd.health import Health
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Delivered, Outcome, Permanent, ReadyByReason, Retry

@@ -12,7 +12,6 @@ import redis
 from rich.console import Console
 from typer.testing import CliRunner
 
-from relayd.batch import Batch
 from relayd.bench.meter import TimingSink
 from relayd.bench.stats import (
     COMMITTED_AT,
@@ -30,6 +29,7 @@ from relayd.cli.app import app
 from relayd.cli.bench import render
 from relayd.demo.embedded import EmbeddedRedis
 from relayd.envelope import Envelope
+from relayd.envelope.batch import Batch
 from relayd.sinks.base import DELIVERED, Delivered, Retry
 
 #: ``relayd bench`` configures logging onto CliRunner's stream; later tests must not log there.

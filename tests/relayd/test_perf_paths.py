@@ -15,8 +15,8 @@ from redis.exceptions import DataError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from support.redis_server import RedisServer
 
-from relayd.batch import Batch
-from relayd.decode import outbox_envelope
+from relayd.envelope.batch import Batch
+from relayd.envelope.decode import outbox_envelope
 from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec
 from relayd.sinks.redis_stream.sink import RedisStreamSink

@@ -18,7 +18,7 @@ import redis
 from support.redis_server import RedisServer
 
 from relayd.bench.seed import seed
-from relayd.decode import outbox_envelopes
+from relayd.envelope.decode import outbox_envelopes
 from store import Event, Keyspace
 from store.backlog import RawEntry
 from store.codec import encode_outbox_value

@@ -41,7 +41,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.extras import import_extra
 from relayd.material import Fixed, Material
 from relayd.sinks import cloud_event, trace_context

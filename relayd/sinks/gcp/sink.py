@@ -39,7 +39,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.extras import import_extra
 from relayd.inflight import progressed

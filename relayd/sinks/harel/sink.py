@@ -53,8 +53,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from relayd.batch import Batch
 from relayd.envelope import Envelope
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.inflight import progressed
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, ReadyByReason, Retry, SinkOptions

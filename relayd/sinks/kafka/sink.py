@@ -54,7 +54,7 @@ from typing import Any, Final
 
 import structlog
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.extras import import_extra
 from relayd.sinks import cloud_event, trace_context

@@ -36,7 +36,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any, Final
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.errors import SinkError
 from relayd.extras import import_extra
 from relayd.sinks import cloud_event, trace_context

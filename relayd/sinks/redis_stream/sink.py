@@ -41,7 +41,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks import cloud_event, trace_context

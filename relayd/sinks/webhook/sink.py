@@ -98,7 +98,7 @@ import structlog
 from aiohttp.abc import AbstractStreamWriter
 
 from relayd import __version__
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.inflight import progressed
 from relayd.material import Fixed, Material

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.sinks import Outcome, SinkOptions, SinkSpec
 from relayd.sinks.base import DELIVERED, Permanent
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import orjson
 
-from relayd.decode import outbox_envelope
 from relayd.engine.fresh import Fresh, FreshBatch
 from relayd.engine.judge import judge_delivery
 from relayd.engine.plan import MAX_ATTEMPTS, Held
+from relayd.envelope.decode import outbox_envelope
 from relayd.sinks.base import DELIVERED, Permanent, Retry
 from store.backlog import RawEntry
 

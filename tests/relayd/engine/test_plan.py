@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from relayd.decode import outbox_envelope
 from relayd.engine.plan import Held, choose, judge
+from relayd.envelope.decode import outbox_envelope
 from relayd.sinks.base import DELIVERED, Permanent, Retry
 from store.backlog import RawEntry
 

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable, Sequence
 import pytest
 from prometheus_client import CollectorRegistry
 
-from relayd.batch import Batch
 from relayd.engine.options import SweepOptions
 from relayd.engine.sweeper import Sweeper
 from relayd.engine.timer_reads import (
@@ -26,6 +25,7 @@ from relayd.engine.timer_reads import (
     timer_rows,
 )
 from relayd.envelope import Envelope
+from relayd.envelope.batch import Batch
 from relayd.metrics import RelayMetrics
 from relayd.sinks.base import Outcome
 from relayd.sinks.memory import MemorySink

@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 import pytest
 from support.tls import tls_redis_server
 
-from relayd.batch import Batch
 from relayd.envelope import Envelope
+from relayd.envelope.batch import Batch
 from relayd.sinks import Outcome, Sink
 from relayd.sinks.testing import outbox_envelope
 

@@ -13,8 +13,8 @@ from support.rabbitmq import RabbitServer, declare, drain
 from support.redis_server import free_port
 from typer.testing import CliRunner
 
-from relayd.batch import Batch
 from relayd.cli.app import app
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
 from relayd.extras import missing_extra
 from relayd.material import Fixed

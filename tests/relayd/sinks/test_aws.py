@@ -14,8 +14,8 @@ from support.moto import AWS_ENV, MotoServer, kinesis_records, receive_all, subs
 from support.redis_server import free_port
 from typer.testing import CliRunner
 
-from relayd.batch import Batch
 from relayd.cli.app import app
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
 from relayd.inflight import InFlight
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec, resolve_sink

@@ -8,9 +8,9 @@ from typing import Any
 import orjson
 import pytest
 
-from relayd.batch import Batch
-from relayd.decode import outbox_envelopes
-from relayd.outbox_window import OutboxWindow
+from relayd.envelope.batch import Batch
+from relayd.envelope.decode import outbox_envelopes
+from relayd.envelope.outbox_window import OutboxWindow
 from relayd.sinks import cloud_event as ce
 from store import RawEntry
 from store.codec import stamp_commit_time

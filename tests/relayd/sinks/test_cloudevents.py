@@ -18,10 +18,10 @@ from nats.js.api import StreamConfig
 from support.http_receiver import serve_on_this_loop
 from support.redis_server import RedisServer
 
-from relayd.batch import Batch
 from relayd.envelope import Envelope
+from relayd.envelope.batch import Batch
+from relayd.envelope.outbox_window import OutboxWindow
 from relayd.material import Fixed
-from relayd.outbox_window import OutboxWindow
 from relayd.sinks import DELIVERED, SinkOptions, SinkSpec, parse_sink_spec
 from relayd.sinks import cloud_event as ce
 from relayd.sinks.jsonl import JsonlSink

@@ -16,7 +16,7 @@ from nats.js.api import StreamConfig
 from support.moto import AWS_ENV, MotoServer, kinesis_records, receive_all, subscribe_queue
 from support.rabbitmq import RabbitServer, declare, drain
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.sinks import DELIVERED, SinkOptions, parse_sink_spec, trace_context
 from relayd.sinks.amqp import AmqpSink
 from relayd.sinks.aws import KinesisSink, SnsSink, SqsSink

@@ -16,10 +16,10 @@ from cloudevents.core.bindings import http as ce_http
 from cloudevents.core.bindings import kafka as ce_kafka
 from cloudevents.core.formats.json import JSONFormat
 
-from relayd.batch import Batch
-from relayd.decode import outbox_envelopes, spawn_envelope
 from relayd.envelope import Envelope
-from relayd.outbox_window import OutboxWindow
+from relayd.envelope.batch import Batch
+from relayd.envelope.decode import outbox_envelopes, spawn_envelope
+from relayd.envelope.outbox_window import OutboxWindow
 from relayd.sinks import cloud_event as ce
 from relayd.sinks.gcp.sink import _cloudevent_attributes
 from store import RawEntry

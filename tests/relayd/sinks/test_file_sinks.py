@@ -9,8 +9,8 @@ import orjson
 import pytest
 from structlog.testing import capture_logs
 
-from relayd.batch import Batch
 from relayd.envelope import Envelope
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Retry, SinkOptions, SinkSpec
 from relayd.sinks.jsonl import JsonlSink

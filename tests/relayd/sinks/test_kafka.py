@@ -19,7 +19,7 @@ from support.redis_server import free_port
 from support.secret_files import SecretDir
 from support.tls import make_pki
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
 from relayd.material import Fixed, pem_file, secret_file
 from relayd.settings import load_settings

@@ -32,7 +32,7 @@ from support.moto import AWS_ENV
 from support.redis_server import free_port
 from support.waiting import until
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
 from relayd.material import Fixed
 from relayd.settings import load_settings

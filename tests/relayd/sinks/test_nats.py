@@ -19,7 +19,7 @@ from support.processes import end_process
 from support.redis_server import free_port
 from support.tls import old_and_new_pki
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
 from relayd.material import Fixed, pem_file, secret_file
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec

@@ -11,8 +11,8 @@ import pytest
 from support.pubsub import PROJECT, PubSubEmulator
 from typer.testing import CliRunner
 
-from relayd.batch import Batch
 from relayd.cli.app import app
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
 from relayd.sinks.gcp.sink import PubSubSink

@@ -12,7 +12,7 @@ from support.proxy import TcpProxy
 from support.redis_server import RedisServer, free_port
 from support.tls import TlsRedisServer
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Outcome, Retry, SinkOptions, parse_sink_spec
 from relayd.sinks.redis_stream import sink as redis_stream

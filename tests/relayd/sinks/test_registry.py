@@ -12,8 +12,8 @@ from typing import ClassVar
 
 import pytest
 
-from relayd.batch import Batch
 from relayd.envelope import Envelope
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, UnknownSink
 from relayd.settings import load_settings
 from relayd.sinks import DELIVERED, Outcome, Sink, SinkOptions, SinkSpec, known_sinks, resolve_sink

@@ -12,7 +12,7 @@ from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from support.http_receiver import serve_on_this_loop
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.sinks import DELIVERED, SinkOptions, SinkSpec, parse_sink_spec
 from relayd.sinks import trace_context as tc
 from relayd.sinks.kafka.sink import KafkaSink

@@ -18,9 +18,9 @@ from support.http_receiver import serve_on_this_loop
 from support.moto import AWS_ENV, MotoServer, receive_all, subscribe_queue
 from support.rabbitmq import RabbitServer, declare, drain
 
-from relayd.batch import Batch
-from relayd.decode import outbox_envelopes
-from relayd.outbox_window import OutboxWindow
+from relayd.envelope.batch import Batch
+from relayd.envelope.decode import outbox_envelopes
+from relayd.envelope.outbox_window import OutboxWindow
 from relayd.sinks import DELIVERED, SinkOptions, SinkSpec, parse_sink_spec
 from relayd.sinks.amqp import AmqpSink
 from relayd.sinks.aws import SnsSink, SqsSink

@@ -18,7 +18,7 @@ from support.http_server import Reply, Request, ScriptedServer, serve
 from support.redis_server import free_port
 from support.tls import make_pki, old_and_new_pki
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.inflight import InFlight
 from relayd.material import Fixed, WatchedFile, pem_file, text_file
 from relayd.material_watch import MaterialWatch

@@ -13,7 +13,7 @@ from aiohttp import web
 from cloudevents.core.formats.json import JSONFormat
 from support.http_receiver import serve_on_this_loop
 
-from relayd.batch import Batch
+from relayd.envelope.batch import Batch
 from relayd.material import Fixed
 from relayd.sinks import DELIVERED, Retry, SinkOptions, SinkSpec
 from relayd.sinks.per_key import HELD_BACK

@@ -19,8 +19,8 @@ from support.forward_proxy import ConnectProxy
 from support.http_receiver import serve_on_this_loop
 from support.tls import Pki, make_pki, old_and_new_pki
 
-from relayd.batch import Batch
 from relayd.engine.breaker import delivery_signal
+from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
 from relayd.material import Fixed, pem_file
 from relayd.material_watch import MaterialWatch

@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from relayd.decode import outbox_envelopes
-from relayd.outbox_window import OutboxWindow
+from relayd.envelope.decode import outbox_envelopes
+from relayd.envelope.outbox_window import OutboxWindow
 from relayd.sinks.base import DELIVERED, Retry
 from relayd.sinks.memory import MemorySink
 from relayd.tracing import sink_span

@@ -4,7 +4,7 @@ The builders import no Redis and read no clock (``relayed_at`` is a parameter). 
 outbox entries is built into columns (``outbox_envelopes``: an ``OutboxWindow``, which makes an
 envelope only when indexed). A stored value that cannot be decoded raises (or, for a window, is
 returned with) ``store.errors.MalformedEntry`` with one of the fixed reasons
-(``relayd.entry_faults``), so the engine can dead-letter it with a bounded ``reason_code``.
+(``relayd.envelope.faults``), so the engine can dead-letter it with a bounded ``reason_code``.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from typing import Final
 import msgspec
 import orjson
 
-from relayd import entry_trace
-from relayd.entry_faults import outbox_fault, spawn_fault
-from relayd.envelope import ENVELOPE_VERSION, Envelope
-from relayd.outbox_envelope import OutboxEnvelope
-from relayd.outbox_window import OutboxWindow, commit_time
-from relayd.stored import EVENT_SHAPE, MAX_ENTRY_BYTES, EventShape, bytes_fault
+from relayd.envelope import ENVELOPE_VERSION, Envelope, trace
+from relayd.envelope.faults import outbox_fault, spawn_fault
+from relayd.envelope.outbox import OutboxEnvelope
+from relayd.envelope.outbox_window import OutboxWindow, commit_time
+from relayd.envelope.stored import EVENT_SHAPE, MAX_ENTRY_BYTES, EventShape, bytes_fault
 from store import MalformedEntry, RawEntry, RawTimer, parse_timer_member
 from store.codec import COMMIT_TIME_KEY
 from store.trace_context import TRACE_KEY
@@ -56,7 +55,7 @@ def outbox_envelopes(
     entries: Iterable[RawEntry], *, prefix: str, attempt: int, relayed_at: float
 ) -> tuple[OutboxWindow, list[RawEntry], list[tuple[RawEntry, MalformedEntry]]]:
     """The envelopes of outbox entries ``{"t": target_id|null, "e": event_json_string}`` (and
-    the commit's trace context ``"tc"``, when ``store`` recorded one: ``relayd.entry_trace``).
+    the commit's trace context ``"tc"``, when ``store`` recorded one: ``relayd.envelope.trace``).
 
     Returns the well-formed entries' envelopes as one ``OutboxWindow`` and those entries (both
     in order), and each malformed entry with why (a reason of ``store.MALFORMED_REASONS``).
@@ -64,8 +63,8 @@ def outbox_envelopes(
     """
     # The hot path of a drain: a length check, then one try around the parse and the checks;
     # only an entry that fails them goes through ``outbox_fault`` to learn which reason to
-    # dead-letter with. The event is checked here (``relayd.stored``: the engine's shape, its
-    # depth bounded), so a malformed one is caught at read, not by the sink.
+    # dead-letter with. The event is checked here (``relayd.envelope.stored``: the engine's shape,
+    # its depth bounded), so a malformed one is caught at read, not by the sink.
     shapes: list[EventShape] = []
     fields: list[str] = []
     seqs: list[int] = []
@@ -74,7 +73,7 @@ def outbox_envelopes(
     traced: list[tuple[int, dict[str, str]]] = []  # (index, context): few entries carry one
     stamped: list[int] = []  # the indexes of entries ``store`` stamped with a commit time
     stamps: list[float | None] = []  # their stamps as read (checked where used: ``OutboxWindow.committed``)
-    context_of = entry_trace.of_value
+    context_of = trace.of_value
     good: list[RawEntry] = []
     malformed: list[tuple[RawEntry, MalformedEntry]] = []
     loads, check, limit = orjson.loads, EVENT_SHAPE.decode, MAX_ENTRY_BYTES
@@ -181,7 +180,7 @@ def spawn_envelope(entry: RawEntry, *, prefix: str, attempt: int, relayed_at: fl
     }
     envelope = Envelope(id_, "spawn", prefix, attempt, body, child_id)
     if len(value) > 4:  # more than harel's four keys: the commit's trace context and time, perhaps
-        body.update(entry_trace.of_value(value))
+        body.update(trace.of_value(value))
         envelope.committed_at = commit_time(value.get(COMMIT_TIME_KEY))
     # Keyed by the child: its events (outbox entries targeted at it) must not overtake it.
     return envelope

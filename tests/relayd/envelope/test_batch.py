@@ -7,9 +7,9 @@ import json
 import orjson
 import pytest
 
-from relayd.batch import Batch, EnvelopeList
-from relayd.decode import outbox_envelope, outbox_envelopes, spawn_envelope
-from relayd.outbox_window import OutboxWindow
+from relayd.envelope.batch import Batch, EnvelopeList
+from relayd.envelope.decode import outbox_envelope, outbox_envelopes, spawn_envelope
+from relayd.envelope.outbox_window import OutboxWindow
 from store.backlog import RawEntry
 
 

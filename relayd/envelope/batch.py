@@ -10,9 +10,9 @@ batches) that also answers, without building an envelope per entry where it can:
 - ``batch.render()``: every envelope's ``relayd/1`` JSON bytes, in order.
 
 Each call returns a new list the sink may keep or change. Two implementations: the columnar
-``relayd.outbox_window.OutboxWindow`` (a read window of outbox entries, the drain's fast path: it
-renders from its columns and makes an envelope only when indexed) and ``EnvelopeList`` (a plain
-list of envelopes: spawns, timers and retries). A sink that reads whole columns through these
+``relayd.envelope.outbox_window.OutboxWindow`` (a read window of outbox entries, the drain's fast
+path: it renders from its columns and makes an envelope only when indexed) and ``EnvelopeList`` (a
+plain list of envelopes: spawns, timers and retries). A sink that reads whole columns through these
 methods gets the fast path for free; one that iterates the envelopes still works on both.
 ``Batch.of`` makes a batch of any envelopes, for tests and hand-written callers.
 """

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Final, overload
 
-from relayd import entry_trace
-from relayd.batch import Batch
-from relayd.envelope import Kind
-from relayd.outbox_envelope import OutboxEnvelope
-from relayd.outbox_json import OutboxFrame
-from relayd.stored import EventShape
+from relayd.envelope import Kind, trace
+from relayd.envelope.batch import Batch
+from relayd.envelope.outbox import OutboxEnvelope
+from relayd.envelope.outbox_json import OutboxFrame
+from relayd.envelope.stored import EventShape
 
 #: No commit time is later than this (epoch seconds, the year 5138).
 _LATEST: Final = 1e11
@@ -71,8 +70,8 @@ class OutboxWindow(Batch):
         self.targets = targets
         self.events = events
         self.shapes = shapes
-        #: Each entry's stored trace context, checked (``entry_trace``; ``NONE``, shared, for none).
-        self.contexts = [entry_trace.NONE] * len(fields) if contexts is None else contexts
+        #: Each entry's stored trace context, checked (``trace``; ``NONE``, shared, for none).
+        self.contexts = [trace.NONE] * len(fields) if contexts is None else contexts
         #: Each entry's commit time ``store`` stamped, as read (None where there is none; check
         #: one with ``commit_time`` before use); None when no entry of the window carries one
         #: (harel's entries), so those cost nothing.
@@ -139,7 +138,7 @@ class OutboxWindow(Batch):
         """Every envelope's JSON, in order (what they share rendered once)."""
         frame = OutboxFrame.of(self.prefix, self.attempt, self.relayed_at)
         if any(self.contexts):  # an empty context is false: checked in C, the common case
-            members = [entry_trace.members(context) for context in self.contexts]
+            members = [trace.members(context) for context in self.contexts]
         else:
             members = [b""] * len(self.contexts)
         return frame.render(self.fields, self.targets, self.events, members)

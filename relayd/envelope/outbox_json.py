@@ -56,7 +56,7 @@ class OutboxFrame:
         members: Iterable[bytes],
     ) -> list[bytes]:
         """Envelopes' JSON: the bytes orjson gives for each body, with the event as stored and
-        the trace members (``relayd.entry_trace.members``, mostly empty) last.
+        the trace members (``relayd.envelope.trace.members``, mostly empty) last.
 
         One loop for a window: a call per entry costs more than the rendering can spare
         (``tests/benchmarks/profile_drain.py``).

@@ -1,4 +1,4 @@
-"""Why a stored entry is malformed: the slow path of ``relayd.decode``'s builders.
+"""Why a stored entry is malformed: the slow path of ``relayd.envelope.decode``'s builders.
 
 A builder runs one ``try`` around the parse and the checks; only an entry that fails them comes
 here, to learn which reason of ``store.MALFORMED_REASONS`` to dead-letter it with. Pure.
@@ -6,7 +6,7 @@ here, to learn which reason of ``store.MALFORMED_REASONS`` to dead-letter it wit
 
 from __future__ import annotations
 
-from relayd.stored import event_fault, is_utf8, json_object
+from relayd.envelope.stored import event_fault, is_utf8, json_object
 from store import MalformedEntry, RawEntry
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from relayd.batch import Batch
-from relayd.decode import outbox_envelopes, spawn_envelope
+from relayd.envelope.batch import Batch
+from relayd.envelope.decode import outbox_envelopes, spawn_envelope
 from relayd.sinks import trace_context
 from relayd.sinks.cloud_event import Mode, http_messages, kafka_records, render
 from store import RawEntry

@@ -6,16 +6,15 @@ import json
 
 import orjson
 
-from relayd import entry_trace
-from relayd.envelope import ENVELOPE_VERSION, Envelope
-from relayd.outbox_json import OutboxFrame
+from relayd.envelope import ENVELOPE_VERSION, Envelope, trace
+from relayd.envelope.outbox_json import OutboxFrame
 
 
 class OutboxEnvelope(Envelope):
     """An outbox entry's envelope kept as its parts: seq, target, stamp and the event as stored.
 
-    The event is a pass-through payload: ``relayd.decode`` checks that it is a JSON object and
-    keeps its text, which ``to_json`` writes as it is. ``to_json`` renders the rest from the
+    The event is a pass-through payload: ``relayd.envelope.decode`` checks that it is a JSON object
+    and keeps its text, which ``to_json`` writes as it is. ``to_json`` renders the rest from the
     parts, and what the envelopes of one delivery share (prefix, attempt, stamp) once per
     delivery (``OutboxFrame``), instead of building a dict and serialising it: the bytes orjson
     gives for the body, with the event's stored text where its serialisation would be, at less
@@ -34,7 +33,7 @@ class OutboxEnvelope(Envelope):
         relayed_at: float,
         target_id: str | None,
         event_json: bytes,
-        context: dict[str, str] = entry_trace.NONE,
+        context: dict[str, str] = trace.NONE,
         committed_at: float | None = None,
     ) -> None:
         self.id = f"{prefix}:outbox:{field}"  # the stable delivery id, ``P:outbox:{seq}``
@@ -46,7 +45,7 @@ class OutboxEnvelope(Envelope):
         self._seq = seq
         self._relayed_at = relayed_at
         self._event = event_json
-        self._context = context  # the stored trace context, checked (``entry_trace``)
+        self._context = context  # the stored trace context, checked (``trace``)
         self._body = None
         self._json = None
         self.committed_at = committed_at
@@ -91,7 +90,7 @@ class OutboxEnvelope(Envelope):
     def to_json(self) -> bytes:
         if self._json is None:
             frame = OutboxFrame.of(self.prefix, self.attempt, self._relayed_at)
-            members = entry_trace.members(self._context)
+            members = trace.members(self._context)
             self._json = frame.render((self._field,), (self.ordering_key,), (self._event,), (members,))[0]
         return self._json
 

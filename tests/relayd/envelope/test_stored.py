@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from relayd.decode import outbox_envelopes, spawn_envelope, timer_envelope
-from relayd.stored import MAX_ENTRY_BYTES, display_text, event_fault, field_bytes, json_object
+from relayd.envelope.decode import outbox_envelopes, spawn_envelope, timer_envelope
+from relayd.envelope.stored import MAX_ENTRY_BYTES, display_text, event_fault, field_bytes, json_object
 from store import MalformedEntry, RawEntry, RawTimer
 
 DEEP = 100_000

@@ -1,9 +1,10 @@
 """The ``relayd/1`` delivery envelope (docs/internals.md#key-space): what every sink receives for every entry.
 
 ``Envelope`` is the value type shared by the engine and the sinks, and ``Kind`` names the three
-kinds of entry. What builds envelopes from stored entries is ``relayd.decode``; an outbox entry's
-envelope keeps its parts (``relayd.outbox_envelope``), and a read window of them stays columns
-(``relayd.outbox_window``).
+kinds of entry. The package's modules build and read envelopes: ``decode`` builds them from stored
+entries (``stored`` and ``faults``: the policy for bytes relayd did not write, ``trace``: the
+stored trace context); an outbox entry's envelope keeps its parts (``outbox``, ``outbox_json``),
+a read window of them stays columns (``outbox_window``), and ``batch`` is what a sink receives.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ class Envelope:
     ``attempt``, ``relayed_at`` and the kind's fields); ``ordering_key`` is the per-target
     order key (``target_id`` for outbox, ``child_id`` for spawns, ``execution_id`` for timers).
     A new attempt gets a new envelope (``restamped``); the JSON is cached by the first ``to_json``.
-    ``relayd.decode.outbox_envelope`` builds an ``OutboxEnvelope``, which keeps parts instead of a body.
+    ``relayd.envelope.decode.outbox_envelope`` builds an ``OutboxEnvelope``, which keeps parts
+    instead of a body.
     """
 
     # A plain class with slots, not a dataclass: one envelope is built per entry on the hot

@@ -9,8 +9,14 @@ import orjson
 import pytest
 from harel.engine.core import timeout_event as harel_timeout_event
 
-from relayd.decode import outbox_envelope, outbox_envelopes, spawn_envelope, timer_envelope, timer_event_id
-from relayd.outbox_window import OutboxWindow
+from relayd.envelope.decode import (
+    outbox_envelope,
+    outbox_envelopes,
+    spawn_envelope,
+    timer_envelope,
+    timer_event_id,
+)
+from relayd.envelope.outbox_window import OutboxWindow
 from store.backlog import RawEntry, RawTimer
 from store.errors import MalformedEntry
 
