@@ -9,7 +9,7 @@ The first PING is retried with exponential backoff: forever (until ``stop`` is s
 long-running ``sweep``, a few times for ``--once``, ``status`` and ``dlq``. An authentication
 failure or a server certificate that fails verification (wrong CA, wrong host) is not
 retried: it raises ``RedisUnreachable`` at once (exit 3). No log line or error
-carries the URL's password: only ``RedisAddress.display`` (``relayd.redis_url``) is shown.
+carries the URL's password: only ``RedisAddress.display`` (``relayd.config.redis_url``) is shown.
 
 ``redis+sentinel://`` gives a client of the master the sentinels name (``store.clients``
 builds the options, ``--sentinel-*-file`` the sentinels' credentials); with a CA file the
@@ -45,11 +45,11 @@ from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.credentials import CredentialProvider, UsernamePasswordCredentialProvider
 
+from relayd.config.settings import Settings
 from relayd.errors import ConfigError, RedisUnreachable
 from relayd.material_watch import MaterialWatch
 from relayd.redis_tls import CurrentTlsConnection, CurrentTlsSentinelConnection, RedisTls
 from relayd.secret import Secret
-from relayd.settings import Settings
 from store import parse_url, sentinel_options
 
 log = structlog.get_logger(__name__)

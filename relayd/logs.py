@@ -17,7 +17,7 @@ import orjson
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from relayd.redis_url import redact_url
+from relayd.config.redis_url import redact_url
 
 #: What a redacted value is replaced with.
 REDACTED: Final = "***"

@@ -45,7 +45,7 @@ PURE_MODULES = [
     "relayd/sinks/cloud_event_bindings.py",
     "relayd/sinks/cloud_event_window.py",
     "relayd/sinks/webhook/standard_webhooks.py",
-    "relayd/redis_url.py",
+    "relayd/config/redis_url.py",
     "store/urls.py",
     "store/plans.py",
     "store/backlog.py",
@@ -248,7 +248,7 @@ def test_the_cli_loads_no_command_s_dependencies_until_a_command_runs() -> None:
         "relayd.bench",
         "relayd.demo",
         "relayd.engine",
-        "relayd.settings",
+        "relayd.config.settings",
         "redis",
         "pydantic",
         "pydantic_settings",
@@ -275,4 +275,4 @@ def test_the_root_help_and_version_load_neither_pydantic_nor_settings(args: list
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("MODULES ")]
     loaded = set(line.split()[1:])
     assert "typer" in loaded
-    assert {"pydantic", "pydantic_settings", "relayd.settings", "redis"} & loaded == set()
+    assert {"pydantic", "pydantic_settings", "relayd.config.settings", "redis"} & loaded == set()

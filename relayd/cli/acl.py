@@ -39,9 +39,9 @@ def acl(
 ) -> None:
     """Print the Redis ACL rule (commands, key patterns, wake-up channels) relayd needs, and nothing more."""
     from relayd.acl import acl_rule
-    from relayd.defaults import DEFAULTS
-    from relayd.prefixes import expand_prefixes
-    from relayd.settings import read_secret_file
+    from relayd.config.defaults import DEFAULTS
+    from relayd.config.prefixes import expand_prefixes
+    from relayd.config.settings import read_secret_file
 
     try:
         prefixes = expand_prefixes(list(prefix or DEFAULTS.prefix))

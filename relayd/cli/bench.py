@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
 
-from relayd.defaults import DEFAULTS
+from relayd.config.defaults import DEFAULTS
 from relayd.errors import ConfigError
 from relayd.sinks.webhook.options import WebhookOptions
 
@@ -138,7 +138,7 @@ def bench(  # noqa: PLR0917 - Typer passes one keyword per option
     rates = _steady_rates(steady_rates)
     secret = None
     if webhook_secret_file is not None:
-        from relayd.settings import read_secret_file
+        from relayd.config.settings import read_secret_file
 
         try:
             secret = read_secret_file("--webhook-secret-file", webhook_secret_file).encode()

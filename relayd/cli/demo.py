@@ -9,7 +9,7 @@ import typer
 from relayd.cli import options as o
 
 if TYPE_CHECKING:
-    from relayd.settings import Settings
+    from relayd.config.settings import Settings
 
 
 @o.LOG_LEVEL
@@ -49,8 +49,8 @@ def demo(
     **_: object,
 ) -> None:
     """Run relayd against an embedded Redis while a generated workload commits; print a summary."""
+    from relayd.config.host_port import parse_host_port
     from relayd.demo.run import run_demo
-    from relayd.host_port import parse_host_port
     from relayd.logs import configure_logging
 
     try:

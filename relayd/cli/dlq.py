@@ -15,9 +15,9 @@ from relayd.errors import ConfigError
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from relayd.config.settings import Settings
     from relayd.connect import AsyncRedis
     from relayd.envelope import Kind
-    from relayd.settings import Settings
     from store import Keyspace
 
 T = TypeVar("T")

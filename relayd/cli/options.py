@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import typer
 
-from relayd.defaults import DEFAULTS, OPTION_NAMES, Defaults
+from relayd.config.defaults import DEFAULTS, OPTION_NAMES, Defaults
 from relayd.sinks import own_options
 from relayd.sinks.families import BUILT_IN_OPTIONS
 
 if TYPE_CHECKING:
-    from relayd.settings import Settings
+    from relayd.config.settings import Settings
 
 REDIS = "Redis"
 SINKS = own_options.SINKS
@@ -47,7 +47,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 #: The value type of an option by the annotation of its ``Defaults`` field (``X | None`` as ``X``);
 #: any other field (text, choices) is read as text and checked by ``Settings``.
 _VALUE_TYPES: Final[dict[str, type]] = {"int": int, "float": float, "Path": Path, "bool": bool}
-#: Each field's annotation as written (``relayd.defaults`` defers them): read as text, since
+#: Each field's annotation as written (``relayd.config.defaults`` defers them): read as text, since
 #: evaluating them (``typing.get_type_hints``) would add to every command's start.
 _FIELD_TYPES: Final = {field.name: str(field.type).removesuffix(" | None") for field in fields(Defaults)}
 #: Where ``declare`` keeps the options already declared on a command.
@@ -124,7 +124,7 @@ def _option(name: str, help_text: str, panel: str, **extra: Any) -> SharedOption
 def _flag(name: str, help_text: str, panel: str) -> SharedOption:
     """``--name``, off unless given (its variable: ``true``/``false``, ``1``/``0``)."""
     if _FIELD_TYPES[name] != "bool":
-        raise TypeError(f"{name} is not a switch in relayd.defaults")
+        raise TypeError(f"{name} is not a switch in relayd.config.defaults")
     return _option(name, help_text, panel)
 
 
@@ -369,7 +369,7 @@ def with_connection_options(command: _F) -> _F:
 
 def settings_from(ctx: typer.Context) -> Settings:
     """Settings from the options typed on the command line over the environment and defaults."""
-    from relayd.settings import load_settings
+    from relayd.config.settings import load_settings
 
     flags = {
         name: value for name, value in ctx.params.items() if name in ALL_OPTION_NAMES and _typed(ctx, name)
@@ -380,14 +380,14 @@ def settings_from(ctx: typer.Context) -> Settings:
 
 
 def check_environment(ctx: typer.Context, settings: Settings) -> None:
-    """Refuse a ``RELAYD_*`` variable no command, option or sink reads (``relayd.environment``).
+    """Refuse a ``RELAYD_*`` variable no command, option or sink reads (``relayd.config.environment``).
 
     Raises:
         ConfigError: one line naming the variable and the closest known one.
     """
     import os
 
-    from relayd.environment import unknown_variable_error
+    from relayd.config.environment import unknown_variable_error
     from relayd.errors import ConfigError
 
     known = {f"RELAYD_{name.upper()}" for name in OPTION_NAMES} | _command_variables(ctx.find_root().command)

@@ -16,8 +16,8 @@ from relayd.cli import options as o
 from relayd.errors import ConfigError
 
 if TYPE_CHECKING:
+    from relayd.config.settings import Settings
     from relayd.connect import AsyncRedis
-    from relayd.settings import Settings
     from relayd.state.pauses import Pause
     from store import Keyspace
 

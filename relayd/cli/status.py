@@ -12,8 +12,8 @@ from relayd.cli import options as o
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from relayd.config.settings import Settings
     from relayd.retrying import RetryingEntry
-    from relayd.settings import Settings
     from relayd.status import StatusReport
 
 

@@ -22,12 +22,12 @@ if TYPE_CHECKING:
 
     from prometheus_client import CollectorRegistry
 
+    from relayd.config.settings import Settings
     from relayd.engine.redis_time import RedisClock
     from relayd.envelope import Kind
     from relayd.health import Health
     from relayd.http import HttpHandle
     from relayd.material_watch import MaterialWatch
-    from relayd.settings import Settings
     from relayd.sinks import Sink
 
 #: Exit code when a second signal cuts the shutdown short.

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from relayd.config.redis_url import is_loopback
 from relayd.errors import ConfigError
 from relayd.material import WatchedFile, secret_file
-from relayd.redis_url import is_loopback
 
 SESSION_COOKIE: Final = "relayd_console_session"
 CSRF_FIELD: Final = "csrf"

@@ -14,6 +14,8 @@ from typing import Any
 
 import structlog
 
+from relayd.config.redis_url import is_loopback
+from relayd.config.settings import Settings
 from relayd.console.actions import ActionRunner
 from relayd.console.app import build_app
 from relayd.console.poller import OverviewPoller
@@ -21,8 +23,6 @@ from relayd.console.security import Access, check_listen_address, load_token, wa
 from relayd.console.state import ConsoleState
 from relayd.errors import ListenerUnavailable
 from relayd.material_watch import MaterialWatch
-from relayd.redis_url import is_loopback
-from relayd.settings import Settings
 from relayd.state import RedisClient
 
 log = structlog.get_logger(__name__)

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
+from relayd.config.redis_url import plaintext_refusal
 from relayd.errors import ConfigError
-from relayd.redis_url import plaintext_refusal
 from relayd.sinks.routing import PLACEHOLDERS, is_templated
 from relayd.sinks.spec import sink_params
 
@@ -127,7 +127,7 @@ def check_plaintext(
     allow_plaintext: bool,
     secure: str = "TLS",
 ) -> None:
-    """Enforce README.md#security (``relayd.redis_url.plaintext_refusal``) on a sink's connection.
+    """Enforce README.md#security (``relayd.config.redis_url.plaintext_refusal``) on a sink's connection.
 
     Raises:
         ConfigError: plaintext with credentials, or to a non-loopback host without permission.

@@ -22,16 +22,16 @@ from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from relayd.config.redis_url import REDIS_SCHEMES as _OWN_REDIS_SCHEMES
+from relayd.config.redis_url import check_redis_url, redact_url
 from relayd.errors import ConfigError
-from relayd.redis_url import REDIS_SCHEMES as _OWN_REDIS_SCHEMES
-from relayd.redis_url import check_redis_url, redact_url
 from store import parse_url
 
 __all__ = ["REDIS_SCHEMES", "SinkSpec", "check_redis_url", "parse_sink_spec", "redact_url", "sink_params"]
 
 _NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 _DOTTED: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
-#: Destination Redis URL schemes: relayd's own (``relayd.redis_url``) and local sockets.
+#: Destination Redis URL schemes: relayd's own (``relayd.config.redis_url``) and local sockets.
 REDIS_SCHEMES: Final = frozenset({*_OWN_REDIS_SCHEMES, "unix"})
 HTTP_SCHEMES: Final = frozenset({"http", "https"})
 #: Query parameters the redis-stream sink takes for itself; the rest stay in the Redis URL.

@@ -39,7 +39,7 @@ from support.redis_server import start_redis_server
 from support.seeding import Entries
 from support.waiting import wait_until
 
-from relayd.prefixes import expand_prefixes
+from relayd.config.prefixes import expand_prefixes
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "relayd"

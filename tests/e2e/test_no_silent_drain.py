@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 from support.redis_server import RedisServer
 
-from relayd.environment import ALLOW_UNKNOWN
-from relayd.settings import NO_SINK_HINT
+from relayd.config.environment import ALLOW_UNKNOWN
+from relayd.config.settings import NO_SINK_HINT
 from tests.e2e.conftest import commit_backlog, run_relayd
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from relayd.config.settings import load_settings
 from relayd.connect import BRIEF, RetryPolicy, connect
 from relayd.errors import RedisUnreachable
-from relayd.settings import load_settings
 
 pytestmark = pytest.mark.usefixtures("no_relayd_env", "reset_logging")
 

@@ -9,8 +9,8 @@ import orjson
 import pytest
 import structlog
 
+from relayd.config.redis_url import redact_url
 from relayd.logs import MAX_VALUE_CHARS, REDACTED, Redactor, configure_logging
-from relayd.redis_url import redact_url
 
 pytestmark = pytest.mark.usefixtures("no_relayd_env", "reset_logging")
 

@@ -1,6 +1,6 @@
 """Whether a webhook's URL and headers may be used: credentials never over plaintext.
 
-The plaintext rule is ``relayd.redis_url.plaintext_refusal`` (the one rule for every
+The plaintext rule is ``relayd.config.redis_url.plaintext_refusal`` (the one rule for every
 connection relayd opens): ``https://`` always may; ``http://`` to loopback may; ``http://``
 elsewhere needs ``--allow-plaintext``. Unlike Redis's, a webhook's credentials (the URL's user
 info, a credential header of ``--webhook-headers-file``, an OAuth2 token) may then go over
@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from typing import Final
 from urllib.parse import urlsplit
 
+from relayd.config.redis_url import is_loopback, plaintext_refusal
 from relayd.errors import ConfigError
-from relayd.redis_url import is_loopback, plaintext_refusal
 
 #: Header names (lower case) whose values are credentials: never sent over plaintext.
 CREDENTIAL_HEADERS: Final = frozenset(

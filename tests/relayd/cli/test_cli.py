@@ -17,7 +17,7 @@ from support.seeding import Entries
 from typer.testing import CliRunner
 
 from relayd.cli.app import app
-from relayd.defaults import Defaults
+from relayd.config.defaults import Defaults
 from relayd.sinks.families import BUILT_IN_OPTIONS
 from relayd.sinks.own_options import declared, option_name
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from relayd.config.settings import load_settings
 from relayd.errors import ConfigError
-from relayd.settings import load_settings
 from relayd.sinks.broker_targets import parse_kafka_target, parse_nats_target
 from relayd.sinks.kafka.options import KafkaOptions
 from relayd.sinks.nats.options import NatsOptions

@@ -22,8 +22,8 @@ from support.harel_app import write_definitions
 from support.redis_server import RedisServer
 
 from relayd.cli.sweep import resolve_sinks
+from relayd.config.settings import load_settings
 from relayd.errors import ConfigError
-from relayd.settings import load_settings
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
 from relayd.sinks.harel.sink import HarelSink
 from relayd.status import collect_status, render_table

@@ -19,10 +19,10 @@ from support.redis_server import free_port
 from support.secret_files import SecretDir
 from support.tls import make_pki
 
+from relayd.config.settings import load_settings
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
 from relayd.material import Fixed, pem_file, secret_file
-from relayd.settings import load_settings
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec, resolve_sink
 from relayd.sinks.kafka.config import KafkaMaterial, producer_config
 from relayd.sinks.kafka.options import KafkaOptions

@@ -32,10 +32,10 @@ from support.moto import AWS_ENV
 from support.redis_server import free_port
 from support.waiting import until
 
+from relayd.config.settings import load_settings
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
 from relayd.material import Fixed
-from relayd.settings import load_settings
 from relayd.sinks import Retry, SinkOptions, parse_sink_spec
 from relayd.sinks.kafka.config import msk_region, producer_config
 from relayd.sinks.kafka.msk_iam import PLACEHOLDER, TokenCallback

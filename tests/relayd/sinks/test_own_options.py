@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 
 import pytest
 
+from relayd.config.sink_settings import load_own_options, load_plugin_options
 from relayd.errors import ConfigError
 from relayd.material import Material, secret_file
-from relayd.sink_settings import load_own_options, load_plugin_options
 from relayd.sinks.own_options import content_of, envvar, flag, option, watched
 
 

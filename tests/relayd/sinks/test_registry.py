@@ -12,10 +12,10 @@ from typing import ClassVar
 
 import pytest
 
+from relayd.config.settings import load_settings
 from relayd.envelope import Envelope
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, UnknownSink
-from relayd.settings import load_settings
 from relayd.sinks import DELIVERED, Outcome, Sink, SinkOptions, SinkSpec, known_sinks, resolve_sink
 from relayd.sinks.jsonl import JsonlSink
 from relayd.sinks.kafka.options import KafkaOptions

@@ -95,7 +95,7 @@ def test_no_password_in_errors_or_reprs() -> None:
 
 
 def test_redact_url_keeps_urls_without_credentials() -> None:
-    """The user information goes whole (relayd.redis_url); a URL without one is unchanged."""
+    """The user information goes whole (relayd.config.redis_url); a URL without one is unchanged."""
     assert redact_url("redis://h:1/0") == "redis://h:1/0"
     assert redact_url("https://u:pw@h/p?q=1") == "https://***@h/p?q=1"
 

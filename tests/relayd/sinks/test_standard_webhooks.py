@@ -10,7 +10,7 @@ import pytest
 import standardwebhooks
 import svix.webhooks
 
-from relayd.settings import load_settings
+from relayd.config.settings import load_settings
 from relayd.sinks.webhook import standard_webhooks as sw
 from relayd.sinks.webhook.http_policy import signature_headers
 from relayd.sinks.webhook.options import WebhookOptions

@@ -14,7 +14,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from support.http_receiver import serve_on_this_loop
 
-from relayd.settings import load_settings
+from relayd.config.settings import load_settings
 from relayd.sinks import DELIVERED, resolve_sink
 from relayd.sinks.webhook import standard_webhooks as sw
 

@@ -28,9 +28,9 @@ import orjson
 import pytest
 from support.ci_rules import in_ci
 
+from relayd.config.settings import load_settings
 from relayd.envelope.batch import Batch
 from relayd.envelope.decode import outbox_envelopes, spawn_envelope, timer_envelope
-from relayd.settings import load_settings
 from relayd.sinks import DELIVERED, Sink, SinkOptions, resolve_sink
 from store import RawEntry, RawTimer
 from store.codec import stamp_commit_time

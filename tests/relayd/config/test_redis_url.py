@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from relayd.config.redis_url import (
+    check_redis_url,
+    is_loopback,
+    parse_redis_url,
+    plaintext_refusal,
+    redact_url,
+)
 from relayd.errors import ConfigError
-from relayd.redis_url import check_redis_url, is_loopback, parse_redis_url, plaintext_refusal, redact_url
 from store.urls import parse_url
 
 

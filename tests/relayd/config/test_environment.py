@@ -1,8 +1,8 @@
-"""``relayd.environment``: which ``RELAYD_*`` variables are refused, and the line that says so."""
+"""``relayd.config.environment``: which ``RELAYD_*`` variables are refused, and the line that says so."""
 
 from __future__ import annotations
 
-from relayd.environment import ALLOW_UNKNOWN, unknown_variable_error
+from relayd.config.environment import ALLOW_UNKNOWN, unknown_variable_error
 
 KNOWN = {"RELAYD_SINK", "RELAYD_PREFIX", "RELAYD_ONCE"}
 

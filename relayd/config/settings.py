@@ -18,14 +18,14 @@ Security rules (README.md#security) are checked here, before anything connects:
 - a missing or unreadable file is a ``ConfigError`` naming the option, never the content.
 
 Each built-in sink's own options (``--webhook-*``, ``--kafka-*``, …) are declared beside the sink
-(``relayd.sinks.families``) and loaded by ``relayd.sink_settings`` after these; ``Settings`` keeps
+(``relayd.sinks.families``) and loaded by ``relayd.config.sink_settings`` after these; ``Settings`` keeps
 them (``own_options``), watches their files and redacts their secrets like its own.
 
 Secret and certificate files are ``relayd.material.WatchedFile``s: read and checked here, then
 re-read by ``relayd.material_watch`` when they change, so ``redis_credentials``,
 ``sentinel_credentials`` and the sinks' material always hand out the current values.
 
-Prefixes follow ``relayd.prefixes`` (ranges, the cluster's hash-tag rule); an untagged prefix
+Prefixes follow ``relayd.config.prefixes`` (ranges, the cluster's hash-tag rule); an untagged prefix
 on a cluster is a ``ConfigError``.
 """
 
@@ -37,23 +37,23 @@ from typing import Annotated, Any, Final, Literal, Self
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from relayd.defaults import DEFAULTS, OPTION_NAMES
-from relayd.engine.breaker import BreakerPolicy
-from relayd.engine.options import SweepOptions
-from relayd.errors import ConfigError
-from relayd.host_port import parse_host_port
-from relayd.material import WatchedFile, pem_file, secret_file
-from relayd.option_errors import describe_validation_error
-from relayd.prefixes import expand_prefixes, require_hash_tags
-from relayd.redis_url import RedisAddress, parse_redis_url, plaintext_refusal
-from relayd.secret import Secret
-from relayd.sink_settings import (
+from relayd.config.defaults import DEFAULTS, OPTION_NAMES
+from relayd.config.errors import describe_validation_error
+from relayd.config.host_port import parse_host_port
+from relayd.config.prefixes import expand_prefixes, require_hash_tags
+from relayd.config.redis_url import RedisAddress, parse_redis_url, plaintext_refusal
+from relayd.config.sink_settings import (
     LoadedOptions,
     load_own_options,
     load_plugin_options,
     option_names,
     split_sink_option,
 )
+from relayd.engine.breaker import BreakerPolicy
+from relayd.engine.options import SweepOptions
+from relayd.errors import ConfigError
+from relayd.material import WatchedFile, pem_file, secret_file
+from relayd.secret import Secret
 from relayd.sinks import cloud_event
 from relayd.sinks.base import SinkOptions
 from relayd.sinks.families import BUILT_IN_OPTIONS
@@ -82,7 +82,7 @@ class Settings(BaseSettings):
     """Every relayd option (docs/configuration.md), validated; ``RELAYD_<NAME>`` for each.
 
     Build it with ``load_settings`` (flags over the environment over the defaults). The defaults
-    come from ``relayd.defaults``; the credentials and files are read once, here, and kept out of
+    come from ``relayd.config.defaults``; the credentials and files are read once, here, and kept out of
     ``repr``.
     """
 
@@ -137,7 +137,7 @@ class Settings(BaseSettings):
     _address: RedisAddress | None = PrivateAttr(default=None)
     # The watched secret and certificate files by option (relayd.material), re-read on change.
     _files: dict[str, WatchedFile[Any]] = PrivateAttr(default_factory=dict)
-    # Each sink's own options by class (``relayd.sink_settings``), and the options of secret files.
+    # Each sink's own options by class (``relayd.config.sink_settings``), and the options of secret files.
     _own: dict[type, Any] = PrivateAttr(default_factory=dict)
     _secret_options: set[str] = PrivateAttr(default_factory=set)
     _sink_option_items: tuple[str, ...] = PrivateAttr(default=())
@@ -244,7 +244,8 @@ class Settings(BaseSettings):
             self._watch(secret_file("--sentinel-password-file", self.sentinel_password_file))
 
     def add_own_options(self, loaded: LoadedOptions) -> None:
-        """Keep a sink's own options (``relayd.sink_settings``): its files watched, its secrets redacted."""
+        """Keep a sink's own options (``relayd.config.sink_settings``): its files watched, its secrets
+        redacted."""
         self._own[type(loaded.options)] = loaded.options
         for watched in loaded.files:
             self._watch(watched)

@@ -3,7 +3,7 @@
 The same precedence as ``Settings``: a flag (a keyword here) wins over the variable, which wins
 over the field's default. Each options class gets a pydantic-settings model made from its
 fields, so ``RELAYD_KAFKA_CA_FILE`` is read and checked exactly as ``RELAYD_BATCH`` is, and a
-bad value is the same one line (``relayd.option_errors``). A file option is then read (and
+bad value is the same one line (``relayd.config.errors``). A file option is then read (and
 watched, ``relayd.material``) by the reader its field names, and what it holds fills the
 class's ``content_of`` field.
 
@@ -22,9 +22,9 @@ from typing import Any
 from pydantic import Field, ValidationError, create_model
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from relayd.config.errors import describe_validation_error
 from relayd.errors import ConfigError
 from relayd.material import WatchedFile
-from relayd.option_errors import describe_validation_error
 from relayd.sinks.own_options import contents, declared, flag, option_name, plugin_flag
 
 

@@ -13,7 +13,7 @@ from typing import Final, Literal
 
 @dataclass(frozen=True, slots=True)
 class Defaults:
-    """The defaults of ``relayd.settings.Settings``, field by field (None: not set).
+    """The defaults of ``relayd.config.settings.Settings``, field by field (None: not set).
 
     A sink's own options are not here: their defaults are the fields of its options class
     (``relayd.sinks.own_options``).

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from relayd.defaults import DEFAULTS, OPTION_NAMES
+from relayd.config.defaults import DEFAULTS, OPTION_NAMES
+from relayd.config.host_port import parse_host_port
+from relayd.config.prefixes import expand_prefixes
+from relayd.config.redis_url import parse_redis_url
+from relayd.config.settings import NO_SINK_HINT, Settings, load_settings
 from relayd.errors import ConfigError
-from relayd.host_port import parse_host_port
-from relayd.prefixes import expand_prefixes
-from relayd.redis_url import parse_redis_url
-from relayd.settings import NO_SINK_HINT, Settings, load_settings
 from relayd.sinks.amqp.options import AmqpOptions
 from relayd.sinks.webhook.options import WebhookOptions
 
@@ -27,7 +27,7 @@ def _mounted(directory: Path, **contents: str) -> dict[str, Path]:
 
 
 def test_settings_declares_every_option_with_its_documented_default():
-    """An option in ``relayd.defaults`` (and so on the CLI) but not in Settings would be dropped."""
+    """An option in ``relayd.config.defaults`` (and so on the CLI) but not in Settings would be dropped."""
     declared = {name: field.default for name, field in Settings.model_fields.items()}
 
     assert set(declared) == OPTION_NAMES
