@@ -18,7 +18,7 @@ bundle is added to the system store, as on a cluster.
 Rotation: every new connection asks for the current material. The username and password come
 from a redis-py ``credential_provider`` reading the watched files (``Settings.redis_credentials``),
 for the master, the sentinels and a cluster's nodes alike; on a standalone Redis and through
-sentinels the TLS context comes from ``relayd.redis_tls.RedisTls``, rebuilt when the CA,
+sentinels the TLS context comes from ``relayd.security.redis_tls.RedisTls``, rebuilt when the CA,
 certificate or key file changed (on a cluster redis-py loads the files by path when it creates
 a connection; one that reconnects keeps its context). ``refresh`` (``MaterialWatch.check_now``)
 is called first, so a connection made after an authentication or TLS failure reads the files at
@@ -47,9 +47,9 @@ from redis.credentials import CredentialProvider, UsernamePasswordCredentialProv
 
 from relayd.config.settings import Settings
 from relayd.errors import ConfigError, RedisUnreachable
-from relayd.material_watch import MaterialWatch
-from relayd.redis_tls import CurrentTlsConnection, CurrentTlsSentinelConnection, RedisTls
-from relayd.secret import Secret
+from relayd.security.redis_tls import CurrentTlsConnection, CurrentTlsSentinelConnection, RedisTls
+from relayd.security.secret import Secret
+from relayd.security.watch import MaterialWatch
 from store import parse_url, sentinel_options
 
 log = structlog.get_logger(__name__)

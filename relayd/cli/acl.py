@@ -1,4 +1,4 @@
-"""``relayd acl``: print the Redis ACL rule relayd needs for its prefixes (``relayd.acl``).
+"""``relayd acl``: print the Redis ACL rule relayd needs for its prefixes (``relayd.security.acl``).
 
 Alone it prints the selectors, for an ACL file or ``ACL SETUSER NAME reset on >PW <rule>``.
 With ``--user`` it prints the whole ``ACL SETUSER`` command, ready for ``redis-cli``; the
@@ -38,10 +38,10 @@ def acl(
     prefix: list[str] | None = None,
 ) -> None:
     """Print the Redis ACL rule (commands, key patterns, wake-up channels) relayd needs, and nothing more."""
-    from relayd.acl import acl_rule
     from relayd.config.defaults import DEFAULTS
     from relayd.config.prefixes import expand_prefixes
     from relayd.config.settings import read_secret_file
+    from relayd.security.acl import acl_rule
 
     try:
         prefixes = expand_prefixes(list(prefix or DEFAULTS.prefix))

@@ -354,7 +354,7 @@ def register(app: typer.Typer) -> None:
 def _sink_options(
     *, webhook_secret: bytes | None, webhook_concurrency: int, webhook_batch: int, output_format: str
 ) -> SinkOptions:
-    from relayd.material import Fixed
+    from relayd.security.material import Fixed
     from relayd.sinks.base import SinkOptions
 
     own = WebhookOptions(

@@ -25,7 +25,7 @@ def console(ctx: typer.Context, **_: object) -> None:
 
     from relayd.connect import BRIEF, build_client, connect
     from relayd.logs import redact_also
-    from relayd.material_watch import MaterialWatch
+    from relayd.security.watch import MaterialWatch
 
     settings = o.settings_from(ctx)
     o.configure_logs(settings)

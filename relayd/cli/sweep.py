@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from relayd.envelope import Kind
     from relayd.health import Health
     from relayd.http import HttpHandle
-    from relayd.material_watch import MaterialWatch
+    from relayd.security.watch import MaterialWatch
     from relayd.sinks import Sink
 
 #: Exit code when a second signal cuts the shutdown short.
@@ -263,7 +263,7 @@ def sweep(
 
     from relayd.engine.redis_time import RedisClock
     from relayd.logs import redact_also
-    from relayd.material_watch import MaterialWatch
+    from relayd.security.watch import MaterialWatch
     from relayd.tracing.setup import start_tracing
 
     settings = o.settings_from(ctx)

@@ -23,7 +23,7 @@ from typing import Final
 from urllib.parse import parse_qsl
 
 from relayd.errors import ConfigError
-from relayd.secret import Secret
+from relayd.security.secret import Secret
 from store.urls import SCHEMES, parse_url, redact_url
 
 __all__ = [

@@ -21,8 +21,8 @@ Each built-in sink's own options (``--webhook-*``, ``--kafka-*``, …) are decla
 (``relayd.sinks.families``) and loaded by ``relayd.config.sink_settings`` after these; ``Settings`` keeps
 them (``own_options``), watches their files and redacts their secrets like its own.
 
-Secret and certificate files are ``relayd.material.WatchedFile``s: read and checked here, then
-re-read by ``relayd.material_watch`` when they change, so ``redis_credentials``,
+Secret and certificate files are ``relayd.security.material.WatchedFile``s: read and checked here, then
+re-read by ``relayd.security.watch`` when they change, so ``redis_credentials``,
 ``sentinel_credentials`` and the sinks' material always hand out the current values.
 
 Prefixes follow ``relayd.config.prefixes`` (ranges, the cluster's hash-tag rule); an untagged prefix
@@ -52,15 +52,15 @@ from relayd.config.sink_settings import (
 from relayd.engine.breaker import BreakerPolicy
 from relayd.engine.options import SweepOptions
 from relayd.errors import ConfigError
-from relayd.material import WatchedFile, pem_file, secret_file
-from relayd.secret import Secret
+from relayd.security.material import WatchedFile, pem_file, secret_file
+from relayd.security.secret import Secret
 from relayd.sinks import cloud_event
 from relayd.sinks.base import SinkOptions
 from relayd.sinks.families import BUILT_IN_OPTIONS
 
 
 def read_secret_file(option: str, path: Path) -> str:
-    """A secret file's value without surrounding whitespace (``relayd.secret.strip_secret``)."""
+    """A secret file's value without surrounding whitespace (``relayd.security.secret.strip_secret``)."""
     return secret_file(option, path).value
 
 
@@ -135,7 +135,7 @@ class Settings(BaseSettings):
 
     # Read and checked in _check_and_read (the files' contents and the parsed URL), never shown.
     _address: RedisAddress | None = PrivateAttr(default=None)
-    # The watched secret and certificate files by option (relayd.material), re-read on change.
+    # The watched secret and certificate files by option (relayd.security.material), re-read on change.
     _files: dict[str, WatchedFile[Any]] = PrivateAttr(default_factory=dict)
     # Each sink's own options by class (``relayd.config.sink_settings``), and the options of secret files.
     _own: dict[type, Any] = PrivateAttr(default_factory=dict)

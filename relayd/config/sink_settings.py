@@ -4,7 +4,7 @@ The same precedence as ``Settings``: a flag (a keyword here) wins over the varia
 over the field's default. Each options class gets a pydantic-settings model made from its
 fields, so ``RELAYD_KAFKA_CA_FILE`` is read and checked exactly as ``RELAYD_BATCH`` is, and a
 bad value is the same one line (``relayd.config.errors``). A file option is then read (and
-watched, ``relayd.material``) by the reader its field names, and what it holds fills the
+watched, ``relayd.security.material``) by the reader its field names, and what it holds fills the
 class's ``content_of`` field.
 
 A plugin's options come from ``--sink-option NAME.KEY=VALUE`` (repeatable) over
@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from relayd.config.errors import describe_validation_error
 from relayd.errors import ConfigError
-from relayd.material import WatchedFile
+from relayd.security.material import WatchedFile
 from relayd.sinks.own_options import contents, declared, flag, option_name, plugin_flag
 
 

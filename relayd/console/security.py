@@ -12,7 +12,7 @@
   referrers only to itself. Cookies are ``HttpOnly; SameSite=Strict`` (and ``Secure`` behind https).
 
 The token is compared with ``hmac.compare_digest`` and never rendered, logged or put in a URL.
-A token file is watched (``relayd.material``): when it holds a new token, the old one stops
+A token file is watched (``relayd.security.material``): when it holds a new token, the old one stops
 working and the sessions signed in with it are closed (``Access.rotate``).
 """
 
@@ -27,7 +27,7 @@ from typing import Final
 
 from relayd.config.redis_url import is_loopback
 from relayd.errors import ConfigError
-from relayd.material import WatchedFile, secret_file
+from relayd.security.material import WatchedFile, secret_file
 
 SESSION_COOKIE: Final = "relayd_console_session"
 CSRF_FIELD: Final = "csrf"

@@ -22,7 +22,7 @@ from relayd.console.poller import OverviewPoller
 from relayd.console.security import Access, check_listen_address, load_token, watch_token
 from relayd.console.state import ConsoleState
 from relayd.errors import ListenerUnavailable
-from relayd.material_watch import MaterialWatch
+from relayd.security.watch import MaterialWatch
 from relayd.state import RedisClient
 
 log = structlog.get_logger(__name__)

@@ -4,7 +4,7 @@ A sink family (``relayd/sinks/kafka/options.py``) or a plugin declares one froze
 a class attribute ``prefix`` and fields made by ``option``: field ``ca_file`` of prefix
 ``kafka`` is the flag ``--kafka-ca-file`` and the variable ``RELAYD_KAFKA_CA_FILE``, with the
 field's default, help text and ``--help`` panel. A field made by ``content_of`` is no option:
-it carries what the file of another field holds now (a ``relayd.material.Material`` re-read
+it carries what the file of another field holds now (a ``relayd.security.material.Material`` re-read
 when the file changes), filled in when the configuration is loaded; tests give it directly.
 
 The sink names the class as its ``options_class`` and reads it with
@@ -29,7 +29,7 @@ SECURITY: Final = "Credentials and TLS"
 #: What the help of a watched secret file says about how it is read (docs/sinks.md, "Secret files").
 STRIPPED_WATCHED: Final = "surrounding whitespace stripped; re-read when it changes"
 
-#: Reads an option's file into a watched file (``relayd.material``), or only checks it (None):
+#: Reads an option's file into a watched file (``relayd.security.material``), or only checks it (None):
 #: ``reader(option, path, values)``, ``values`` the loaded options by field name.
 FileReader = Callable[[str, Path, dict[str, Any]], Any]
 
@@ -99,7 +99,7 @@ def envvar(cls: type, field_name: str) -> str:
 
 
 def watched(read: Callable[[str, Path], Any]) -> FileReader:
-    """A ``FileReader`` of a ``relayd.material`` reader (``secret_file``, ``pem_file``, …)."""
+    """A ``FileReader`` of a ``relayd.security.material`` reader (``secret_file``, ``pem_file``, …)."""
     return lambda option, path, _values: read(option, path)
 
 

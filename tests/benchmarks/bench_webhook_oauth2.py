@@ -21,7 +21,7 @@ from aiohttp import web
 
 from relayd.bench.http_target import http_target
 from relayd.envelope.batch import Batch
-from relayd.material import Fixed
+from relayd.security.material import Fixed
 from relayd.sinks import DELIVERED, SinkOptions, SinkSpec
 from relayd.sinks.testing import outbox_envelope
 from relayd.sinks.webhook.options import WebhookOptions

@@ -6,7 +6,7 @@ the redis-stream sink on the same server), ``status``, ``dlq list|replay|purge``
 long-running ``sweep`` with wake-up and the lease, ``pause`` and ``resume`` while it runs. The
 server's ``ACL LOG`` records every command, key or channel it denied to anyone: apart from the
 one denial relayd expects and tolerates (wake-up's ``CONFIG GET``), the log must stay empty, so
-a command added to the code but not to ``relayd.acl.COMMANDS`` fails this test. The same user
+a command added to the code but not to ``relayd.security.acl.COMMANDS`` fails this test. The same user
 is refused another prefix's keys and channels, ``CONFIG SET`` and ``FLUSHALL``.
 """
 

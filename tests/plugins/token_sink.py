@@ -18,7 +18,7 @@ import orjson
 import structlog
 
 from relayd.errors import ConfigError
-from relayd.material import Material, secret_file
+from relayd.security.material import Material, secret_file
 from relayd.sinks import DELIVERED, Batch, Outcome, SinkOptions, SinkSpec
 from relayd.sinks.own_options import SECURITY, content_of, option, watched
 

@@ -16,11 +16,11 @@ import aiormq
 import orjson
 from aiormq import spec as amqp_spec
 
+from relayd.security.tls import verified_context
 from relayd.sinks.amqp.options import AmqpOptions
 from relayd.sinks.amqp.target import parse_amqp_target
 from relayd.sinks.base import SinkOptions
 from relayd.sinks.routing import fill
-from relayd.tls import verified_context
 
 #: Publishes in flight at once: the relay's default ``--batch``.
 IN_FLIGHT: Final = 1000

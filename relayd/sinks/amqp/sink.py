@@ -43,14 +43,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from relayd.envelope.batch import Batch
 from relayd.extras import import_extra
-from relayd.material import Fixed, Material
+from relayd.security.material import Fixed, Material
+from relayd.security.tls import verified_context
 from relayd.sinks import cloud_event, trace_context
 from relayd.sinks.amqp.options import AmqpOptions
 from relayd.sinks.amqp.target import AmqpTarget, parse_amqp_target
 from relayd.sinks.base import DELIVERED, Outcome, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.routing import fill_all
 from relayd.sinks.spec import SinkSpec
-from relayd.tls import verified_context
 
 if TYPE_CHECKING:
     import aiormq

@@ -21,7 +21,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from relayd.errors import ConfigError
-from relayd.material import Fixed, Material
+from relayd.security.material import Fixed, Material
 from relayd.sinks.base import SinkOptions
 from relayd.sinks.broker_targets import check_plaintext, parse_kafka_target
 from relayd.sinks.kafka.options import KafkaOptions

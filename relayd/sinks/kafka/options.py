@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from relayd.material import Material, pem_file, secret_file
+from relayd.security.material import Material, pem_file, secret_file
 from relayd.sinks.own_options import SECURITY, STRIPPED_WATCHED, content_of, option, watched
 
 

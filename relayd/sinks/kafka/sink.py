@@ -36,7 +36,7 @@ client credentials (librdkafka makes the grant; the client secret from a watched
 ``AWS_MSK_IAM`` (``relayd.sinks.kafka.msk_iam``: a token callback).
 
 Rotation: librdkafka reads its CA bundle and SASL credentials once, when a producer is made.
-When one of those files changed (``relayd.material``), the next batch first makes a producer
+When one of those files changed (``relayd.security.material``), the next batch first makes a producer
 with the new material, then flushes the old one (nothing queued in it is lost) and closes it;
 the batch goes out on the new one. A producer the new material cannot make (a CA bundle
 librdkafka cannot load) is logged and the old one carries on.

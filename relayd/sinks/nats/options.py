@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from relayd.material import Material, pem_file, secret_file
+from relayd.security.material import Material, pem_file, secret_file
 from relayd.sinks.own_options import SECURITY, STRIPPED_WATCHED, content_of, option, readable_file, watched
 
 

@@ -39,6 +39,7 @@ from typing import Any, Final
 from relayd.envelope.batch import Batch
 from relayd.errors import SinkError
 from relayd.extras import import_extra
+from relayd.security.tls import WatchedCaContext
 from relayd.sinks import cloud_event, trace_context
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
@@ -49,7 +50,6 @@ from relayd.sinks.broker_targets import (
 from relayd.sinks.nats.options import NatsOptions
 from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import SinkSpec
-from relayd.tls import WatchedCaContext
 
 #: Seconds one connection attempt may take.
 CONNECT_TIMEOUT_S: Final = 2

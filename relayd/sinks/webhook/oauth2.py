@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 from urllib.parse import quote_plus
 
-from relayd.material import Material
+from relayd.security.material import Material
 from relayd.sinks.webhook.http_excerpt import body_excerpt
 
 #: Share of a token's ``expires_in`` after which the next request gets a new token (the rest

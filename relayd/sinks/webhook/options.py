@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from relayd.material import Material, WatchedFile, pem_file, secret_lines_file, text_file
-from relayd.material import secret_file as one_secret_file
+from relayd.security.material import Material, WatchedFile, pem_file, secret_lines_file, text_file
+from relayd.security.material import secret_file as one_secret_file
 from relayd.sinks.own_options import SECURITY, STRIPPED_WATCHED, content_of, option, watched
 from relayd.sinks.webhook import standard_webhooks
 

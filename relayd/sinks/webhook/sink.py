@@ -23,7 +23,7 @@ file, ``X-Relayd-Timestamp`` and ``X-Relayd-Signature: v1=<hex> [v1=<hex>]``, ea
 body bytes (with ``--webhook-gzip``, the JSON before compression: decompress, then verify) and
 the header carries one signature per line of the secret file, in the file's order, so a secret
 is rotated with an overlap (old and new lines, then the new one alone) while the receiver moves
-from the old secret to the new. The file is re-read when it changes (``relayd.material``). A
+from the old secret to the new. The file is re-read when it changes (``relayd.security.material``). A
 receiver accepts a request when one of the signatures matches its secret, and rejects stale
 timestamps to stop replays, like this for the relayd scheme::
 
@@ -59,7 +59,7 @@ token (``relayd.sinks.webhook.oauth2``), cached for most of its lifetime; a 401 
 sends the request once more within the same attempt, and a token endpoint that fails retries
 every entry of the batch (the sink down, which the breaker counts, never a poisoned entry).
 ``cert`` and ``key`` are a client certificate presented to receivers that ask for one, re-read
-like the CA bundle (``relayd.tls.WatchedCaContext``). ``proxy_url`` sends webhook and token
+like the CA bundle (``relayd.security.tls.WatchedCaContext``). ``proxy_url`` sends webhook and token
 requests through a forward proxy (``relayd.sinks.webhook.proxy``: CONNECT for ``https://``,
 verified end to end), except to the hosts of ``no_proxy``; a proxy that refuses or answers 407
 retries every entry with an error that says "proxy". The standard proxy variables are not read
@@ -101,7 +101,8 @@ from relayd import __version__
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.inflight import progressed
-from relayd.material import Fixed, Material
+from relayd.security.material import Fixed, Material
+from relayd.security.tls import WatchedCaContext
 from relayd.sinks import cloud_event, trace_context
 from relayd.sinks.base import Outcome, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.per_key import HELD_BACK, deliver_in_key_order
@@ -119,7 +120,6 @@ from relayd.sinks.webhook.transport import (
     plaintext_credentials_host,
     webhook_transport_refusal,
 )
-from relayd.tls import WatchedCaContext
 
 log = structlog.get_logger(__name__)
 

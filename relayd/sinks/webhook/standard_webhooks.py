@@ -25,7 +25,7 @@ import hmac
 from typing import Any, Final
 
 from relayd.extras import install_command
-from relayd.secret import secret_lines
+from relayd.security.secret import secret_lines
 
 #: What starts a Standard Webhooks secret; the rest is the key, base64-encoded.
 SECRET_PREFIX: Final = "whsec_"  # noqa: S105 - a format tag, not a password

@@ -17,7 +17,7 @@ from relayd.cli.app import app
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
 from relayd.extras import missing_extra
-from relayd.material import Fixed
+from relayd.security.material import Fixed
 from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec, resolve_sink
 from relayd.sinks.amqp.options import AmqpOptions
 from relayd.sinks.amqp.sink import AmqpSink

@@ -21,7 +21,7 @@ from support.redis_server import RedisServer
 from relayd.envelope import Envelope
 from relayd.envelope.batch import Batch
 from relayd.envelope.outbox_window import OutboxWindow
-from relayd.material import Fixed
+from relayd.security.material import Fixed
 from relayd.sinks import DELIVERED, SinkOptions, SinkSpec, parse_sink_spec
 from relayd.sinks import cloud_event as ce
 from relayd.sinks.jsonl import JsonlSink

@@ -22,7 +22,7 @@ from support.tls import make_pki
 from relayd.config.settings import load_settings
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
-from relayd.material import Fixed, pem_file, secret_file
+from relayd.security.material import Fixed, pem_file, secret_file
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec, resolve_sink
 from relayd.sinks.kafka.config import KafkaMaterial, producer_config
 from relayd.sinks.kafka.options import KafkaOptions

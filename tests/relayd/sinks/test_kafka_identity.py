@@ -35,7 +35,7 @@ from support.waiting import until
 from relayd.config.settings import load_settings
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
-from relayd.material import Fixed
+from relayd.security.material import Fixed
 from relayd.sinks import Retry, SinkOptions, parse_sink_spec
 from relayd.sinks.kafka.config import msk_region, producer_config
 from relayd.sinks.kafka.msk_iam import PLACEHOLDER, TokenCallback
@@ -383,7 +383,7 @@ async def test_a_rotated_oidc_secret_file_makes_the_next_grant_with_the_new_secr
     whose grant carries the new secret (the old producer's token is not asked for again)."""
     from support.secret_files import SecretDir
 
-    from relayd.material import secret_file
+    from relayd.security.material import secret_file
 
     broker, _relay = auth_broker
     secrets = SecretDir(tmp_path / "secrets", "kubelet")

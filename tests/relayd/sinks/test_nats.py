@@ -21,7 +21,7 @@ from support.tls import old_and_new_pki
 
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
-from relayd.material import Fixed, pem_file, secret_file
+from relayd.security.material import Fixed, pem_file, secret_file
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
 from relayd.sinks.nats.options import NatsOptions
 from relayd.sinks.nats.sink import NatsSink

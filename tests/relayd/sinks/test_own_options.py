@@ -10,7 +10,7 @@ import pytest
 
 from relayd.config.sink_settings import load_own_options, load_plugin_options
 from relayd.errors import ConfigError
-from relayd.material import Material, secret_file
+from relayd.security.material import Material, secret_file
 from relayd.sinks.own_options import content_of, envvar, flag, option, watched
 
 

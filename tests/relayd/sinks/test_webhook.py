@@ -20,8 +20,8 @@ from support.tls import make_pki, old_and_new_pki
 
 from relayd.envelope.batch import Batch
 from relayd.inflight import InFlight
-from relayd.material import Fixed, WatchedFile, pem_file, text_file
-from relayd.material_watch import MaterialWatch
+from relayd.security.material import Fixed, WatchedFile, pem_file, text_file
+from relayd.security.watch import MaterialWatch
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, SinkSpec
 from relayd.sinks.per_key import HELD_BACK
 from relayd.sinks.webhook.http_policy import parse_header_lines

@@ -14,7 +14,7 @@ from cloudevents.core.formats.json import JSONFormat
 from support.http_receiver import serve_on_this_loop
 
 from relayd.envelope.batch import Batch
-from relayd.material import Fixed
+from relayd.security.material import Fixed
 from relayd.sinks import DELIVERED, Retry, SinkOptions, SinkSpec
 from relayd.sinks.per_key import HELD_BACK
 from relayd.sinks.webhook.batches import batch_id, lanes

@@ -22,8 +22,8 @@ from support.tls import Pki, make_pki, old_and_new_pki
 from relayd.engine.breaker import delivery_signal
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
-from relayd.material import Fixed, pem_file
-from relayd.material_watch import MaterialWatch
+from relayd.security.material import Fixed, pem_file
+from relayd.security.watch import MaterialWatch
 from relayd.sinks import DELIVERED, Outcome, Retry, SinkOptions, SinkSpec
 from relayd.sinks.webhook.oauth2 import LIFETIME_USED
 from relayd.sinks.webhook.options import WebhookOptions

@@ -7,7 +7,7 @@ import base64
 
 import pytest
 
-from relayd.material import Fixed
+from relayd.security.material import Fixed
 from relayd.sinks.webhook.oauth2 import ClientCredentials, TokenUnavailable, grant_request, parse_token_answer
 from relayd.sinks.webhook.proxy import check_proxy_url, parse_no_proxy
 

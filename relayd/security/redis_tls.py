@@ -20,8 +20,8 @@ from typing import Any
 from redis.asyncio.connection import SSLConnection
 from redis.asyncio.sentinel import SentinelManagedSSLConnection
 
-from relayd.material import WatchedFile
-from relayd.tls import verified_context
+from relayd.security.material import WatchedFile
+from relayd.security.tls import verified_context
 
 
 class RedisTls:

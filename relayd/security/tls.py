@@ -11,7 +11,7 @@ from __future__ import annotations
 import ssl
 
 from relayd.errors import ConfigError
-from relayd.material import Material, WatchedFile
+from relayd.security.material import Material, WatchedFile
 
 
 def verified_context(
@@ -39,7 +39,7 @@ class WatchedCaContext:
     """The verified context of a sink whose CA bundle and client certificate may rotate
     (``--<sink>-ca-file``, ``--<sink>-cert-file``, ``--<sink>-key-file``).
 
-    ``ca`` is the watched file's current content (``relayd.material``); a new context is made
+    ``ca`` is the watched file's current content (``relayd.security.material``); a new context is made
     when its bytes change, and a bundle that does not load keeps the last context. Without ``ca``
     the context comes from ``ca_file`` once (None: the system trust store). ``cert`` and ``key``
     (both or neither) are the client certificate chain and its key, presented to servers that

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from relayd.acl import COMMANDS, acl_rule
 from relayd.cli.app import app
+from relayd.security.acl import COMMANDS, acl_rule
 
 
 def test_the_rule_starts_from_nothing_and_grants_only_what_relayd_uses():

@@ -1,6 +1,6 @@
 """Check every watched secret and certificate file on a short interval and on demand.
 
-``MaterialWatch.run`` re-reads each ``relayd.material.WatchedFile`` every ``interval_s`` (an
+``MaterialWatch.run`` re-reads each ``relayd.security.material.WatchedFile`` every ``interval_s`` (an
 asyncio task beside the relay or the console); ``check_now`` does it at once, for a caller that
 just saw an authentication or TLS failure. Each change is one log line (``secret_reloaded``,
 ``secret_refused``, ``secret_restored``, naming the option and the file, never the value) and
@@ -19,7 +19,7 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter
 
 from relayd import events
-from relayd.material import WatchedFile
+from relayd.security.material import WatchedFile
 
 log = structlog.get_logger(__name__)
 

@@ -10,7 +10,7 @@ import pytest
 from support.tls import make_pki
 
 from relayd.errors import ConfigError
-from relayd.tls import WatchedCaContext, verified_context
+from relayd.security.tls import WatchedCaContext, verified_context
 
 
 def _subjects(context: ssl.SSLContext) -> list[str]:

@@ -10,7 +10,7 @@ A file that becomes unreadable (gone, a directory, a dangling symlink), empty or
 is refused: the old value stays in use and ``problem`` says why, naming the option and the
 path, never the content, until the file holds good material again.
 
-No logging and no clock here: ``relayd.material_watch`` checks the files on an interval and
+No logging and no clock here: ``relayd.security.watch`` checks the files on an interval and
 on demand, logs and counts each change. ``Fixed`` is a value that never changes, for callers
 that have no file (tests, ``relayd bench``).
 """
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, Literal, Protocol, TypeVar
 
-from relayd.secret import secret_lines, strip_secret
+from relayd.security.secret import secret_lines, strip_secret
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)

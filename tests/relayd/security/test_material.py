@@ -17,10 +17,10 @@ from relayd.cli.app import app
 from relayd.config.settings import load_settings
 from relayd.health import Health
 from relayd.logs import Redactor
-from relayd.material import WatchedFile, pem_file, secret_file, secret_lines_file
-from relayd.material_watch import MaterialWatch
-from relayd.redis_tls import RedisTls
-from relayd.secret import secret_lines, strip_secret
+from relayd.security.material import WatchedFile, pem_file, secret_file, secret_lines_file
+from relayd.security.redis_tls import RedisTls
+from relayd.security.secret import secret_lines, strip_secret
+from relayd.security.watch import MaterialWatch
 from relayd.sinks.webhook.http_policy import sign, sign_all, verify
 from relayd.sinks.webhook.options import WebhookOptions
 
