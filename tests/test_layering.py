@@ -34,7 +34,7 @@ PURE_MODULES = [
     "relayd/envelope/faults.py",
     "relayd/envelope/stored.py",
     "relayd/envelope/trace.py",
-    "relayd/health.py",
+    "relayd/observability/health.py",
     "relayd/sinks/spec.py",
     "relayd/sinks/webhook/http_policy.py",
     "relayd/sinks/webhook/proxy.py",

@@ -25,8 +25,8 @@ from relayd.bench.stats import RunFigures, kind_row, median_run, sane
 from relayd.engine.loop import run_relay
 from relayd.engine.options import SweepOptions
 from relayd.envelope import KINDS, Kind
-from relayd.health import Health
-from relayd.metrics import RelayMetrics
+from relayd.observability.health import Health
+from relayd.observability.metrics import RelayMetrics
 
 
 async def drain_suite(bench: Bench) -> list[dict[str, Any]]:

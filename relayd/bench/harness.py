@@ -28,8 +28,8 @@ from relayd.engine.loop import run_relay
 from relayd.engine.notify import NEEDED_FLAGS, configured_flags, notifications_ready
 from relayd.engine.options import SweepOptions
 from relayd.envelope import KINDS, Kind
-from relayd.health import Health
-from relayd.metrics import RelayMetrics
+from relayd.observability.health import Health
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks import resolve_sink
 from relayd.sinks.base import Sink, SinkOptions
 

@@ -21,7 +21,7 @@ from relayd.engine.clock import SYSTEM_CLOCK
 from relayd.engine.options import SweepOptions
 from relayd.engine.sweeper import Sweeper
 from relayd.envelope import KINDS
-from relayd.metrics import RelayMetrics
+from relayd.observability.metrics import RelayMetrics
 from store import AsyncRedisStore
 
 

@@ -127,7 +127,7 @@ def bench(  # noqa: PLR0917 - Typer passes one keyword per option
     from relayd.bench.harness import DEFAULT_SINK, BenchConfig
     from relayd.bench.runner import SUITES, run_bench
     from relayd.envelope import KINDS
-    from relayd.logs import configure_logging
+    from relayd.observability.logs import configure_logging
 
     chosen_kinds = tuple(k.strip() for k in kinds.split(",") if k.strip())
     if not chosen_kinds or any(k not in KINDS for k in chosen_kinds):

@@ -24,7 +24,7 @@ def console(ctx: typer.Context, **_: object) -> None:
     import asyncio
 
     from relayd.connect import BRIEF, build_client, connect
-    from relayd.logs import redact_also
+    from relayd.observability.logs import redact_also
     from relayd.security.watch import MaterialWatch
 
     settings = o.settings_from(ctx)

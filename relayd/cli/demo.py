@@ -51,7 +51,7 @@ def demo(
     """Run relayd against an embedded Redis while a generated workload commits; print a summary."""
     from relayd.config.host_port import parse_host_port
     from relayd.demo.run import run_demo
-    from relayd.logs import configure_logging
+    from relayd.observability.logs import configure_logging
 
     try:
         host, port = parse_host_port(metrics_addr)

@@ -425,7 +425,7 @@ def _typed(ctx: typer.Context, name: str) -> bool:
 
 def configure_logs(settings: Settings) -> None:
     """Set logging up for a command from its Settings (every secret redacted)."""
-    from relayd.logs import configure_logging
+    from relayd.observability.logs import configure_logging
 
     configure_logging(
         log_format=settings.log_format, log_level=settings.log_level, secrets=settings.secrets()

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from relayd.config.settings import Settings
     from relayd.engine.redis_time import RedisClock
     from relayd.envelope import Kind
-    from relayd.health import Health
-    from relayd.http import HttpHandle
+    from relayd.observability.health import Health
+    from relayd.observability.http import HttpHandle
     from relayd.security.watch import MaterialWatch
     from relayd.sinks import Sink
 
@@ -109,9 +109,9 @@ def _health(settings: Settings, watch: MaterialWatch) -> Health:
     """The probes' state, watching sink calls that overrun and secret files that fail to load."""
     import functools
 
-    from relayd.health import Health
-    from relayd.inflight import DELIVERIES
-    from relayd.logs import redact_also
+    from relayd.observability.health import Health
+    from relayd.observability.inflight import DELIVERIES
+    from relayd.observability.logs import redact_also
 
     health = Health(sentinel_service=settings.redis.service)
     health.watch_deliveries(functools.partial(DELIVERIES.overruns, grace_s=settings.hung_sink_grace))
@@ -124,7 +124,7 @@ def _serve_http(settings: Settings, registry: CollectorRegistry, health: Health)
     """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-addr``."""
     import structlog
 
-    from relayd.http import serve_http
+    from relayd.observability.http import serve_http
 
     host, port = settings.metrics_host_port
     server = serve_http(host, port, registry, health)
@@ -144,7 +144,7 @@ async def run_sweep(
 ) -> int:
     """Connect, serve HTTP (unless ``once``), run the relay; return the exit code.
 
-    ``events_sink``: where the operational events go (``relayd.events``), when configured.
+    ``events_sink``: where the operational events go (``relayd.observability.events``), when configured.
 
     ``watch`` checks ``settings.watched_files()`` and counts in ``registry`` (made before the
     sinks, which may ask it for a check at once).
@@ -153,13 +153,13 @@ async def run_sweep(
 
     import structlog
 
-    from relayd import events
     from relayd.connect import BRIEF, FOREVER, build_client, connect
     from relayd.engine.loop import run_relay
     from relayd.engine.shutdown import ShutdownDeadline
     from relayd.errors import RedisUnreachable
-    from relayd.heartbeat import heartbeat
-    from relayd.metrics import RelayMetrics
+    from relayd.observability import events
+    from relayd.observability.heartbeat import heartbeat
+    from relayd.observability.metrics import RelayMetrics
     from relayd.prefix_hint import prefix_hints
 
     stop = asyncio.Event()
@@ -262,9 +262,9 @@ def sweep(
     from prometheus_client import CollectorRegistry
 
     from relayd.engine.redis_time import RedisClock
-    from relayd.logs import redact_also
+    from relayd.observability.logs import redact_also
+    from relayd.observability.tracing.setup import start_tracing
     from relayd.security.watch import MaterialWatch
-    from relayd.tracing.setup import start_tracing
 
     settings = o.settings_from(ctx)
     o.configure_logs(settings)

@@ -41,7 +41,7 @@ class Defaults:
     log_format: Literal["json", "console"] | None = None  # None: json unless the log stream is a tty
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     shutdown_grace: float = 10.0
-    # A sink call this long past its sink's own timeout is hung: /healthz 503 (relayd.inflight).
+    # A sink call this long past its sink's own timeout is hung: /healthz 503 (relayd.observability.inflight).
     hung_sink_grace: float = 30.0
     redis_username_file: Path | None = None
     redis_password_file: Path | None = None
@@ -68,7 +68,7 @@ class Defaults:
     sink_rate_scope: Literal["process", "cluster"] = "process"
     # With the cluster scope, what limits a process while Redis does not answer its bucket.
     sink_rate_fallback: Literal["process", "hold"] = "process"
-    # Where operational events go (relayd.events): any sink spec; None: nowhere.
+    # Where operational events go (relayd.observability.events): any sink spec; None: nowhere.
     events_sink: str | None = None
 
 

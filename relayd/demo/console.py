@@ -25,8 +25,8 @@ from relayd.console.server import ConsoleOptions, serve_console
 from relayd.demo.embedded import EmbeddedRedis
 from relayd.demo.run import DEMO_PREFIX, Committed, CountingSink, start_relay, start_workload
 from relayd.envelope.batch import Batch
-from relayd.health import Health
-from relayd.metrics import RelayMetrics
+from relayd.observability.health import Health
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Outcome, Permanent
 from store import Keyspace
 

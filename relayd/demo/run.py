@@ -36,10 +36,10 @@ from relayd.engine.loop import RunSummary, run_relay
 from relayd.engine.options import SweepOptions
 from relayd.envelope import KINDS, Kind
 from relayd.envelope.batch import Batch
-from relayd.health import Health
-from relayd.heartbeat import heartbeat
-from relayd.http import serve_http
-from relayd.metrics import RelayMetrics
+from relayd.observability.health import Health
+from relayd.observability.heartbeat import heartbeat
+from relayd.observability.http import serve_http
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Outcome
 from store import Event, Execution, RedisStore, TimerOp
 

@@ -24,7 +24,7 @@ from prometheus_client import Histogram
 from relayd.engine.fresh import FreshBatch
 from relayd.engine.plan import Held
 from relayd.envelope import Kind
-from relayd.metrics import RelayMetrics, observe_many
+from relayd.observability.metrics import RelayMetrics, observe_many
 from store import RawEntry, RawTimer
 
 _STAMP: Final = b',"ct":'

@@ -38,11 +38,11 @@ from relayd.engine.plan import Dead, Held, Verdicts
 from relayd.engine.settle import Settlement
 from relayd.envelope import Envelope, Kind
 from relayd.envelope.batch import Batch
-from relayd.inflight import DELIVERIES
-from relayd.metrics import RelayMetrics
+from relayd.observability.inflight import DELIVERIES
+from relayd.observability.metrics import RelayMetrics
+from relayd.observability.tracing import sink_span
 from relayd.sinks.base import Outcome, Retry
 from relayd.sinks.sending import sending_while
-from relayd.tracing import sink_span
 
 log = structlog.get_logger(__name__)
 

@@ -16,14 +16,14 @@ from typing import Literal
 import structlog
 
 from relayd.envelope import Kind
-from relayd.metrics import RelayMetrics
+from relayd.observability.metrics import RelayMetrics
 
 log = structlog.get_logger(__name__)
 
 #: Why a send or a write was not made: ``send_expired`` / ``ack_expired``, the local deadline
 #: had passed before the sink call or the settlement; ``ack_refused``, Redis refused the script
 #: because the lease holds another token (or none).
-#: (``relayd.metrics.FENCE_REASONS`` lists them for the metric's label.)
+#: (``relayd.observability.metrics.FENCE_REASONS`` lists them for the metric's label.)
 FenceReason = Literal["send_expired", "ack_expired", "ack_refused"]
 
 

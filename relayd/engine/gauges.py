@@ -26,7 +26,7 @@ from typing import Any, Final
 from relayd.engine.commit_delay import commit_time
 from relayd.engine.plan import Held
 from relayd.envelope import Kind
-from relayd.metrics import RelayMetrics
+from relayd.observability.metrics import RelayMetrics
 from relayd.state import RedisClient
 from relayd.state.keys import RelayKeys
 from store import Keyspace, RawTimer

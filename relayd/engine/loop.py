@@ -33,8 +33,8 @@ from relayd.engine.sink_guard import guards_for
 from relayd.engine.wake import WakeSubscriber
 from relayd.envelope import Kind
 from relayd.errors import RelaydError, SinkError
-from relayd.health import Health
-from relayd.metrics import RelayMetrics
+from relayd.observability.health import Health
+from relayd.observability.metrics import RelayMetrics
 from relayd.runtime.gc_tuning import relay_gc
 from relayd.sinks.base import Sink, not_ready_reason
 from relayd.state import RedisClient

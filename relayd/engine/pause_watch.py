@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from relayd import events
 from relayd.engine.clock import Clock
 from relayd.engine.lane import Lane
 from relayd.engine.pause import FREE, LaneHold, lane_hold
 from relayd.envelope import Kind
-from relayd.metrics import RelayMetrics
+from relayd.observability import events
+from relayd.observability.metrics import RelayMetrics
 from relayd.state import RedisClient
 from relayd.state.pauses import Pause, read_pauses
 from store import Keyspace

@@ -29,7 +29,6 @@ from typing import Final
 
 import structlog
 
-from relayd import events
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock, sleep_until
 from relayd.engine.fencing import Fenced, report_fenced
@@ -42,8 +41,9 @@ from relayd.engine.sink_guard import SinkGuard
 from relayd.engine.sweeper import Sweeper
 from relayd.engine.wake import WakeTarget
 from relayd.envelope import Kind
-from relayd.health import Health
-from relayd.metrics import RelayMetrics
+from relayd.observability import events
+from relayd.observability.health import Health
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.base import Sink
 from relayd.state import RedisClient
 from relayd.state.lease import Lease, lease_member, read_lease

@@ -19,7 +19,6 @@ import structlog
 from prometheus_client import Counter
 from redis.exceptions import OutOfMemoryError
 
-from relayd import events
 from relayd.engine.build import dead_letter_id
 from relayd.engine.clock import Clock
 from relayd.engine.failure_log import FailureLog
@@ -29,7 +28,8 @@ from relayd.engine.lane import Lane
 from relayd.engine.plan import MAX_ATTEMPTS, PERMANENT, Dead, Held, Verdicts
 from relayd.envelope import Kind
 from relayd.envelope.stored import field_bytes
-from relayd.metrics import RelayMetrics, observe_many
+from relayd.observability import events
+from relayd.observability.metrics import RelayMetrics, observe_many
 from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, forget_attempts, save_attempts
 from relayd.state.deadletters import DeadMove, encode_dead_letter, move_to_dead_letters

@@ -14,14 +14,14 @@ from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
-from relayd import events
 from relayd.engine.breaker import STATES, SUCCESS, Breaker, BreakerPolicy, Transition, delivery_signal
 from relayd.engine.clock import SYSTEM_CLOCK, Clock
 from relayd.engine.rate import TokenBucket
 from relayd.engine.shared_rate import SharedBucket
 from relayd.envelope import Kind
 from relayd.envelope.batch import Batch
-from relayd.metrics import RelayMetrics
+from relayd.observability import events
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Outcome, Sink
 
 log = structlog.get_logger(__name__)

@@ -44,7 +44,7 @@ from relayd.engine.settle import Settlement
 from relayd.engine.sink_guard import SinkGuard, guards_for
 from relayd.engine.sink_health import SinkHealthPublisher
 from relayd.envelope import Kind
-from relayd.metrics import RelayMetrics
+from relayd.observability.metrics import RelayMetrics
 from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks.base import Sink
 from relayd.state import RedisClient

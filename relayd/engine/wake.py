@@ -55,7 +55,7 @@ from relayd.engine.notify import (
     watched_channels,
 )
 from relayd.envelope import KINDS, Kind
-from relayd.metrics import RelayMetrics
+from relayd.observability.metrics import RelayMetrics
 from relayd.state import RedisClient
 
 log = structlog.get_logger(__name__)

@@ -2,7 +2,7 @@
 
 structlog imports rich's traceback and pretty-printing modules (and pygments, through them) at
 import time whenever rich is installed, only to offer a console exception formatter. relayd
-renders exceptions plainly (a traceback with locals could print a secret; ``relayd.logs`` names
+renders exceptions plainly (a traceback with locals could print a secret; ``relayd.observability.logs`` names
 ``plain_traceback``), so that import is pure start-up cost, larger than all the rest of what
 ``relayd --help`` loads (``tests/benchmarks/bench_startup.py``). rich stays importable: only
 structlog's own import is made without it, and commands that draw tables import rich themselves.

@@ -18,7 +18,7 @@ from typing import Any, Final
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from relayd import events
+from relayd.observability import events
 from relayd.security.material import WatchedFile
 
 log = structlog.get_logger(__name__)

@@ -15,7 +15,7 @@ from typing import Final
 
 import orjson
 
-from relayd.logs import truncate
+from relayd.observability.logs import truncate
 from relayd.state import RedisClient, scripts
 from relayd.state.fencing import refused_as_fenced
 from store import Fence
@@ -23,7 +23,7 @@ from store.fence import fenced_call
 
 #: Most characters of the last error kept in a record (head and tail kept around a cut).
 MAX_ERROR: Final = 500
-#: Room left in ``MAX_ERROR`` for ``relayd.logs.truncate``'s ``…[N chars cut]…`` mark.
+#: Room left in ``MAX_ERROR`` for ``relayd.observability.logs.truncate``'s ``…[N chars cut]…`` mark.
 CUT_MARK: Final = 24
 
 

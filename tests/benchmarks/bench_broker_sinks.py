@@ -37,7 +37,7 @@ from relayd.bench.harness import Bench, BenchConfig
 from relayd.bench.meter import TimingSink
 from relayd.bench.server import throwaway_redis_server
 from relayd.envelope.batch import Batch
-from relayd.logs import configure_logging
+from relayd.observability.logs import configure_logging
 from relayd.sinks import resolve_sink
 from relayd.sinks.base import Outcome, SinkOptions
 

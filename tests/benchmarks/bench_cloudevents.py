@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support
 from relayd.bench.drain import relay_drain
 from relayd.bench.harness import DEFAULT_SINK, Bench, BenchConfig
 from relayd.bench.server import throwaway_redis_server
-from relayd.logs import configure_logging
+from relayd.observability.logs import configure_logging
 from relayd.sinks.base import SinkOptions
 
 FORMATS: tuple[Literal["relayd", "cloudevents"], ...] = ("relayd", "cloudevents")

@@ -38,7 +38,7 @@ from relayd.bench.drain import relay_drain
 from relayd.bench.harness import Bench, BenchConfig, new_prefix
 from relayd.bench.seed import seed
 from relayd.bench.server import delete_prefix, server_cpu_s, throwaway_redis_server
-from relayd.logs import configure_logging
+from relayd.observability.logs import configure_logging
 from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks.redis_stream.sink import CALL_SIZE, XADD_BATCH
 from store import Keyspace

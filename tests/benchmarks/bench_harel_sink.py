@@ -33,8 +33,8 @@ from relayd.bench.stats import commands_delta
 from relayd.engine.loop import run_relay
 from relayd.engine.options import SweepOptions
 from relayd.envelope import KINDS, Kind
-from relayd.health import Health
-from relayd.metrics import RelayMetrics
+from relayd.observability.health import Health
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks import resolve_sink
 from relayd.sinks.base import SinkOptions
 

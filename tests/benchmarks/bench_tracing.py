@@ -57,7 +57,7 @@ if os.environ.get("BENCH_TRACED_ENTRIES"):
     store.codec.encode_outbox_value = traced
 stop = None
 if os.environ.get("OTEL_TRACES_EXPORTER"):
-    from relayd.tracing.setup import start_tracing
+    from relayd.observability.tracing.setup import start_tracing
     stop = start_tracing()
 from relayd.cli.app import main
 try:

@@ -16,7 +16,7 @@ from relayd.bench.drain import relay_drain
 from relayd.bench.harness import Bench, BenchConfig
 from relayd.bench.seed import seed
 from relayd.bench.server import bench_redis
-from relayd.logs import configure_logging
+from relayd.observability.logs import configure_logging
 
 
 async def main(backlog: int, kind: str) -> None:

@@ -20,7 +20,7 @@ from support.health import healthz as healthz_answer
 from support.redis_server import RedisServer
 from support.waiting import wait_until
 
-from relayd.health import DEFAULT_STALE_AFTER_S
+from relayd.observability.health import DEFAULT_STALE_AFTER_S
 from store import Event, Execution, RedisStore
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]

@@ -41,8 +41,8 @@ from relayd.engine.sink_guard import guards_for
 from relayd.engine.sweeper import PAUSES_READ_EVERY_S, Sweeper
 from relayd.envelope import Envelope, Kind
 from relayd.envelope.batch import Batch
-from relayd.health import Health
-from relayd.metrics import RelayMetrics
+from relayd.observability.health import Health
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Delivered, Outcome, Permanent, ReadyByReason, Retry
 from relayd.sinks.per_key import HELD_BACK
 from relayd.sinks.sending import NOT_SENT

@@ -17,7 +17,7 @@ class HangingSink:
     name = "hanging"
 
     def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
-        #: what this sink promises and does not keep (``relayd.inflight.timeout_of``)
+        #: what this sink promises and does not keep (``relayd.observability.inflight.timeout_of``)
         self.timeout_s = float(spec.params.get("timeout_s", "0.5"))
         self._never = asyncio.Event()
 

@@ -8,8 +8,8 @@ from typing import Any
 from relayd.engine.loop import RunSummary, run_relay
 from relayd.engine.options import SweepOptions
 from relayd.envelope import KINDS
-from relayd.health import Health
-from relayd.metrics import RelayMetrics
+from relayd.observability.health import Health
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.base import Sink
 
 

@@ -45,7 +45,7 @@ from typing import Any, ClassVar, Final
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.extras import import_extra
-from relayd.inflight import progressed
+from relayd.observability.inflight import progressed
 from relayd.sinks import cloud_event, trace_context
 from relayd.sinks.aws.entries import (
     KINESIS_MAX_BYTES,
@@ -115,7 +115,8 @@ class _AwsSink(ReadyByReason):
         self._throttled_s = 0.0
         #: why requests of the current batch failed as a whole (the first one becomes the reason)
         self._call_errors: list[str] = []
-        #: the longest one request waits (``relayd.inflight``; each request that ends reports it)
+        #: the longest one request waits (``relayd.observability.inflight``; each request that ends
+        #: reports it)
         self.timeout_s = CONNECT_TIMEOUT_S + READ_TIMEOUT_S
 
     # -- lifecycle -----------------------------------------------------------------------------

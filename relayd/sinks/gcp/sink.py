@@ -42,7 +42,7 @@ from typing import Any, ClassVar, Final
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.extras import import_extra
-from relayd.inflight import progressed
+from relayd.observability.inflight import progressed
 from relayd.sinks import cloud_event, trace_context
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.cloud_event_envelope import STRUCTURED_CONTENT_TYPE, Rendered
@@ -93,7 +93,8 @@ class PubSubSink(ReadyByReason):
         self._not_ready: str | None = None
         self._throttled_s = 0.0
         self._call_errors: list[str] = []
-        #: the longest one request waits (``relayd.inflight``; each request that ends reports it)
+        #: the longest one request waits (``relayd.observability.inflight``; each request that ends
+        #: reports it)
         self.timeout_s = self._target.timeout_s
 
     async def start(self) -> None:

@@ -56,7 +56,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from relayd.envelope import Envelope
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, SinkError
-from relayd.inflight import progressed
+from relayd.observability.inflight import progressed
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.harel import handoff
 from relayd.sinks.harel.spawning import HarelSpawner

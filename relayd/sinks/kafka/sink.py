@@ -137,7 +137,8 @@ class KafkaSink(ReadyByReason):
         # without the extra, naming the sink fails at start-up
         (self._library,) = import_extra("kafka", "kafka", "confluent_kafka")
         self._target = parse_kafka_target(spec.target)
-        #: the longest one deliver() waits (a producer replaced, then its reports): ``relayd.inflight``
+        #: the longest one deliver() waits (a producer replaced, then its reports):
+        #: ``relayd.observability.inflight``
         self.timeout_s = 2 * self._target.timeout_s + 5
         self._spec, self._options = spec, options
         self._material = CurrentMaterial(options)

@@ -80,7 +80,8 @@ class NatsSink(ReadyByReason):
         )
         self._target = parse_nats_target(spec.target)
         own = options.own_options(NatsOptions)
-        #: the longest one deliver() waits (a first connection, then the PubAcks): ``relayd.inflight``
+        #: the longest one deliver() waits (a first connection, then the PubAcks):
+        #: ``relayd.observability.inflight``
         self.timeout_s = 2 * self._target.timeout_s + FIRST_CONNECT_S
         tls = self._target.tls or own.ca_file is not None
         token = own.token

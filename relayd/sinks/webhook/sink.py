@@ -100,7 +100,7 @@ from aiohttp.abc import AbstractStreamWriter
 from relayd import __version__
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, SinkError
-from relayd.inflight import progressed
+from relayd.observability.inflight import progressed
 from relayd.security.material import Fixed, Material
 from relayd.security.tls import WatchedCaContext
 from relayd.sinks import cloud_event, trace_context
@@ -237,7 +237,8 @@ class WebhookSink(ReadyByReason):
         self._cloudevents_source = options.cloudevents_source
         self._concurrency = own.concurrency
         self._batch_size = own.batch
-        #: the longest one request waits (``relayd.inflight``: liveness allows this plus a grace)
+        #: the longest one request waits (``relayd.observability.inflight``: liveness allows this
+        #: plus a grace)
         self.timeout_s = own.timeout
         self._timeout = aiohttp.ClientTimeout(
             total=own.timeout, sock_connect=own.connect_timeout, sock_read=own.read_timeout

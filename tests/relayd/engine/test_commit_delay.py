@@ -44,7 +44,7 @@ def test_a_large_delivery_is_sampled_and_still_counts_every_entry() -> None:
 
     from relayd.engine.commit_delay import SAMPLE, CommitDelays
     from relayd.engine.fresh import FreshBatch
-    from relayd.metrics import RelayMetrics
+    from relayd.observability.metrics import RelayMetrics
 
     registry = CollectorRegistry()
     delays_ = CommitDelays(RelayMetrics(registry), "p")

@@ -15,7 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from relayd.engine.options import SweepOptions
 from relayd.engine.sweeper import CHECKPOINT_EVERY_S, Sweeper
-from relayd.metrics import RelayMetrics
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Retry
 from relayd.sinks.memory import MemorySink
 from relayd.state.keys import RelayKeys

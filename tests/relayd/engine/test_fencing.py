@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 from relayd.engine.fencing import Fenced, report_fenced
 from relayd.engine.options import SweepOptions
 from relayd.engine.sweeper import Sweeper
-from relayd.metrics import RelayMetrics
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Outcome
 from relayd.sinks.memory import MemorySink
 from relayd.sinks.per_key import deliver_in_key_order

@@ -11,7 +11,7 @@ from relayd.engine import intake as intake_module
 from relayd.engine.gauges import BUSY_REFRESH_S, IDLE_REFRESH_S, refresh_due
 from relayd.engine.options import SweepOptions
 from relayd.engine.sweeper import Sweeper
-from relayd.metrics import RelayMetrics
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.memory import MemorySink
 from relayd.state.keys import RelayKeys
 from store import AsyncRedisStore

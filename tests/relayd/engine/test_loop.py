@@ -12,8 +12,8 @@ from support.waiting import until
 
 from relayd.engine.loop import RunSummary
 from relayd.engine.options import SweepOptions
-from relayd.health import Health
-from relayd.metrics import RelayMetrics
+from relayd.observability.health import Health
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Permanent, Retry
 from relayd.sinks.memory import MemorySink
 from relayd.state import scripts

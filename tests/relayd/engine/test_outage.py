@@ -12,8 +12,8 @@ from support.relays import start_relay
 from support.waiting import until
 
 from relayd.engine.options import SweepOptions
-from relayd.health import Health
-from relayd.metrics import RelayMetrics
+from relayd.observability.health import Health
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.memory import MemorySink
 from store.keys import Keyspace
 

@@ -12,7 +12,7 @@ from support.seeding import outbox_value
 from relayd.engine.options import SweepOptions
 from relayd.engine.pause import FREE, LaneHold, lane_hold
 from relayd.engine.sweeper import Sweeper
-from relayd.metrics import RelayMetrics
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Retry
 from relayd.sinks.memory import MemorySink
 from relayd.state.keys import RelayKeys
@@ -207,7 +207,7 @@ async def test_a_pause_and_its_resume_are_announced_once_by_the_relay_that_reads
     async_client, prefix, clock
 ) -> None:
     """A pause found at the first read is old news; one made later, and its resume, are events."""
-    from relayd import events
+    from relayd.observability import events
     from relayd.sinks.memory import MemorySink as EventsSink
 
     keyspace = Keyspace(prefix)

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from relayd.engine.options import SweepOptions
 from relayd.engine.sweeper import Sweeper
-from relayd.metrics import RelayMetrics
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Retry
 from relayd.sinks.memory import MemorySink
 from relayd.state.keys import RelayKeys

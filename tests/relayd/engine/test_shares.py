@@ -19,8 +19,8 @@ from support.waiting import until
 from relayd.engine import loop
 from relayd.engine.options import SweepOptions
 from relayd.engine.shares import PrefixView, assign, decide_shares, fair_quotas, preference
-from relayd.health import Health
-from relayd.metrics import RelayMetrics
+from relayd.observability.health import Health
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.memory import MemorySink
 from relayd.state.lease import Lease, lease_member
 from relayd.state.members import Membership, read_members

@@ -13,8 +13,8 @@ from structlog.testing import capture_logs
 from relayd.engine.options import SweepOptions
 from relayd.engine.sink_guard import guards_for
 from relayd.engine.sweeper import Sweeper
-from relayd.health import Health
-from relayd.metrics import RelayMetrics
+from relayd.observability.health import Health
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Outcome, Retry
 from relayd.sinks.memory import MemorySink
 from relayd.state.deadletters import list_dead_letters

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from relayd.engine import sweeper as sweeper_module
 from relayd.engine.options import SweepOptions
 from relayd.engine.sweeper import Sweeper
-from relayd.metrics import RelayMetrics
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, Retry
 from relayd.sinks.memory import MemorySink
 from relayd.state.deadletters import list_dead_letters, purge_dead_letters, replay_dead_letters

@@ -26,7 +26,7 @@ from relayd.engine.timer_reads import (
 )
 from relayd.envelope import Envelope
 from relayd.envelope.batch import Batch
-from relayd.metrics import RelayMetrics
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.base import Outcome
 from relayd.sinks.memory import MemorySink
 from store import AsyncRedisStore

@@ -29,8 +29,8 @@ from relayd.engine.options import SweepOptions
 from relayd.engine.passes import PassResult
 from relayd.engine.prefix_relay import BUSY_PERIOD_S, PrefixRelay
 from relayd.engine.wake import WakeSubscriber, WakeTarget
-from relayd.health import Health
-from relayd.metrics import RelayMetrics
+from relayd.observability.health import Health
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.memory import MemorySink
 
 # --- pure -------------------------------------------------------------------------------------

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from relayd.cli.app import app
 from relayd.config.settings import load_settings
-from relayd.health import Health
-from relayd.logs import Redactor
+from relayd.observability.health import Health
+from relayd.observability.logs import Redactor
 from relayd.security.material import WatchedFile, pem_file, secret_file, secret_lines_file
 from relayd.security.redis_tls import RedisTls
 from relayd.security.secret import secret_lines, strip_secret

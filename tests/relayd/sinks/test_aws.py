@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from relayd.cli.app import app
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
-from relayd.inflight import InFlight
+from relayd.observability.inflight import InFlight
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec, resolve_sink
 from relayd.sinks.aws.entries import (
     batch_reply_outcomes,
@@ -466,7 +466,8 @@ def test_without_the_extra_naming_an_aws_sink_is_one_line_and_exit_2(monkeypatch
 async def test_each_request_that_ends_restarts_the_calls_liveness_deadline(
     moto_server: MotoServer, name: str, make_sink: MakeSink
 ) -> None:
-    """``relayd.inflight``: a batch of many requests reports each that ends, against 35 s each."""
+    """``relayd.observability.inflight``: a batch of many requests reports each that ends, against
+    35 s each."""
     url = moto_server.create("sqs", name)
     sink = await make_sink(SqsSink, moto_server.spec("sqs", url))
     ticks = iter(range(1_000))

@@ -25,8 +25,8 @@ from relayd.bench.baselines.harel import drain_backlog, drain_with
 from relayd.engine.loop import run_relay
 from relayd.engine.options import SweepOptions
 from relayd.envelope import KINDS
-from relayd.health import Health
-from relayd.metrics import RelayMetrics
+from relayd.observability.health import Health
+from relayd.observability.metrics import RelayMetrics
 from relayd.sinks import SinkOptions, parse_sink_spec
 from relayd.sinks.harel.sink import HarelSink
 

@@ -19,7 +19,7 @@ from support.redis_server import free_port
 from support.tls import make_pki, old_and_new_pki
 
 from relayd.envelope.batch import Batch
-from relayd.inflight import InFlight
+from relayd.observability.inflight import InFlight
 from relayd.security.material import Fixed, WatchedFile, pem_file, text_file
 from relayd.security.watch import MaterialWatch
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, SinkSpec
@@ -445,7 +445,7 @@ async def test_a_failed_certificate_check_has_the_files_read_again_at_once(tmp_p
 
 
 async def test_each_request_that_ends_restarts_the_calls_liveness_deadline() -> None:
-    """``relayd.inflight``: a batch of many requests reports each one that ends (answered or
+    """``relayd.observability.inflight``: a batch of many requests reports each one that ends (answered or
     not), so a long batch of answered requests is never taken for a hung call."""
     ticks = iter(range(1_000))
     inflight = InFlight(clock=lambda: float(next(ticks)))

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from relayd.logs import configure_logging
+from relayd.observability.logs import configure_logging
 
 from .conftest import check, deliver_all, open_sink, payload
 

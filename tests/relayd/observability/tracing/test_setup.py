@@ -10,8 +10,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from relayd.extras import install_command
-from relayd.tracing import sink_span
-from relayd.tracing.setup import DEFAULT_LINKS, INSTALL_HINT, start_tracing
+from relayd.observability.tracing import sink_span
+from relayd.observability.tracing.setup import DEFAULT_LINKS, INSTALL_HINT, start_tracing
 
 ASKING = {
     "OTEL_TRACES_EXPORTER": "otlp",

@@ -120,7 +120,7 @@ _current: OperationalEvents | None = None
 
 def install(events: OperationalEvents | None) -> None:
     """Make ``events`` the process's emitter (None: events are off)."""
-    global _current  # noqa: PLW0603 - one emitter per process, as ``relayd.inflight.DELIVERIES``
+    global _current  # noqa: PLW0603 - one emitter per process, as ``relayd.observability.inflight.DELIVERIES``
     _current = events
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from relayd.tracing.config import OFF, TracingChoice, choose
+from relayd.observability.tracing.config import OFF, TracingChoice, choose
 
 ENDPOINT = "http://127.0.0.1:4318"
 

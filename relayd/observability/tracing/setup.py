@@ -1,13 +1,13 @@
 """Start and stop relayd's span export: the OpenTelemetry SDK's batch processor and OTLP/HTTP
-exporter, when ``relayd.tracing.config`` says the environment asks for them.
+exporter, when ``relayd.observability.tracing.config`` says the environment asks for them.
 
 The SDK comes with the ``otel`` extra. Without it, variables that ask for traces get one
 warning line with the install command, and relayd relays untraced (as for a variable it
 cannot honour: telemetry never stops the relay). The provider is relayd's own, not the global
 one: nothing else in the process is traced through it. A batch span links to its envelopes'
 producers, at most ``DEFAULT_LINKS`` of them unless ``OTEL_SPAN_LINK_COUNT_LIMIT`` says how
-many: a link costs more than relaying an envelope (``relayd.tracing.sink_span``), and a full
-window linked to each producer would cost a traced relay most of its rate.
+many: a link costs more than relaying an envelope (``relayd.observability.tracing.sink_span``),
+and a full window linked to each producer would cost a traced relay most of its rate.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import structlog
 
 from relayd import __version__
 from relayd.extras import install_command
-from relayd.tracing import sink_span
-from relayd.tracing.config import choose
+from relayd.observability.tracing import sink_span
+from relayd.observability.tracing.config import choose
 
 log = structlog.get_logger(__name__)
 

@@ -1,9 +1,10 @@
 """Liveness and readiness: a snapshot of the relay's state and a pure verdict for each probe.
 
-``/healthz`` answers whether the event loop still runs (its heartbeat, ``relayd.heartbeat``,
-beat recently: a stuck loop is what a restart fixes) and every sink call in flight is within
-its sink's own timeout plus a grace (``relayd.inflight``: a call past it ignores its timeout,
-and a restart fixes that too). A pass waiting on a slow sink that keeps its timeout stays live,
+``/healthz`` answers whether the event loop still runs (its heartbeat,
+``relayd.observability.heartbeat``, beat recently: a stuck loop is what a restart fixes) and every
+sink call in flight is within its sink's own timeout plus a grace
+(``relayd.observability.inflight``: a call past it ignores its timeout, and a restart fixes that
+too). A pass waiting on a slow sink that keeps its timeout stays live,
 since a restart would not fix the sink (``relayd_last_sweep_timestamp_seconds`` shows how long
 ago a pass finished). ``/readyz`` answers whether Redis answers and every sink is
 ready (an outage a restart does not fix). ``Health`` is the thread-safe holder the
@@ -173,7 +174,8 @@ class Health:
             self._breakers = dict(breakers)
 
     def watch_deliveries(self, overruns: Callable[[float], list[str]]) -> None:
-        """Ask ``overruns(now_s)`` on every liveness probe which sink calls are hung (``relayd.inflight``)."""
+        """Ask ``overruns(now_s)`` on every liveness probe which sink calls are hung
+        (``relayd.observability.inflight``)."""
         with self._lock:
             self._deliveries = overruns
 

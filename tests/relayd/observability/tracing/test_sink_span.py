@@ -16,9 +16,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from relayd.envelope.decode import outbox_envelopes
 from relayd.envelope.outbox_window import OutboxWindow
+from relayd.observability.tracing import sink_span
 from relayd.sinks.base import DELIVERED, Retry
 from relayd.sinks.memory import MemorySink
-from relayd.tracing import sink_span
 from store import RawEntry
 
 TRACE = "a" * 32

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from relayd.health import Health, HealthSnapshot, healthz, readyz
+from relayd.observability.health import Health, HealthSnapshot, healthz, readyz
 
 
 def test_healthz_fails_once_the_event_loop_stops_beating():

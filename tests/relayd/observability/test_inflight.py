@@ -1,12 +1,19 @@
 """Sink calls in flight and their deadlines: a call past its sink's timeout plus the grace is
-hung, one that reports a finished request starts its deadline again (``relayd.inflight``)."""
+hung, one that reports a finished request starts its deadline again (``relayd.observability.inflight``)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from relayd.health import Health, HealthSnapshot, healthz
-from relayd.inflight import UNDECLARED_TIMEOUT_S, Call, InFlight, overrun, progressed, timeout_of
+from relayd.observability.health import Health, HealthSnapshot, healthz
+from relayd.observability.inflight import (
+    UNDECLARED_TIMEOUT_S,
+    Call,
+    InFlight,
+    overrun,
+    progressed,
+    timeout_of,
+)
 
 
 class Clock:

@@ -10,7 +10,7 @@ import pytest
 import structlog
 
 from relayd.config.redis_url import redact_url
-from relayd.logs import MAX_VALUE_CHARS, REDACTED, Redactor, configure_logging
+from relayd.observability.logs import MAX_VALUE_CHARS, REDACTED, Redactor, configure_logging
 
 pytestmark = pytest.mark.usefixtures("no_relayd_env", "reset_logging")
 

@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from relayd import __version__
-from relayd.metrics import RelayMetrics, observe_many
+from relayd.observability.metrics import RelayMetrics, observe_many
 
 METRIC_NAMES = [
     "relayd_delivered_total",

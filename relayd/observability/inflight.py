@@ -1,7 +1,7 @@
 """Sink calls in flight, each with its deadline: the delivery half of liveness.
 
-The event loop's heartbeat (``relayd.heartbeat``) shows the loop runs; it says nothing of a
-``Sink.deliver`` call that never returns. A sink waits on its destination at most its own
+The event loop's heartbeat (``relayd.observability.heartbeat``) shows the loop runs; it says
+nothing of a ``Sink.deliver`` call that never returns. A sink waits on its destination at most its own
 timeout at a time (one request, one round of confirmations); a call that has gone longer than
 that plus a grace without finishing, and without reporting a finished request, ignores its own
 timeout: a hung process, which a restart fixes, unlike a slow receiver. ``/healthz`` then turns

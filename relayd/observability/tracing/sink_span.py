@@ -8,8 +8,9 @@ The span follows OpenTelemetry's messaging conventions for a producer: kind ``PR
 would cost more than the delivery it describes. Each distinct producer trace context the
 batch's envelopes carry (``relayd.sinks.trace_context.of_batch``) is a link of the span, with
 the ``messaging.message.id`` (envelope id) of the first envelope that carries it, up to a
-limit (``relayd.tracing.setup``): a link costs the relay more than relaying its envelope does
-(building it, and encoding it for the export), so links past the limit are never built. A
+limit (``relayd.observability.tracing.setup``): a link costs the relay more than relaying its
+envelope does (building it, and encoding it for the export), so links past the limit are never
+built. A
 batch of one envelope is instead a child of its producer's span, its id the span's
 ``messaging.message.id``. The outcomes are counted as attributes, and a batch not delivered
 whole sets the status to error.

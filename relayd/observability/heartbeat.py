@@ -5,7 +5,8 @@ the loop free to beat, so ``/healthz`` stays 200 and no probe restarts a healthy
 sink's fault (readiness, ``relayd_last_sweep_timestamp_seconds`` and the alerts report the
 sink). A loop blocked by synchronous work cannot beat, and ``/healthz`` turns 503. The other half
 of liveness is each sink call in flight: one past its sink's own timeout plus a grace counts as
-hung (``relayd.inflight``), read by the probe itself, so it is seen even while the loop beats.
+hung (``relayd.observability.inflight``), read by the probe itself, so it is seen even while the
+loop beats.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Final
 
-from relayd.health import Health
+from relayd.observability.health import Health
 
 #: Seconds between beats; far below any useful staleness threshold.
 BEAT_EVERY_S: Final = 1.0

@@ -9,9 +9,9 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from relayd.health import Health
-from relayd.http import serve_http
-from relayd.metrics import RelayMetrics
+from relayd.observability.health import Health
+from relayd.observability.http import serve_http
+from relayd.observability.metrics import RelayMetrics
 
 
 @pytest.fixture

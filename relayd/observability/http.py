@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, disable_created_metrics, make_w
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from relayd.errors import ListenerUnavailable
-from relayd.health import Answer, Health
+from relayd.observability.health import Answer, Health
 
 _StartResponse = Callable[..., Any]
 #: prometheus_client's switch, unannotated there: typed here so strict mypy can call it.

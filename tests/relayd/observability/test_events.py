@@ -1,4 +1,4 @@
-"""relayd.events: the operational events' sender never fails the relay."""
+"""relayd.observability.events: the operational events' sender never fails the relay."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 from prometheus_client import CollectorRegistry, Counter
 
-from relayd.events import OperationalEvents
+from relayd.observability.events import OperationalEvents
 from relayd.sinks.memory import MemorySink
 
 

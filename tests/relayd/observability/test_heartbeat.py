@@ -13,9 +13,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 from support.waiting import wait_until
 
-from relayd.health import Health
-from relayd.heartbeat import heartbeat
-from relayd.http import serve_http
+from relayd.observability.health import Health
+from relayd.observability.heartbeat import heartbeat
+from relayd.observability.http import serve_http
 
 #: Liveness threshold for these tests; the beat comes twenty times as often.
 STALE_AFTER_S = 1.0
