@@ -51,7 +51,7 @@ def per_prefix(
     import asyncio
 
     from relayd.connect import BRIEF, connect
-    from relayd.prefix_hint import prefix_hints
+    from relayd.status.prefix_hint import prefix_hints
     from store import Keyspace
 
     async def run() -> list[T]:

@@ -1,5 +1,5 @@
 """``relayd status``: per prefix backlog, due timers, oldest timer lag, dead letters, active replica,
-pauses; with ``--retrying``, the entries held in backoff now (``relayd.retrying``), page by page."""
+pauses; with ``--retrying``, the entries held in backoff now (``relayd.status.retrying``), page by page."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from relayd.config.settings import Settings
-    from relayd.retrying import RetryingEntry
-    from relayd.status import StatusReport
+    from relayd.status.report import StatusReport
+    from relayd.status.retrying import RetryingEntry
 
 
 async def gather_reports(settings: Settings) -> tuple[list[StatusReport], list[str]]:
-    """Each prefix's report, and the hints for prefixes that hold nothing (``relayd.prefix_hint``)."""
+    """Each prefix's report, and the hints for prefixes that hold nothing (``relayd.status.prefix_hint``)."""
     from relayd.connect import BRIEF, connect
     from relayd.engine.redis_time import parse_time_reply
-    from relayd.prefix_hint import prefix_hints
-    from relayd.status import collect_status
+    from relayd.status.prefix_hint import prefix_hints
+    from relayd.status.report import collect_status
 
     client = await connect(settings, BRIEF)
     try:
@@ -41,12 +41,12 @@ async def gather_retrying(
     Redis server's time (the clock the next attempts are set by).
 
     The token is ``N:kind:cursor``: the index of the prefix in ``--prefix``, then the prefix's own
-    page token (``relayd.retrying``).
+    page token (``relayd.status.retrying``).
     """
     from relayd.connect import BRIEF, connect
     from relayd.engine.redis_time import parse_time_reply
     from relayd.errors import ConfigError
-    from relayd.retrying import PageTokenInvalid, read_retrying
+    from relayd.status.retrying import PageTokenInvalid, read_retrying
     from store import Keyspace
 
     index, _, own = (token or "0:").partition(":")
@@ -146,7 +146,7 @@ def status(
     import orjson
     from rich.console import Console
 
-    from relayd.status import render_pauses, render_sinks, render_table
+    from relayd.status.report import render_pauses, render_sinks, render_table
 
     settings = o.settings_from(ctx)
     o.configure_logs(settings)

@@ -160,7 +160,7 @@ async def run_sweep(
     from relayd.observability import events
     from relayd.observability.heartbeat import heartbeat
     from relayd.observability.metrics import RelayMetrics
-    from relayd.prefix_hint import prefix_hints
+    from relayd.status.prefix_hint import prefix_hints
 
     stop = asyncio.Event()
     install_signal_handlers(stop)

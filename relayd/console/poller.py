@@ -20,10 +20,10 @@ from relayd.console.groups import reason_counts
 from relayd.console.rates import KindCounters, delivery_rates
 from relayd.console.warnings import prefix_warnings
 from relayd.envelope import KINDS, Kind
-from relayd.prefix_hint import ScanMemo, prefix_hints
 from relayd.state import RedisClient
 from relayd.state.deadletters import scan_dead_letters
-from relayd.status import StatusReport, collect_status
+from relayd.status.prefix_hint import ScanMemo, prefix_hints
+from relayd.status.report import StatusReport, collect_status
 from store import Keyspace
 
 #: Shortest time between two overview reads, in seconds (the console never polls faster).
@@ -79,7 +79,7 @@ async def read_prefix(
     client: RedisClient, prefix: str, *, now: float, memo: ScanMemo | None = None
 ) -> PrefixOverview:
     """One prefix's status report, engine seq counters and a bounded reason sample; ``memo``
-    keeps the empty-prefix hint's ``SCAN`` to one a minute (``relayd.prefix_hint``)."""
+    keeps the empty-prefix hint's ``SCAN`` to one a minute (``relayd.status.prefix_hint``)."""
     keyspace = Keyspace(prefix)
     report = await collect_status(client, prefix, now=now)
     pipe = client.pipeline(transaction=False)

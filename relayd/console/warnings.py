@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from relayd.status import StatusReport
+from relayd.status.report import StatusReport
 
 #: A due timer this many seconds late counts as overdue (a relay polls every second or so).
 OVERDUE_AFTER_S: Final = 60.0

@@ -10,7 +10,7 @@ import redis.asyncio.cluster as aiocluster
 from redis.cluster import RedisCluster as ClusterClient
 from support.cluster import RedisCluster
 
-from relayd.prefix_hint import prefix_hints, scan_prefixes
+from relayd.status.prefix_hint import prefix_hints, scan_prefixes
 
 pytestmark = pytest.mark.cluster
 

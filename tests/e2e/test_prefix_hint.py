@@ -19,8 +19,8 @@ from support.console import start_console
 from support.redis_server import RedisServer
 
 from relayd.console.poller import MIN_INTERVAL_S, OverviewPoller
-from relayd.prefix_hint import SCAN_STEPS, hint_for, prefix_hints, prefix_of, scan_prefixes
 from relayd.security.acl import acl_rule
+from relayd.status.prefix_hint import SCAN_STEPS, hint_for, prefix_hints, prefix_of, scan_prefixes
 from store import Event, Execution, Keyspace, RedisStore
 from tests.e2e.conftest import run_relayd
 

@@ -1,5 +1,5 @@
 """The retrying page (``/retrying``): the entries of a prefix held in backoff now, paged
-(``relayd.retrying``, the same read as ``relayd status --retrying``)."""
+(``relayd.status.retrying``, the same read as ``relayd status --retrying``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from starlette.routing import Route
 from relayd.console.rendering import templates
 from relayd.console.state import chosen_prefix, console_state
 from relayd.engine.redis_time import parse_time_reply
-from relayd.retrying import PageTokenInvalid, read_retrying
+from relayd.status.retrying import PageTokenInvalid, read_retrying
 from store import Keyspace
 
 

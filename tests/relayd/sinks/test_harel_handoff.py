@@ -26,7 +26,7 @@ from relayd.config.settings import load_settings
 from relayd.errors import ConfigError
 from relayd.sinks import DELIVERED, Permanent, Retry, SinkOptions, parse_sink_spec
 from relayd.sinks.harel.sink import HarelSink
-from relayd.status import collect_status, render_table
+from relayd.status.report import collect_status, render_table
 
 from .conftest import RELAYED_AT, outbox, spawn, timer
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from relayd.retrying import PageTokenInvalid, read_retrying
 from relayd.state.attempts import MAX_ERROR, AttemptRecord, decode_record, encode_record
 from relayd.state.keys import RelayKeys
+from relayd.status.retrying import PageTokenInvalid, read_retrying
 from store import Keyspace
 
 pytestmark = pytest.mark.usefixtures("backend")
