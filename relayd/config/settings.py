@@ -54,7 +54,7 @@ from relayd.engine.options import SweepOptions
 from relayd.errors import ConfigError
 from relayd.security.material import WatchedFile, pem_file, secret_file
 from relayd.security.secret import Secret
-from relayd.sinks import cloud_event
+from relayd.sinks import cloudevents
 from relayd.sinks.base import SinkOptions
 from relayd.sinks.families import BUILT_IN_OPTIONS
 
@@ -165,7 +165,7 @@ class Settings(BaseSettings):
     @field_validator("cloudevents_source")
     @classmethod
     def _source_template(cls, value: str) -> str:
-        return cloud_event.check_source_template(value)
+        return cloudevents.check_source_template(value)
 
     @field_validator("sink", "outbox_sink", "spawn_sink", "timer_sink")
     @classmethod

@@ -36,7 +36,7 @@ MAX_ENTRY_BYTES: Final = 16 * 1024 * 1024
 class EventData(msgspec.Struct):
     """An event's ``data``: any JSON object. Its members are skipped (still checked to be JSON),
     never built, but ``traceparent``: a CloudEvent of the event carries a well-formed one, and
-    its presence read here spares that path a decode per event (``relayd.sinks.cloud_event``)."""
+    its presence read here spares that path a decode per event (``relayd.sinks.cloudevents``)."""
 
     traceparent: object = None
 

@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, SinkError
-from relayd.sinks import cloud_event
+from relayd.sinks import cloudevents
 from relayd.sinks.base import DELIVERED, Outcome, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.spec import SinkSpec
 
@@ -33,7 +33,7 @@ class JsonlSink(ReadyByReason):
         if not spec.target:
             raise ConfigError("sink 'jsonl' needs a path: 'jsonl:PATH' (or 'jsonl:-' for stdout)")
         self._stdout = spec.target == "-"
-        self._render = cloud_event.structured_renderer(options.output_format, options.cloudevents_source)
+        self._render = cloudevents.structured_renderer(options.output_format, options.cloudevents_source)
         self.path = None if self._stdout else Path(spec.target)
         if self.path is not None and not self.path.parent.is_dir():
             raise ConfigError(f"sink 'jsonl': directory {str(self.path.parent)!r} does not exist")

@@ -12,7 +12,7 @@ Each envelope is one persistent message (``delivery_mode`` 2) with ``mandatory``
 type ``application/json``, ``message_id`` = the envelope id (consumers dedupe on it) and
 ``type`` = its kind, and the ``traceparent``/``tracestate`` headers of the envelope's trace
 context (``trace_context``); the body is the ``relayd/1`` JSON. With ``--format cloudevents``,
-the AMQP binding's ``--cloudevents-mode`` (``relayd.sinks.cloud_event``): ``binary`` sends the
+the AMQP binding's ``--cloudevents-mode`` (``relayd.sinks.cloudevents``): ``binary`` sends the
 data as the body and a ``cloudEvents_<attribute>`` header each; ``structured`` the whole event,
 content type ``application/cloudevents+json``. ``{target}``, ``{kind}`` and
 ``{prefix}`` in the routing key route each target on its own key.
@@ -45,7 +45,7 @@ from relayd.envelope.batch import Batch
 from relayd.extras import import_extra
 from relayd.security.material import Fixed, Material
 from relayd.security.tls import verified_context
-from relayd.sinks import cloud_event, trace_context
+from relayd.sinks import cloudevents, trace_context
 from relayd.sinks.amqp.options import AmqpOptions
 from relayd.sinks.amqp.target import AmqpTarget, parse_amqp_target
 from relayd.sinks.base import DELIVERED, Outcome, ReadyByReason, Retry, SinkOptions
@@ -72,7 +72,7 @@ class AmqpSink(ReadyByReason):
 
     def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
         (self._aiormq,) = import_extra("amqp", "amqp", "aiormq", needs="aiormq")
-        self._render = cloud_event.amqp_renderer(
+        self._render = cloudevents.amqp_renderer(
             options.output_format, options.cloudevents_mode, options.cloudevents_source
         )
         own = options.own_options(AmqpOptions)

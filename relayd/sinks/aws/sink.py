@@ -46,7 +46,7 @@ from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.extras import import_extra
 from relayd.observability.inflight import progressed
-from relayd.sinks import cloud_event, trace_context
+from relayd.sinks import cloudevents, trace_context
 from relayd.sinks.aws.entries import (
     KINESIS_MAX_BYTES,
     KINESIS_MAX_ENTRIES,
@@ -102,7 +102,7 @@ class _AwsSink(ReadyByReason):
         self._session_module, self._errors = import_extra(
             self.name, "aws", "aiobotocore.session", "botocore.exceptions", needs="aiobotocore"
         )
-        self._render = cloud_event.structured_renderer(options.output_format, options.cloudevents_source)
+        self._render = cloudevents.structured_renderer(options.output_format, options.cloudevents_source)
         self._target: AwsTarget = parse_aws_target(
             self.service, spec.target, allow_plaintext=options.allow_plaintext
         )

@@ -43,9 +43,9 @@ from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.extras import import_extra
 from relayd.observability.inflight import progressed
-from relayd.sinks import cloud_event, trace_context
+from relayd.sinks import cloudevents, trace_context
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, ReadyByReason, Retry, SinkOptions
-from relayd.sinks.cloud_event_envelope import STRUCTURED_CONTENT_TYPE, Rendered
+from relayd.sinks.cloudevents.envelope import STRUCTURED_CONTENT_TYPE, Rendered
 from relayd.sinks.gcp.target import PubSubTarget, ordering_key, parse_pubsub_target, topic_ok
 from relayd.sinks.per_key import HELD_BACK
 from relayd.sinks.request_chunks import chunks
@@ -168,7 +168,7 @@ class PubSubSink(ReadyByReason):
         message_class = self._pubsub.PubsubMessage
         ids, keys, kind = batch.ids(), batch.keys(), batch.kind
         if self._cloudevents:
-            events = cloud_event.render(batch, source_template=self._source)
+            events = cloudevents.render(batch, source_template=self._source)
             bodies = [event.data if self._mode == "binary" else event.structured for event in events]
             extra = [_cloudevent_attributes(event, self._mode) for event in events]
         else:

@@ -57,7 +57,7 @@ import structlog
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.extras import import_extra
-from relayd.sinks import cloud_event, trace_context
+from relayd.sinks import cloudevents, trace_context
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
     kafka_topic_ok,
@@ -265,7 +265,7 @@ class KafkaSink(ReadyByReason):
     def _render(self, batch: Batch) -> tuple[list[bytes], list[list[tuple[str, bytes]]]]:
         """Each record's value and the headers of its format (CloudEvents, or the trace context)."""
         if self._cloudevents:
-            return cloud_event.kafka_records(batch, self._cloudevents_mode, self._cloudevents_source)
+            return cloudevents.kafka_records(batch, self._cloudevents_mode, self._cloudevents_source)
         bodies = batch.render()
         traces = trace_context.of_batch(batch)
         return bodies, [[(name, value.encode()) for name, value in trace.items()] for trace in traces]

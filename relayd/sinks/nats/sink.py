@@ -8,7 +8,7 @@
   headers ``traceparent``/``tracestate``: the envelope's trace context (``trace_context``);
   with ``--format cloudevents``, the NATS binding's ``--cloudevents-mode``: ``binary`` (payload:
   the data; a ``ce-<attribute>`` header each) or ``structured`` (payload: the whole event;
-  ``Content-Type: application/cloudevents+json``), ``relayd.sinks.cloud_event``;
+  ``Content-Type: application/cloudevents+json``), ``relayd.sinks.cloudevents``;
 - subject: NAME with ``{target}`` (the ordering key, ``_`` without one), ``{kind}`` and
   ``{prefix}`` filled in: ``events.{target}`` gives every target its own subject.
 
@@ -40,7 +40,7 @@ from relayd.envelope.batch import Batch
 from relayd.errors import SinkError
 from relayd.extras import import_extra
 from relayd.security.tls import WatchedCaContext
-from relayd.sinks import cloud_event, trace_context
+from relayd.sinks import cloudevents, trace_context
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.broker_targets import (
     check_plaintext,
@@ -75,7 +75,7 @@ class NatsSink(ReadyByReason):
     def __init__(self, spec: SinkSpec, options: SinkOptions) -> None:
         # without the extra, naming the sink fails at start-up
         self._nats = import_extra("nats", "nats", "nats", "nats.errors", "nats.js.errors")[0]
-        self._render = cloud_event.nats_renderer(
+        self._render = cloudevents.nats_renderer(
             options.output_format, options.cloudevents_mode, options.cloudevents_source
         )
         self._target = parse_nats_target(spec.target)

@@ -2,7 +2,7 @@
 
 ``redis-stream:REDIS_URL?stream=NAME[&maxlen=N]``. Each envelope becomes one stream entry with
 the fields ``envelope`` (the ``relayd/1`` JSON, or with ``--format cloudevents`` the envelope as a
-structured CloudEvent: ``relayd.sinks.cloud_event``), ``id`` and ``kind``, and ``traceparent``
+structured CloudEvent: ``relayd.sinks.cloudevents``), ``id`` and ``kind``, and ``traceparent``
 (and ``tracestate``) when the envelope carries a trace context (``trace_context``). The
 destination may be the relay's own Redis or any other.
 
@@ -44,7 +44,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError, SinkError
 from relayd.runtime.packing import use_hiredis_packing
-from relayd.sinks import cloud_event, trace_context
+from relayd.sinks import cloudevents, trace_context
 from relayd.sinks.base import DELIVERED, Outcome, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.redis_stream.client import open_destination
 from relayd.sinks.routing import NO_TARGET
@@ -155,7 +155,7 @@ class RedisStreamSink(ReadyByReason):
             check_redis_url(spec.target, "redis-stream", allow_plaintext=options.allow_plaintext)
         self._url = spec.target
         self._options = options
-        self._render = cloud_event.structured_renderer(options.output_format, options.cloudevents_source)
+        self._render = cloudevents.structured_renderer(options.output_format, options.cloudevents_source)
         self._client = client
         self._owns_client = client is None
         self._not_ready: str | None = None

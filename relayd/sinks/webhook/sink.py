@@ -37,7 +37,7 @@ timestamps to stop replays, like this for the relayd scheme::
         return fresh and any(hmac.compare_digest(expected, signature) for signature in offered)
 
 With ``--format cloudevents`` the body is the envelope as a CloudEvent
-(``relayd.sinks.cloud_event``), in the HTTP binding's ``--cloudevents-mode``: ``binary`` sends the
+(``relayd.sinks.cloudevents``), in the HTTP binding's ``--cloudevents-mode``: ``binary`` sends the
 event's data as the body (``Content-Type: application/json``) and each attribute as a
 ``ce-<name>`` header; ``structured`` sends the whole event as the body
 (``Content-Type: application/cloudevents+json``). A ``traceparent`` the event carries is also
@@ -103,7 +103,7 @@ from relayd.errors import ConfigError, SinkError
 from relayd.observability.inflight import progressed
 from relayd.security.material import Fixed, Material
 from relayd.security.tls import WatchedCaContext
-from relayd.sinks import cloud_event, trace_context
+from relayd.sinks import cloudevents, trace_context
 from relayd.sinks.base import Outcome, ReadyByReason, Retry, SinkOptions
 from relayd.sinks.per_key import HELD_BACK, deliver_in_key_order
 from relayd.sinks.sending import NOT_SENT, may_send
@@ -438,7 +438,7 @@ class WebhookSink(ReadyByReason):
         format_headers: list[dict[str, str]] = []
         if self._cloudevents:
             mode, source = self._cloudevents_mode, self._cloudevents_source
-            bodies, format_headers = cloud_event.http_messages(batch, mode, source)
+            bodies, format_headers = cloudevents.http_messages(batch, mode, source)
         else:
             bodies = batch.render()
             format_headers = trace_context.of_batch(batch)
@@ -455,9 +455,9 @@ class WebhookSink(ReadyByReason):
         ids = batch.ids()
         to_body: Callable[[Sequence[bytes]], bytes]
         if self._cloudevents:
-            entries = cloud_event.structured_renderer("cloudevents", self._cloudevents_source)(batch)
-            content = {"Content-Type": cloud_event.BATCH_CONTENT_TYPE}
-            to_body = cloud_event.structured_array
+            entries = cloudevents.structured_renderer("cloudevents", self._cloudevents_source)(batch)
+            content = {"Content-Type": cloudevents.BATCH_CONTENT_TYPE}
+            to_body = cloudevents.structured_array
         else:
             entries, content, to_body = batch.render(), {}, webhook_batches.envelopes_body
         outcomes: list[Outcome] = [Retry(error=HELD_BACK)] * len(batch)

@@ -10,7 +10,7 @@ import pytest
 from relayd.envelope.batch import Batch
 from relayd.envelope.decode import outbox_envelopes, spawn_envelope
 from relayd.sinks import trace_context
-from relayd.sinks.cloud_event import Mode, http_messages, kafka_records, render
+from relayd.sinks.cloudevents import Mode, http_messages, kafka_records, render
 from store import RawEntry
 
 STORED = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"

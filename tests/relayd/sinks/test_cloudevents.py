@@ -23,7 +23,7 @@ from relayd.envelope.batch import Batch
 from relayd.envelope.outbox_window import OutboxWindow
 from relayd.security.material import Fixed
 from relayd.sinks import DELIVERED, SinkOptions, SinkSpec, parse_sink_spec
-from relayd.sinks import cloud_event as ce
+from relayd.sinks import cloudevents as ce
 from relayd.sinks.jsonl import JsonlSink
 from relayd.sinks.kafka.sink import KafkaSink
 from relayd.sinks.nats.sink import NatsSink

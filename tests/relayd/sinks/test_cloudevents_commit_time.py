@@ -20,7 +20,7 @@ from relayd.envelope import Envelope
 from relayd.envelope.batch import Batch
 from relayd.envelope.decode import outbox_envelopes, spawn_envelope
 from relayd.envelope.outbox_window import OutboxWindow
-from relayd.sinks import cloud_event as ce
+from relayd.sinks import cloudevents as ce
 from relayd.sinks.gcp.sink import _cloudevent_attributes
 from store import RawEntry
 from store.codec import stamp_commit_time

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Final
 from urllib.parse import quote
 
-from relayd.sinks.cloud_event_envelope import STRUCTURED_CONTENT_TYPE, Mode, Rendered
+from relayd.sinks.cloudevents.envelope import STRUCTURED_CONTENT_TYPE, Mode, Rendered
 
 #: The W3C trace context headers every binding also sends as themselves.
 _TRACE_HEADERS: Final[tuple[str, ...]] = ("traceparent", "tracestate")

@@ -1,13 +1,13 @@
 """Pure CloudEvents 1.0 output of the sinks (``--format cloudevents``): what each sends per batch.
 
 The event of an envelope (its attributes, data and structured JSON) is
-``relayd.sinks.cloud_event_envelope``'s; how each protocol carries it (binary or structured mode)
-``relayd.sinks.cloud_event_bindings``'s; the fast path of an outbox read window
-``relayd.sinks.cloud_event_window``'s. This module is what the sinks call: ``render`` (every
-envelope's ``Rendered``), ``structured_renderer`` (the sinks without headers), ``http_messages``,
-``kafka_records``, ``nats_renderer`` and ``amqp_renderer`` (bodies and headers of a batch), each
-taking the window path for a window. It names the other modules' public parts too, so a sink
-imports this one only. No I/O and no clock.
+``relayd.sinks.cloudevents.envelope``'s; how each protocol carries it (binary or structured mode)
+``relayd.sinks.cloudevents.bindings``'s; the fast path of an outbox read window
+``relayd.sinks.cloudevents.window``'s. The package itself is what the sinks call: ``render``
+(every envelope's ``Rendered``), ``structured_renderer`` (the sinks without headers),
+``http_messages``, ``kafka_records``, ``nats_renderer`` and ``amqp_renderer`` (bodies and headers
+of a batch), each taking the window path for a window. It names its modules' public parts too, so
+a sink imports the package only. No I/O and no clock.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from relayd.envelope import Envelope
 from relayd.envelope.batch import Batch
 from relayd.envelope.outbox_window import OutboxWindow
-from relayd.sinks.cloud_event_bindings import amqp_properties, http_headers, kafka_headers, nats_headers
-from relayd.sinks.cloud_event_envelope import (
+from relayd.sinks.cloudevents.bindings import amqp_properties, http_headers, kafka_headers, nats_headers
+from relayd.sinks.cloudevents.envelope import (
     BATCH_CONTENT_TYPE,
     DATA_CONTENT_TYPE,
     DEFAULT_SOURCE,
@@ -36,7 +36,7 @@ from relayd.sinks.cloud_event_envelope import (
     render_window,
     source_of,
 )
-from relayd.sinks.cloud_event_window import (
+from relayd.sinks.cloudevents.window import (
     AMQP_BINARY,
     HTTP_BINARY,
     NATS_BINARY,

@@ -1,12 +1,12 @@
 """Pure CloudEvents of an outbox read window, written from parts: the drain's fast path.
 
 An outbox read window (``OutboxWindow``, the batch a drain hands a sink) gets the same bytes as
-its envelopes one at a time would (``relayd.sinks.cloud_event_envelope``,
-``relayd.sinks.cloud_event_bindings``) without a ``Rendered`` or a dict per event: what the
+its envelopes one at a time would (``relayd.sinks.cloudevents.envelope``,
+``relayd.sinks.cloudevents.bindings``) without a ``Rendered`` or a dict per event: what the
 window shares is made once, a kind's and a target's parts are cached across windows
 (``_Cache``), and the kind comes from the shape the read already checked. An event whose data
 names a trace context, or whose entry carries one ``store`` recorded, goes the whole way.
-``tests/relayd/sinks/test_cloud_event_window.py`` holds the two paths to the same output
+``tests/relayd/sinks/test_cloudevents_window.py`` holds the two paths to the same output
 (``relayd bench --format cloudevents``). No I/O.
 """
 
@@ -20,8 +20,8 @@ import orjson
 
 from relayd.envelope.outbox_window import OutboxWindow
 from relayd.envelope.stored import EVENT_SHAPE, EventShape
-from relayd.sinks.cloud_event_bindings import percent_encoded
-from relayd.sinks.cloud_event_envelope import (
+from relayd.sinks.cloudevents.bindings import percent_encoded
+from relayd.sinks.cloudevents.envelope import (
     DATA_CONTENT_TYPE,
     OUTBOX_TYPE,
     SEQUENCE_DIGITS,
@@ -148,7 +148,7 @@ def kafka_window(
     """Each Kafka record's value and headers for an outbox read window in ``mode``, from parts
     as ``structured_window`` does: the headers every record shares are made once per window. An
     event whose data names a trace context goes the whole way: ``whole_way`` of its ``Rendered``
-    gives its headers (``relayd.sinks.cloud_event.kafka_records``)."""
+    gives its headers (``relayd.sinks.cloudevents.kafka_records``)."""
     if mode == "structured":
         bodies, whole = structured_window(window, source_template)
         # the trace headers are the only ones that differ: an event naming none has none
@@ -206,7 +206,7 @@ def header_window(
     given as (header prefix, how a value is written, the header ``datacontenttype`` goes in):
     what the window shares made once, a kind's and a target's headers from ``_Cache``, and per
     event a copy of the shared ones and three more. An event whose data names a trace context
-    goes the whole way, ``whole_way`` of its ``Rendered`` (``relayd.sinks.cloud_event``)."""
+    goes the whole way, ``whole_way`` of its ``Rendered`` (``relayd.sinks.cloudevents``)."""
     prefix, encode, content_type_header = binding
     put, unset = _Cache.put, msgspec.UNSET
     time_name = f"{prefix}time"

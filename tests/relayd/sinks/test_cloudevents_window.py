@@ -1,5 +1,5 @@
 """A read window's CloudEvents come from its columns by a faster path than one envelope at a time
-(``relayd.sinks.cloud_event``); whatever the window holds, that path must give the same events."""
+(``relayd.sinks.cloudevents``); whatever the window holds, that path must give the same events."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from relayd.envelope.batch import Batch
 from relayd.envelope.decode import outbox_envelopes
 from relayd.envelope.outbox_window import OutboxWindow
-from relayd.sinks import cloud_event as ce
+from relayd.sinks import cloudevents as ce
 from store import RawEntry
 from store.codec import stamp_commit_time
 
