@@ -45,6 +45,21 @@ def test_an_unknown_store_name_is_an_attribute_error() -> None:
         store.Nope  # noqa: B018 - the lookup is the test
 
 
+def test_the_plugin_helpers_are_relayd_sinks_names_loaded_when_asked() -> None:
+    """``relayd.sinks`` names the helpers plugins share with the built-in sinks (docs/sinks.md);
+    importing the package does not load their modules."""
+    code = (
+        "import sys, relayd.sinks; print(sorted(m for m in ('relayd.security.tls', "
+        "'relayd.observability.inflight') if m in sys.modules)); "
+        "from relayd.sinks import progressed, verified_context; "
+        "from relayd.observability import inflight; from relayd.security import tls; "
+        "print(progressed is inflight.progressed, verified_context is tls.verified_context)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+
+    assert done.stdout.split("\n")[:2] == ["[]", "True True"]
+
+
 def test_the_wheel_is_typed_and_versioned_from_relayd_version(tmp_path: Path) -> None:
     """``py.typed`` ships in both packages; the metadata version is ``relayd.__version__``, written once."""
     from hatchling.builders.wheel import WheelBuilder

@@ -3,7 +3,9 @@
 A sink takes a ``Batch`` of ``relayd/1`` envelopes (one kind, read a column at a time or
 envelope by envelope) and returns one outcome per envelope. Sinks are
 found by name through the entry-point group ``relayd.sinks`` (see ``relayd.sinks.registry``
-for the factory convention plugin authors follow).
+for the factory convention plugin authors follow). The helpers a plugin shares with the
+built-in sinks are here too: ``verified_context`` (the one always-verified TLS context) and
+``progressed`` (a request of a long ``deliver`` call ended: its deadline starts again).
 
 Each public name is loaded from its module on first use, so the CLI can read the sinks' own
 options (``relayd.sinks.families``) without loading the registry and the spec parser.
@@ -16,6 +18,8 @@ import typing as _typing
 
 if _typing.TYPE_CHECKING:
     from relayd.envelope.batch import Batch
+    from relayd.observability.inflight import progressed
+    from relayd.security.tls import verified_context
     from relayd.sinks.base import DELIVERED, Delivered, Outcome, Permanent, Retry, Sink, SinkOptions
     from relayd.sinks.registry import known_sinks, resolve_sink
     from relayd.sinks.spec import SinkSpec, parse_sink_spec
@@ -33,7 +37,9 @@ _HOMES: dict[str, str] = {
     "SinkSpec": "relayd.sinks.spec",
     "known_sinks": "relayd.sinks.registry",
     "parse_sink_spec": "relayd.sinks.spec",
+    "progressed": "relayd.observability.inflight",
     "resolve_sink": "relayd.sinks.registry",
+    "verified_context": "relayd.security.tls",
 }
 
 __all__ = [
@@ -48,7 +54,9 @@ __all__ = [
     "SinkSpec",
     "known_sinks",
     "parse_sink_spec",
+    "progressed",
     "resolve_sink",
+    "verified_context",
 ]
 
 
