@@ -104,6 +104,19 @@ def test_nothing_imports_the_cli() -> None:
     assert offenders == []
 
 
+#: Most modules ``relayd/`` may hold at its root (``__init__`` and ``__main__`` aside).
+MAX_ROOT_MODULES = 12
+
+
+def test_the_package_root_holds_few_modules() -> None:
+    """A module lives in the package of its concept (docs/internals.md#layout); the root keeps
+    only what every package shares."""
+    package_files = {"__init__.py", "__main__.py"}
+    root = sorted(p.name for p in (ROOT / "relayd").glob("*.py") if p.name not in package_files)
+
+    assert len(root) <= MAX_ROOT_MODULES, root
+
+
 #: Packages only the CLI (and each other) may import: what one command uses, nothing else loads.
 COMMAND_PACKAGES = ("relayd.bench", "relayd.demo")
 
