@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import structlog
 from prometheus_client import Histogram
@@ -28,7 +28,7 @@ from prometheus_client import Histogram
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock
 from relayd.engine.commit_delay import CommitDelays
-from relayd.engine.fencing import Fenced, report_fenced
+from relayd.engine.fencing import Fenced, FenceGuard, report_fenced
 from relayd.engine.fresh import FreshBatch
 from relayd.engine.judge import hold_all, judge_delivery
 from relayd.engine.lane import Lane
@@ -59,7 +59,7 @@ class Delivery:
         metrics: RelayMetrics,
         clock: Clock,
         rng: random.Random,
-        may_deliver: Callable[[], bool],
+        guard: FenceGuard,
     ) -> None:
         self.prefix = prefix
         self.settle = settle
@@ -67,7 +67,7 @@ class Delivery:
         self.metrics = metrics
         self.clock = clock
         self.rng = rng
-        self.may_deliver = may_deliver
+        self.guard = guard
         self._sink_latency: dict[Kind, Histogram] = {}  # ``relayd_sink_latency_seconds`` per kind
         self._commit_delays = CommitDelays(metrics, prefix)  # ``relayd_commit_to_delivery_seconds``
         #: Whether the pass under way may carry its last ack to the next pass's read (``Sweeper.run_pass``).
@@ -198,9 +198,8 @@ class Delivery:
                 # Checked once the sink is ours (the lock may have waited on another prefix), and
                 # by the sink before each request of its own (``relayd.sinks.sending``).
                 await lane.guard.throttle(len(batch))
-                if not self.may_deliver():
-                    raise Fenced(lane.kind, len(batch), "send_expired")
-                with sending_while(self.may_deliver), DELIVERIES.track(lane.sink, self.prefix, lane.kind):
+                self.guard.before_send(lane.kind, len(batch))
+                with sending_while(self.guard.holds), DELIVERIES.track(lane.sink, self.prefix, lane.kind):
                     outcomes = await sink_span.deliver(lane.sink, batch, self.prefix)  # a span if tracing
         except (asyncio.CancelledError, Fenced):
             raise

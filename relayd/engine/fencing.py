@@ -1,22 +1,27 @@
 """What the engine does when its lease may be gone: send nothing, ack nothing, say so, stand by.
 
-Two guards, one failure. Locally, before a batch goes to a sink and before its settlement is
-written, the lease's monotonic deadline must lie ahead (``Lease.held``); in Redis, every ack,
-dead-letter move and attempts write checks the lease token in the same script call
-(``store.Fence``), so a replica resumed from a pause after a standby took over is refused even
-when its local check passed just before the pause. Either way the pass stops with ``Fenced``;
-the prefix loop reports it (``report_fenced``: one log line and ``relayd_fenced_total``), drops
-its sweeper and goes back to standby. The entries stay in Redis for the current holder.
+Two checks, one guard, one failure (``FenceGuard``). Locally, before a batch goes to a sink and
+before its settlement is written, the lease term's monotonic deadline must lie ahead
+(``Lease.holds``); in Redis, every ack, dead-letter move and attempts write checks the lease
+token in the same script call (``store.Fence``), so a replica resumed from a pause after a
+standby took over is refused even when its local check passed just before the pause. Either way
+the pass stops with ``Fenced``; the prefix loop reports it (``report_fenced``: one log line and
+``relayd_fenced_total``), drops its sweeper and goes back to standby. The entries stay in Redis
+for the current holder.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Literal
 
 import structlog
 
 from relayd.envelope import Kind
 from relayd.observability.metrics import RelayMetrics
+from store import Fence, StoreFenced
 
 log = structlog.get_logger(__name__)
 
@@ -41,3 +46,35 @@ def report_fenced(metrics: RelayMetrics, prefix: str, fenced: Fenced) -> None:
     outcome = "refused" if fenced.reason == "ack_refused" else "lease_expired"
     metrics.fenced.labels(prefix, fenced.kind, fenced.reason).inc(fenced.count)
     log.warning(event, prefix=prefix, kind=fenced.kind, count=fenced.count, outcome=outcome)
+
+
+def _always() -> bool:
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class FenceGuard:
+    """The one guard of every send and every write a sweeper makes under its lease term.
+
+    ``holds``: whether the term's local deadline lies ahead; ``fence``: the token Redis checks in
+    the same script call as each write (None without a lease, as in tests).
+    """
+
+    holds: Callable[[], bool] = _always
+    fence: Fence | None = None
+
+    def before_send(self, kind: Kind, count: int) -> None:
+        """Raise ``Fenced`` (``send_expired``) unless ``count`` entries may go to the sink now."""
+        if not self.holds():
+            raise Fenced(kind, count, "send_expired")
+
+    @contextmanager
+    def writing(self, kind: Kind, count: int) -> Iterator[None]:
+        """Around a fenced write of ``count`` entries: ``Fenced`` before it when the deadline has
+        passed (``ack_expired``), and for Redis's refusal of it (``ack_refused``)."""
+        if count and not self.holds():
+            raise Fenced(kind, count, "ack_expired")
+        try:
+            yield
+        except StoreFenced as exc:
+            raise Fenced(kind, count, "ack_refused") from exc

@@ -12,7 +12,7 @@ that lost the lease while paused. Either raises ``Fenced``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Final
 
 import structlog
@@ -22,7 +22,7 @@ from redis.exceptions import OutOfMemoryError
 from relayd.engine.build import dead_letter_id
 from relayd.engine.clock import Clock
 from relayd.engine.failure_log import FailureLog
-from relayd.engine.fencing import Fenced
+from relayd.engine.fencing import FenceGuard
 from relayd.engine.fresh import FreshBatch
 from relayd.engine.lane import Lane
 from relayd.engine.plan import MAX_ATTEMPTS, PERMANENT, Dead, Held, Verdicts
@@ -34,7 +34,7 @@ from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, forget_attempts, save_attempts
 from relayd.state.deadletters import DeadMove, encode_dead_letter, move_to_dead_letters
 from relayd.state.keys import RelayKeys
-from store import AsyncRedisStore, Fence, RawTimer, StoreFenced
+from store import AsyncRedisStore, RawTimer
 
 log = structlog.get_logger(__name__)
 
@@ -53,8 +53,7 @@ class Settlement:
         *,
         metrics: RelayMetrics,
         clock: Clock,
-        fence: Fence | None = None,
-        may_ack: Callable[[], bool] = lambda: True,
+        guard: FenceGuard | None = None,
     ) -> None:
         self.store = store
         self.client: RedisClient = store.client
@@ -64,8 +63,8 @@ class Settlement:
         self.clock = clock
         self.failures = FailureLog(self.prefix)
         self._refused_logged_s: dict[str, float] = {}  # what -> when a refusal was last logged
-        self.fence = fence
-        self.may_ack = may_ack
+        self.guard = guard or FenceGuard()
+        self.fence = self.guard.fence
         # Per kind, the two series every delivery adds to (``count``).
         self._delivered: dict[Kind, tuple[Counter, Counter]] = {}
 
@@ -79,22 +78,14 @@ class Settlement:
         """Write one delivery's verdicts; raises ``Fenced`` (and writes nothing more) when the
         lease may be gone."""
         count = len(acked_fast) + len(verdicts.ack) + len(verdicts.retry) + len(verdicts.dead)
-        if count and not self.may_ack():
-            raise Fenced(lane.kind, count, "ack_expired")
-        try:
+        with self.guard.writing(lane.kind, count):
             await self._apply(lane, verdicts, acked_fast, stamp)
-        except StoreFenced as exc:
-            raise Fenced(lane.kind, count, "ack_refused") from exc
 
     async def ack_carried(self, lane: Lane, fields: list[str]) -> None:
         """Send a carried ack on its own (``engine.overlap``): its fields were returned by the
         lane's reader and delivered whole; raises ``Fenced`` when the lease may be gone."""
-        if not self.may_ack():
-            raise Fenced(lane.kind, len(fields), "ack_expired")
-        try:
+        with self.guard.writing(lane.kind, len(fields)):
             await self._ack(lane, fields, [], FreshBatch())
-        except StoreFenced as exc:
-            raise Fenced(lane.kind, len(fields), "ack_refused") from exc
         if lane.reader is not None:
             lane.reader.resolve(fields)
         self.failures.flush(self.clock.now())

@@ -30,7 +30,7 @@ import structlog
 
 from relayd.engine.clock import Clock
 from relayd.engine.delivery import Delivery
-from relayd.engine.fencing import Fenced
+from relayd.engine.fencing import FenceGuard
 from relayd.engine.fresh import FreshBatch
 from relayd.engine.gauges import PrefixGauges
 from relayd.engine.intake import Intake, more_to_read
@@ -50,7 +50,7 @@ from relayd.sinks.base import Sink
 from relayd.state import RedisClient
 from relayd.state.attempts import forget_attempts
 from relayd.state.keys import RelayKeys
-from store import AsyncRedisStore, Fence, RawTimer, StoreFenced
+from store import AsyncRedisStore, Fence, RawTimer
 from store.codec import parse_seq
 from store.round_trip import Command
 
@@ -121,7 +121,8 @@ class Sweeper:
         self._named_at: tuple[int, Any] | None = None
         # ``may_deliver`` is the lease's local deadline, ``fence`` its token checked by Redis:
         # nothing is sent or acked once either says the lease may be gone (``engine.fencing``).
-        self.settle = Settlement(store, metrics=metrics, clock=clock, fence=fence, may_ack=may_deliver)
+        self.guard = FenceGuard(may_deliver, fence)
+        self.settle = Settlement(store, metrics=metrics, clock=clock, guard=self.guard)
         self.intake = Intake(store, clock=clock, poll_interval_s=options.poll_interval_s)
         self.delivery = Delivery(
             prefix=self.prefix,
@@ -130,7 +131,7 @@ class Sweeper:
             metrics=metrics,
             clock=clock,
             rng=self.rng,
-            may_deliver=may_deliver,
+            guard=self.guard,
         )
         self.gauges = PrefixGauges(store.client, store.keyspace, metrics)
         # Each sink's breaker and retries, written for ``relayd status`` (``engine.sink_health``).
@@ -517,12 +518,8 @@ class Sweeper:
         carried = lane.overlap.take_carried() if lane.overlap.read_ahead is None else []
         if not carried:
             return await self.intake.read(lane, room, blocked, then=then)
-        if not self.may_deliver():
-            raise Fenced(lane.kind, len(carried), "ack_expired")
-        try:
-            read = await self.intake.read(lane, room, blocked, ack=(carried, self.settle.fence), then=then)
-        except StoreFenced as exc:
-            raise Fenced(lane.kind, len(carried), "ack_refused") from exc
+        with self.guard.writing(lane.kind, len(carried)):
+            read = await self.intake.read(lane, room, blocked, ack=(carried, self.guard.fence), then=then)
         self.delivery.count_carried(lane, len(carried), tally)
         return read
 

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from relayd.engine.fencing import Fenced, report_fenced
+from relayd.engine.fencing import Fenced, FenceGuard, report_fenced
 from relayd.engine.options import SweepOptions
 from relayd.engine.sweeper import Sweeper
 from relayd.observability.metrics import RelayMetrics
@@ -20,7 +20,7 @@ from relayd.sinks.memory import MemorySink
 from relayd.sinks.per_key import deliver_in_key_order
 from relayd.sinks.sending import NOT_SENT, may_send, sending_while
 from relayd.state.keys import RelayKeys
-from store import AsyncRedisStore, Fence, Keyspace
+from store import AsyncRedisStore, Fence, Keyspace, StoreFenced
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -181,3 +181,29 @@ def test_a_refusal_is_logged_and_counted():
         "relayd_fenced_total", {"prefix": "p", "kind": "outbox", "reason": "ack_refused"}
     )
     assert value == 7
+
+
+def test_one_guard_names_every_way_a_send_or_write_is_refused():
+    """``FenceGuard``: the local deadline before a send (``send_expired``) and before a write
+    (``ack_expired``), Redis's refusal of a write (``ack_refused``); a write of nothing is no
+    write, and a term that holds lets both through."""
+    expired, holding = FenceGuard(lambda: False), FenceGuard(lambda: True)
+
+    def reason(action) -> str | None:
+        try:
+            action()
+        except Fenced as fenced:
+            return f"{fenced.reason} {fenced.count}"
+        return None
+
+    def write(guard: FenceGuard, count: int, refused: bool = False) -> None:
+        with guard.writing("outbox", count):
+            if refused:
+                raise StoreFenced("RELAYD_FENCED")
+
+    assert reason(lambda: expired.before_send("outbox", 3)) == "send_expired 3"
+    assert reason(lambda: write(expired, 2)) == "ack_expired 2"
+    assert reason(lambda: write(holding, 4, refused=True)) == "ack_refused 4"
+    assert reason(lambda: write(expired, 0)) is None
+    assert reason(lambda: holding.before_send("outbox", 1)) is None
+    assert reason(lambda: write(holding, 1)) is None
