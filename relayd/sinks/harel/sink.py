@@ -69,7 +69,7 @@ from relayd.sinks.harel.wire import (
     timeout_event_json,
 )
 from relayd.sinks.per_key import HELD_BACK, deliver_per_key
-from relayd.sinks.redis_stream.client import open_destination
+from relayd.sinks.redis_destination import open_destination
 from relayd.sinks.spec import SinkSpec, check_redis_url
 from store import StoreUnavailable
 

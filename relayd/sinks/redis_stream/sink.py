@@ -26,7 +26,7 @@ destination may be the relay's own Redis or any other.
   the stream: delivery is at-least-once; consumers dedupe on ``id``). ``ready()`` follows the
   last batch.
 - ``redis+sentinel://`` destinations follow their master through a failover
-  (``relayd.sinks.redis_stream.client``); a batch in flight then is Retry.
+  (``relayd.sinks.redis_destination``); a batch in flight then is Retry.
 - Redis Cluster destinations (``redis+cluster://``) are not supported for streams yet.
 """
 
@@ -46,7 +46,7 @@ from relayd.errors import ConfigError, SinkError
 from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks import cloudevents, trace_context
 from relayd.sinks.base import DELIVERED, Outcome, ReadyByReason, Retry, SinkOptions
-from relayd.sinks.redis_stream.client import open_destination
+from relayd.sinks.redis_destination import open_destination
 from relayd.sinks.routing import NO_TARGET
 from relayd.sinks.spec import SinkSpec, check_redis_url
 

@@ -8,7 +8,7 @@ from redis.asyncio.sentinel import SentinelConnectionPool
 
 from relayd.errors import ConfigError
 from relayd.sinks import SinkOptions, parse_sink_spec
-from relayd.sinks.redis_stream.client import open_destination
+from relayd.sinks.redis_destination import open_destination
 
 SENTINEL_URL = "redis+sentinel://:m-pw@127.0.0.1:26379,127.0.0.1:26380/cache/3"
 
