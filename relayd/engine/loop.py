@@ -211,7 +211,7 @@ async def _keep_shares(
         try:
             # Held leases are renewed by the beat itself; the keepers renew only if beats fail.
             seen = await membership.beat(
-                {r.prefix: r.lease.token for r in relays if r.active and r.lease.held()}
+                {r.prefix: r.lease.token for r in relays if r.keeper.active and r.lease.held()}
             )
         except REDIS_ERRORS as exc:
             # Keep the last decision: without the registry, the leases still keep everyone safe.
@@ -224,12 +224,12 @@ async def _keep_shares(
             for relay, seen_one in zip(relays, seen, strict=True):
                 if seen_one.renewed:
                     relay.lease.extended(sent_s)
-                elif relay.active and seen_one.holder != membership.token:
-                    relay.lost_to(seen_one.holder, seen_s=sent_s)
+                elif relay.keeper.active and seen_one.holder != membership.token:
+                    relay.keeper.lost_to(seen_one.holder, seen_s=sent_s)
             views = [PrefixView(r.prefix, r.members, r.holder) for r in seen]
             decision = decide_shares(views, membership.token)
             for relay in relays:
-                relay.steer(
+                relay.keeper.steer(
                     may_acquire=relay.prefix in decision.acquire,
                     release=relay.prefix in decision.release,
                 )

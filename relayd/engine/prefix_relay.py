@@ -1,7 +1,8 @@
-"""One prefix in the long-running relay: its lease keeper and its poll loop.
+"""One prefix in the long-running relay: its poll loop, beside its lease keeper.
 
-A ``PrefixRelay`` delivers only while its replica holds the prefix's lease (``keep_lease``
-takes and renews it, the share task in ``engine.loop`` says whether it may try). A pass that hit
+A ``PrefixRelay`` delivers only while its replica holds the prefix's lease (its
+``engine.lease_keeper`` task takes and renews it, the share task in ``engine.loop`` steers that
+keeper). A pass that hit
 a bound (or left allocated seqs unexamined) is followed by the next at once. Otherwise, with
 ``wake`` and the keyspace subscription live (``engine.wake``), the loop waits on the
 subscription: a write noticed during the pass starts the next one at once, one noticed later ends
@@ -32,6 +33,7 @@ import structlog
 from relayd.engine.backoff import retry_delay
 from relayd.engine.clock import Clock, sleep_until
 from relayd.engine.fencing import Fenced, report_fenced
+from relayd.engine.lease_keeper import LeaseKeeper
 from relayd.engine.options import SweepOptions
 from relayd.engine.pass_log import PassLog
 from relayd.engine.passes import PassResult
@@ -41,7 +43,6 @@ from relayd.engine.sink_guard import SinkGuard
 from relayd.engine.sweeper import Sweeper
 from relayd.engine.wake import WakeTarget
 from relayd.envelope import Kind
-from relayd.observability import events
 from relayd.observability.health import Health
 from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.base import Sink
@@ -57,8 +58,6 @@ _ERROR_BACKOFF_BASE_S: Final = 0.2
 _ERROR_BACKOFF_CAP_S: Final = 10.0
 #: Idle polls start this fraction of ``poll_interval_s`` and double up to all of it.
 _FIRST_IDLE_FRACTION: Final = 1 / 16
-#: The keeper renews this many renewal periods after the last renewal (a beat's included).
-_RENEW_SLACK: Final = 1.1
 #: After a pass that read something, a write noticed during it makes the next pass start this
 #: long (s) after the one that ended started: the linger is what the pass left of it, so that
 #: pass takes the writes of that moment too (as ``linger.ms`` does for a Kafka producer). A pass
@@ -75,7 +74,7 @@ _IDLE_JITTER: Final = (0.85, 1.0)
 
 
 class PrefixRelay:
-    """Lease keeping and the poll loop of one prefix."""
+    """The poll loop of one prefix, run while its ``keeper`` holds the lease."""
 
     def __init__(
         self,
@@ -108,32 +107,29 @@ class PrefixRelay:
         self.lease = Lease(
             redis, self.store.keyspace, ttl_s=options.lease_ttl_s, monotonic=clock.monotonic, token=token
         )
-        self.active = False
-        self.lease_changed = asyncio.Event()
-        # Set by the share task: whether to try for the lease, whether to hand it back. A
-        # one-shot run has no share task and takes every lease it finds free.
-        self.may_acquire = options.once
-        self.release_wanted = False
-        # Wakes the keeper (may acquire now) and the loop (new work, hand back now) out of their waits.
-        self.keeper_wake = asyncio.Event()
         #: What the wake-up subscription tells this loop (``engine.wake``); its event also
-        #: carries a hand-back request.
+        #: carries a hand-back request and a lost lease.
         self.wake = WakeTarget()
         self.loop_wake = self.wake.event
+        self.keeper = LeaseKeeper(
+            prefix,
+            self.lease,
+            once=options.once,
+            metrics=metrics,
+            health=health,
+            clock=clock,
+            rng=self.rng,
+            redis_failed=self._redis_failed,
+            loop_wake=self.loop_wake,
+        )
         #: Whether the wake-up subscription is live (set by ``engine.loop`` with ``wake``).
         self.notices_live: Callable[[], bool] = lambda: False
         self.pass_log = PassLog(prefix, clock.monotonic)
-        # Keeper (renew + note) and hand-back exclude each other, so a renewal in flight
-        # cannot make a lease just given back look held again.
-        self.lease_lock = asyncio.Lock()
-        self.closing = False
         self.delivered: Counter[Kind] = Counter()
         self.retried: Counter[Kind] = Counter()
         self.dead_lettered: Counter[Kind] = Counter()
         self.left_for_retry = 0
         self.skipped = False
-        #: A one-shot run found the lease taken by another replica (an acquire was refused).
-        self.lease_refused = False
         #: kind -> why, for the kinds whose key has the wrong type (``engine.key_types``)
         self.parked: dict[Kind, str] = {}
         self.sweeper: Sweeper | None = None
@@ -144,103 +140,25 @@ class PrefixRelay:
         self._grace_ran_out = False  # the pass was cancelled by the grace's end
         metrics.add_prefix(prefix)
 
-    # --- the lease ----------------------------------------------------------------------------
-    def steer(self, *, may_acquire: bool, release: bool) -> None:
-        """Follow the share task's decision: try for the lease or not, hand it back or not."""
-        if may_acquire and not self.may_acquire:
-            self.keeper_wake.set()
-        if release and not self.release_wanted:
-            self.loop_wake.set()
-        self.may_acquire, self.release_wanted = may_acquire, release
-
-    async def keep_lease(self) -> None:
-        """Acquire (while the share allows), then renew every third of the TTL; standbys jitter."""
-        renew_every_s = self.lease.ttl_s / 3
-        while not self.closing:
-            await self.keeper_turn(renew_every_s)
-            # Jitter for standbys so replicas never poll in lockstep (docs/internals.md#delivery-semantics).
-            wait_s = renew_every_s * self.rng.uniform(0.5, 1.5)
-            if self.active:  # until the renewal is due, unless a beat renews it first
-                renew_in_s = self._renew_in(renew_every_s)
-                wait_s = renew_in_s if renew_in_s > 0 else renew_every_s
-            self.keeper_wake.clear()
-            await sleep_until(wait_s, self.keeper_wake)
-
-    async def keeper_turn(self, renew_every_s: float) -> None:
-        """One turn of the keeper: renew when due while active, else acquire when allowed."""
-        async with self.lease_lock:
-            try:
-                if self.active:
-                    if self._renew_in(renew_every_s) <= 0:
-                        await self.lease.renew()
-                        self.health.redis_ok()
-                elif self.may_acquire:
-                    refused = not await self.lease.acquire()
-                    if refused and not self.lease_refused and not self.options.once:
-                        # Another replica holds the lease: this one takes over when it goes.
-                        log.info("standing_by", prefix=self.prefix)
-                    self.lease_refused = refused
-                    self.health.redis_ok()
-                    if self.lease_refused and self.options.once:
-                        self.lease_changed.set()
-            except REDIS_ERRORS as exc:
-                self._redis_failed(exc)
-            self._note_lease()
-
-    def _renew_in(self, renew_every_s: float) -> float:
-        """Seconds until the keeper must renew: a period (and a little slack, so a beat in
-        flight gets there first) after the last renewal anyone sent."""
-        sent_s = self.lease.sent_s
-        if sent_s is None:
-            return 0.0
-        return sent_s + renew_every_s * _RENEW_SLACK - self.clock.monotonic()
-
     async def hand_back(self) -> None:
         """Give the lease back to the group: checkpoint the readers, then release (between passes)."""
-        async with self.lease_lock:
+        async with self.keeper.lock:
             if self.sweeper is not None:
                 await self._settle_last(self.sweeper)
                 self._drop_sweeper()
-            self.may_acquire = self.release_wanted = False
-            await self._release(report=True)
-            self.lease_changed.set()
-
-    def lost_to(self, holder: str | None, *, seen_s: float) -> None:
-        """A beat sent at ``seen_s`` (monotonic) saw the lease held by another replica (or by
-        none): stop delivering now, unless the lease was taken or renewed after the beat left."""
-        sent_s = self.lease.sent_s
-        if not self.lease.held() or (sent_s is not None and sent_s > seen_s):
-            return
-        log.warning("lease_held_elsewhere", prefix=self.prefix, holder=holder or "none")
-        self.lease.forget()
-        self._note_lease()
-        self.loop_wake.set()
-
-    def _note_lease(self) -> None:
-        held = self.lease.held()
-        if held == self.active:
-            return
-        self.active = held
-        event = "acquired" if held else "lost"
-        self.metrics.lease_transitions.labels(self.prefix, event).inc()
-        self.metrics.active.labels(self.prefix).set(1 if held else 0)
-        if held:
-            log.info("lease_acquired", prefix=self.prefix)
-            events.emit("lease.acquired", self.prefix, prefix=self.prefix)
-        else:
-            log.warning("lease_lost", prefix=self.prefix)
-        self.lease_changed.set()
+            self.keeper.may_acquire = self.keeper.release_wanted = False
+            await self.keeper.release(report=True)
+            self.keeper.changed.set()
 
     # --- the loop -----------------------------------------------------------------------------
     async def run(self) -> None:
-        keeper = asyncio.create_task(self.keep_lease())
+        keeper = asyncio.create_task(self.keeper.run())
         try:
             await self._loop()
         finally:
             # The flag as well as the cancel: on Python 3.11 a cancel can be lost inside
             # redis-py's wait_for (bpo-42130); the keeper then stops at its next turn.
-            self.closing = True
-            self.keeper_wake.set()
+            self.keeper.close()
             if self._stop_waiter is not None:
                 self._stop_waiter.cancel()
                 self._stop_waiter = None
@@ -254,19 +172,19 @@ class PrefixRelay:
         error_streak = idle_streak = 0
         waiting_since_s = self.clock.monotonic()
         while not self.stop.is_set():
-            if self.release_wanted and self.active:
+            if self.keeper.release_wanted and self.keeper.active:
                 await self.hand_back()
                 continue
             if not self.lease.held():
                 self._drop_sweeper()
-                self._note_lease()
+                self.keeper.note()
                 waited_s = self.clock.monotonic() - waiting_since_s
-                refused = self.lease_refused or waited_s > 2 * self.lease.ttl_s
+                refused = self.keeper.refused or waited_s > 2 * self.lease.ttl_s
                 if self.options.once and refused and await self._held_elsewhere():
                     return
                 self.health.progress(self.clock.monotonic())
-                self.lease_changed.clear()
-                await self._wait(self.lease.ttl_s / 3, self.lease_changed)
+                self.keeper.changed.clear()
+                await self._wait(self.lease.ttl_s / 3, self.keeper.changed)
                 continue
             started_s = self.clock.monotonic()
             try:
@@ -338,8 +256,8 @@ class PrefixRelay:
             self._redis_failed(exc)
             holder = None
         if holder is None or lease_member(holder.token) == self.lease.member:
-            self.lease_refused = False
-            self.keeper_wake.set()
+            self.keeper.refused = False
+            self.keeper.wake.set()
             return False
         log.info(
             "another_replica_active",
@@ -430,7 +348,7 @@ class PrefixRelay:
         if self._sweeper_term == self.lease.token:
             self.lease.forget()
         self._drop_sweeper()
-        self._note_lease()
+        self.keeper.note()
 
     async def _settle_last(self, sweeper: Sweeper) -> None:
         """Before a stop or a hand-back: the ack in flight, then the readers' checkpoint."""
@@ -503,22 +421,4 @@ class PrefixRelay:
         if self.sweeper is not None:
             self.left_for_retry = self.sweeper.held_count()
             await self._settle_last(self.sweeper)
-        await self._release(report=False)
-
-    async def _release(self, *, report: bool) -> None:
-        """Stop delivering and delete the lease; if that fails it expires within the TTL.
-
-        The lease counts as gone at once either way (``Lease.release``). ``report``: count a
-        Redis error and tell ``/readyz`` (not on the way out).
-        """
-        was_active, self.active = self.active, False
-        self.metrics.active.labels(self.prefix).set(0)
-        try:
-            released = await self.lease.release()
-        except REDIS_ERRORS as exc:
-            if report:
-                self._redis_failed(exc)
-            released = False
-        if was_active and released:
-            self.metrics.lease_transitions.labels(self.prefix, "released").inc()
-            log.info("lease_released", prefix=self.prefix)
+        await self.keeper.release(report=False)

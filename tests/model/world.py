@@ -330,7 +330,7 @@ class Replica:
             clock=world.clock,
             token=f"host/{name}",
         )
-        self.relay.may_acquire = True
+        self.relay.keeper.may_acquire = True
         #: The lease term this replica holds as the world saw it (0: none).
         self.term = 0
         #: The term each sweeper was made in.
@@ -357,7 +357,7 @@ class Replica:
     async def keeper_turn(self) -> None:
         """One turn of the real keeper; the world notes a new term when the lease was taken."""
         before = await self.world.client.get(self.world.lease_key)
-        await self.relay.keeper_turn(self.relay.lease.ttl_s / 3)
+        await self.relay.keeper.turn(self.relay.lease.ttl_s / 3)
         after = await self.world.client.get(self.world.lease_key)
         if after is not None and after.decode() == self.relay.lease.token:
             if before is None:  # a SET NX took it: a new term
@@ -365,7 +365,7 @@ class Replica:
                 self.term = self.world.terms
             self.world.lease_expires_s = self.relay.lease.sent_s or 0.0
             self.world.lease_expires_s += LEASE_TTL_S
-        elif not self.relay.active:
+        elif not self.relay.keeper.active:
             self.term = 0
 
     async def one_pass(self) -> None:
@@ -373,7 +373,7 @@ class Replica:
         relay = self.relay
         if not relay.lease.held():
             relay._drop_sweeper()
-            relay._note_lease()
+            relay.keeper.note()
             return
         try:
             sweeper = await relay._started_sweeper()

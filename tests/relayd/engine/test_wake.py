@@ -373,7 +373,7 @@ def _stub_relay(async_client, prefix, *, live: bool):
         clock=SYSTEM_CLOCK,
     )
     relay.lease.held = lambda: True  # type: ignore[method-assign]
-    relay.active = True
+    relay.keeper.active = True
     relay.notices_live = lambda: live
     waits: list[float] = []
 
