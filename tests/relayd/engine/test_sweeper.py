@@ -415,6 +415,19 @@ async def test_an_event_to_a_child_spawned_during_the_pass_waits_for_that_spawn(
     assert [e.body["event"]["id"] for e in sink.delivered] == ["to-late-kid"]
 
 
+def _record_gets(client, monkeypatch) -> list[str]:
+    """The keys of every ``GET`` the client sends on its own from now on (not in a pipeline)."""
+    keys: list[str] = []
+    get = client.get
+
+    async def recorded(key):
+        keys.append(key)
+        return await get(key)
+
+    monkeypatch.setattr(client, "get", recorded)
+    return keys
+
+
 async def test_the_late_spawn_check_rides_the_outbox_read(async_client, prefix, seeder, clock, monkeypatch):
     """Events going out with the spawn lane live: the spawns counter is read in the outbox
     read's own round-trip, never by a GET of its own; a spawn committed in the pass still holds
@@ -423,14 +436,7 @@ async def test_the_late_spawn_check_rides_the_outbox_read(async_client, prefix, 
     sink, spawn_sink = MemorySink(), _CommitsWhileDelivering(seeder)
     sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": spawn_sink, "timer": sink})
     await sweeper.start()
-    own_gets: list[str] = []
-    get = async_client.get
-
-    async def counted(key):
-        own_gets.append(key)
-        return await get(key)
-
-    monkeypatch.setattr(async_client, "get", counted)
+    own_gets = _record_gets(async_client, monkeypatch)
     await seeder.outbox("other", "to-other")
 
     await sweeper.run_pass()
@@ -449,14 +455,7 @@ async def test_the_late_spawn_check_costs_no_get_when_nothing_was_ever_spawned(
     sink = MemorySink()
     sweeper = _sweeper(async_client, prefix, clock, {"outbox": sink, "spawn": sink, "timer": sink})
     await sweeper.start()
-    own_gets: list[str] = []
-    get = async_client.get
-
-    async def counted(key):
-        own_gets.append(key)
-        return await get(key)
-
-    monkeypatch.setattr(async_client, "get", counted)
+    own_gets = _record_gets(async_client, monkeypatch)
     await seeder.outbox("other", "to-other")
 
     await sweeper.run_pass()
