@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any, Final, TypeAlias
+from typing import Final, TypeAlias
 
 from relayd.engine.build import build_fresh
 from relayd.engine.clock import Clock
@@ -60,7 +60,6 @@ class Intake:
         self.clock = clock
         self.poll_interval_s = poll_interval_s
         self.next_timer_at: float | None = None  # epoch s: from the last timer read or probe
-        self.then_replies: list[object] | None = None  # of the last ``read``'s ``then`` commands
         # Lanes whose last run read, attempted and held nothing: the next pass probes them first.
         self.quiet: set[Kind] = set()
         self._probed_all_s = float("-inf")  # when every quiet lane was last probed (monotonic s)
@@ -110,16 +109,12 @@ class Intake:
         The window read ahead during the last delivery, if any, is this read. Entries with an
         attempt history or a blocked key join ``lane.held`` (the waiting line). ``ack``: a hash
         lane's carried ack, deleted first in the same round-trip (only with no window read ahead).
-        ``then``: commands a hash lane's read runs after it in the same round-trip; their replies
-        are left in ``then_replies`` (None when the read did not go to Redis with them).
+        ``then``: commands a hash lane's read runs after it in the same round-trip (their replies:
+        the reader's ``then_replies``; a window read ahead went without them).
         """
-        fetched = lane.overlap.take_read_ahead()
-        self.then_replies = None
-        if fetched is None:
-            fetched = await self._fetch(lane, limit, ack, then)
-            if then and lane.reader is not None and len(lane.reader.then_replies) == len(then):
-                self.then_replies = lane.reader.then_replies
-        fresh, malformed, count, now = fetched
+        fresh, malformed, count, now = lane.overlap.take_read_ahead() or await self._fetch(
+            lane, limit, ack, then
+        )
         records: dict[str, AttemptRecord] = {}
         if lane.attempts_maybe and fresh:
             records = await load_attempts(self.client, self.keys.attempts(lane.kind), fresh.refs)
@@ -170,10 +165,10 @@ class Intake:
         now = self.clock.now()
         if lane.reader is not None:
             reading_s, reconcile = self.clock.monotonic(), not in_flight
-            extra: dict[str, Any] = {"then": then} if then else {}
-            if ack is not None:
-                extra["ack"], extra["fence"] = ack
-            return await lane.reader.read_new(limit, now=reading_s, reconcile=reconcile, **extra), now
+            fields, fence = ack if ack is not None else ((), None)
+            return await lane.reader.read_new(
+                limit, now=reading_s, reconcile=reconcile, ack=fields, fence=fence, then=then
+            ), now
         flying = [raw for raw in in_flight.raws if isinstance(raw, RawTimer)] if in_flight else []
         return await self._read_timers(lane, now, limit, flying), now
 

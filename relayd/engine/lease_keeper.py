@@ -153,6 +153,12 @@ class LeaseKeeper:
             log.warning("lease_lost", prefix=self.prefix)
         self.changed.set()
 
+    async def give_back(self) -> None:
+        """Hand the lease back to the group (under ``lock``): no more tries until steered again."""
+        self.may_acquire = self.release_wanted = False
+        await self.release(report=True)
+        self.changed.set()
+
     async def release(self, *, report: bool) -> None:
         """Stop delivering and delete the lease; if that fails it expires within the TTL.
 

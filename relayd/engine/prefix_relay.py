@@ -146,9 +146,7 @@ class PrefixRelay:
             if self.sweeper is not None:
                 await self._settle_last(self.sweeper)
                 self._drop_sweeper()
-            self.keeper.may_acquire = self.keeper.release_wanted = False
-            await self.keeper.release(report=True)
-            self.keeper.changed.set()
+            await self.keeper.give_back()
 
     # --- the loop -----------------------------------------------------------------------------
     async def run(self) -> None:

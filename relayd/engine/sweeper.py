@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import orjson
 import structlog
@@ -486,20 +486,21 @@ class Sweeper:
         fast = FreshBatch()
         malformed: list[Dead] = []
         room = min(batch - len(picked), self.options.max_held - len(lane.held))
-        read_n = 0
+        read_n, then = 0, self._late_spawn_check(lane)
         if room > 0:
             self._spawns_read |= lane.kind == "spawn"
             waiting = {k for h in lane.held.values() if (k := h.envelope.ordering_key) is not None}
             before = len(lane.held)
-            then = self._late_spawn_check(lane)
             fast, malformed, read_n = await self._read(lane, room, waiting | blocked, tally, then)
             tally.read += read_n
             if len(lane.held) > before:  # some joined the line (a history): they may go now too
                 picked = self._pick(lane, now, batch - len(fast), blocked, probing=probing)
             tally.full |= more_to_read(lane, read_n, room, noticed=tally.noticed)
         if (picked or fast) and lane.kind == "outbox" and self._spawn_lane_live():
-            replies = self.intake.then_replies if read_n else None
-            counter = _counter(cast("bytes | str | None", replies[0])) if replies else None
+            # The counter from this read's round-trip: only a read that went to Redis with the
+            # check has its reply (every read sets the reader's replies; one read ahead has none).
+            replies = lane.reader.then_replies if read_n and lane.reader is not None else []
+            counter = _counter(replies[0]) if len(replies) == len(then) == 1 else None
             picked, fast = await self._hold_for_late_spawns(lane, picked, fast, now, counter)
         picked, fast = self._fit(lane, picked, fast, batch, now)
         if probing or not (fast and read_n >= room and len(lane.held) < self.options.max_held):

@@ -416,15 +416,30 @@ async def test_an_event_to_a_child_spawned_during_the_pass_waits_for_that_spawn(
 
 
 def _record_gets(client, monkeypatch) -> list[str]:
-    """The keys of every ``GET`` the client sends on its own from now on (not in a pipeline)."""
+    """The keys of every ``GET`` the client sends from now on outside the backlog reader's own
+    round-trip: alone (any command goes through ``execute_command``) or in a pipeline."""
     keys: list[str] = []
-    get = client.get
+    execute, pipeline = client.execute_command, client.pipeline
 
-    async def recorded(key):
-        keys.append(key)
-        return await get(key)
+    async def recorded(*args, **options):
+        if str(args[0]).upper() == "GET":
+            keys.append(args[1])
+        return await execute(*args, **options)
 
-    monkeypatch.setattr(client, "get", recorded)
+    def recorded_pipeline(*args, **options):
+        pipe = pipeline(*args, **options)
+        queue = pipe.execute_command
+
+        def queued(*command, **more):
+            if str(command[0]).upper() == "GET":
+                keys.append(command[1])
+            return queue(*command, **more)
+
+        pipe.execute_command = queued
+        return pipe
+
+    monkeypatch.setattr(client, "execute_command", recorded)
+    monkeypatch.setattr(client, "pipeline", recorded_pipeline)
     return keys
 
 
