@@ -8,6 +8,7 @@ Each would fail on the code before its fix; the cases not fixed yet are marked `
 
 from __future__ import annotations
 
+import pytest
 from model.machine import Schedules
 
 
@@ -226,4 +227,27 @@ def test_case_8_a_held_timer_waits_again_when_redis_s_clock_steps_back() -> None
     state.arm_timer(execution="x1", in_s=-1.0)
     state.run_pass(replica="B")
     state.step_redis_clock(seconds=-30.0)
+    state.teardown()
+
+
+@pytest.mark.xfail(strict=True, reason="open: an entry never refused is parked beside a permanent one")
+def test_case_1_a_permanent_answer_inside_a_batch_parks_only_its_own_entry() -> None:
+    """Requests of up to 3 to a receiver that takes or refuses each whole; the second spawn
+    is answered 'permanent' once, a fourth spawn comes after: only an entry that was refused
+    itself may be parked (here the fourth, never refused, was dead-lettered). Found by a long
+    ``make model`` run; present since the batching action came in (635d8a5 fails it too)."""
+    state = Schedules()
+    state.first_replica_active()
+    state.purge()
+    state.batch_requests(size=0)
+    state.commit_spawn()
+    state.commit_spawn()
+    state.commit_spawn()
+    state.purge()
+    state.batch_requests(size=0)
+    state.sink_down(down=False)
+    state.batch_requests(size=3)
+    state.answer_entry(answers=["permanent"], back=1)
+    state.commit_spawn()
+    state.run_pass(replica="A")
     state.teardown()
