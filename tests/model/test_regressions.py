@@ -2,13 +2,11 @@
 ``model.machine.Schedules``, replayed step by step; its teardown drains and checks every
 invariant (``model.invariants``).
 
-Each would fail on the code before its fix; the cases not fixed yet are marked ``xfail``
-(strict: the mark must go when the fix lands).
+Each fails on the code before its fix.
 """
 
 from __future__ import annotations
 
-import pytest
 from model.machine import Schedules
 
 
@@ -230,7 +228,6 @@ def test_case_8_a_held_timer_waits_again_when_redis_s_clock_steps_back() -> None
     state.teardown()
 
 
-@pytest.mark.xfail(strict=True, reason="open: an entry never refused is parked beside a permanent one")
 def test_case_1_a_permanent_answer_inside_a_batch_parks_only_its_own_entry() -> None:
     """Requests of up to 3 to a receiver that takes or refuses each whole; the second spawn
     is answered 'permanent' once, a fourth spawn comes after: only an entry that was refused

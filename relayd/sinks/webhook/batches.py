@@ -9,8 +9,9 @@ at most the webhook concurrency.
 
 A request the receiver refuses for its content (a 500 from its handler, a 4xx about the body:
 ``http_policy.about_content``) may be refused for one entry alone: it is split in halves, the
-first half sent, and so on, until the entry is found (``send_lane``); the entries before it are
-delivered, it alone gets the refusal (an attempt, towards its dead letter), the later entries of
+first half sent, and so on, until the entry is found (``send_lane``), one found by elimination
+being sent alone to confirm it (a refusal that does not repeat parks nothing); the entries before
+it are delivered, it alone gets the refusal (an attempt, towards its dead letter), the later entries of
 its key are held back, and the rest of the lane goes on. A lane that has delivered nothing
 isolates one entry at most: when the rest is refused too, the receiver refuses everything (an
 outage, for the sink's breaker), and the lane stops there.
@@ -90,6 +91,8 @@ async def send_lane(
         delivered_any |= halves_delivered
         for index in request[start:end]:
             outcomes[index] = outcome
+        if type(outcome) is Delivered:  # the refusal did not repeat: every entry went through
+            continue
         if not found:  # the receiver stopped answering about the content: not one entry's fault
             return
         isolated += 1
@@ -105,17 +108,24 @@ async def _first_refused(
     """Halve ``request`` (refused whole with ``outcome``) down to its first refused entry: its
     slice ``[start, end)`` in ``request``, the refusal, whether a half was delivered, and whether
     that one entry was found (False: a half met an answer not about its content, such as a 429
-    or a 503, which then stands for the slice it was sent with)."""
-    start, end, delivered = 0, len(request), False
-    while end - start > 1:
-        middle = start + (end - start) // 2
+    or a 503, which then stands for the slice it was sent with; or the entry left once the rest
+    was delivered was delivered alone too, and ``outcome`` says so).
+
+    A delivered first half only suggests the refused entry is in the other one: the refusal may
+    not repeat. The entry found that way is sent alone before it is given a refusal."""
+    start, end, delivered, confirmed = 0, len(request), False, True
+    while end - start > 1 or not confirmed:
+        # narrowed to one entry by elimination: ask about it alone
+        middle = end if end - start == 1 else start + (end - start) // 2
         half_outcome, split = await send(request[start:middle])
         if type(half_outcome) is Delivered:
             for index in request[start:middle]:
                 outcomes[index] = half_outcome
-            start, delivered = middle, True  # the refused entry is in the other half
+            if middle == end:
+                return start, end, half_outcome, True, False
+            start, delivered, confirmed = middle, True, False  # the refused entry is in the other half
             continue
         if not split:
             return start, middle, half_outcome, delivered, False
-        end, outcome = middle, half_outcome
+        end, outcome, confirmed = middle, half_outcome, True
     return start, end, outcome, delivered, True

@@ -206,3 +206,25 @@ async def test_case_1_a_receiver_refusing_everything_is_split_once_then_the_lane
     refused = [1, *rest]
     assert all(by_seq[seq] == Retry(error="http 500") for seq in refused)
     assert all(by_seq[seq] == Retry(error=HELD_BACK) for seq in range(1, 41) if seq not in refused)
+
+
+async def test_case_1_a_refusal_that_does_not_repeat_parks_no_entry() -> None:
+    """A 500 to the first request only: its halves are delivered, and the entry left by
+    elimination is sent alone before it is blamed; it is delivered, so nothing is refused
+    (before, the last entry was given the whole request's 500 without ever being sent alone)."""
+    batch = [outbox("wb", seq, f"t{seq}") for seq in range(1, 5)]
+    posted: list[list[int]] = []
+
+    async def receive(request: web.Request) -> web.Response:
+        seqs = [e["seq"] for e in orjson.loads(await request.read())["data"]]
+        posted.append(seqs)
+        return web.Response(status=500 if len(posted) == 1 else 204)
+
+    async with serve_on_this_loop(receive) as url:
+        sink = WebhookSink(SinkSpec("webhook", url), SinkOptions(own=WebhookOptions(batch=4, concurrency=1)))
+        await sink.start()
+        outcomes = list(await sink.deliver(Batch.of(batch)))
+        await sink.close()
+
+    assert posted == [[1, 2, 3, 4], [1, 2], [3], [4]]
+    assert outcomes == [DELIVERED] * 4
