@@ -91,7 +91,9 @@ async def send_lane(
         delivered_any |= halves_delivered
         for index in request[start:end]:
             outcomes[index] = outcome
-        if type(outcome) is Delivered:  # the refusal did not repeat: every entry went through
+        if type(outcome) is Delivered:  # the refusal did not repeat: what was halved went through
+            delivered_any = True
+            remaining = [*request[end:], *remaining]
             continue
         if not found:  # the receiver stopped answering about the content: not one entry's fault
             return

@@ -228,3 +228,24 @@ async def test_case_1_a_refusal_that_does_not_repeat_parks_no_entry() -> None:
 
     assert posted == [[1, 2, 3, 4], [1, 2], [3], [4]]
     assert outcomes == [DELIVERED] * 4
+
+
+async def test_case_1_entries_after_a_refused_half_go_on_when_the_refusal_does_not_repeat() -> None:
+    """500 to the request and its first half, then 204s: the half's entries are delivered one by
+    one, and the entries after that half are sent in the same call, not left behind."""
+    batch = [outbox("wb", seq, f"t{seq}") for seq in range(1, 5)]
+    posted: list[list[int]] = []
+
+    async def receive(request: web.Request) -> web.Response:
+        seqs = [e["seq"] for e in orjson.loads(await request.read())["data"]]
+        posted.append(seqs)
+        return web.Response(status=500 if len(posted) <= 2 else 204)
+
+    async with serve_on_this_loop(receive) as url:
+        sink = WebhookSink(SinkSpec("webhook", url), SinkOptions(own=WebhookOptions(batch=4, concurrency=1)))
+        await sink.start()
+        outcomes = list(await sink.deliver(Batch.of(batch)))
+        await sink.close()
+
+    assert posted == [[1, 2, 3, 4], [1, 2], [1], [2], [3, 4]]
+    assert outcomes == [DELIVERED] * 4
