@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import orjson
 
 from relayd.sinks.base import SinkOptions
-from relayd.sinks.broker_targets import parse_kafka_target
 from relayd.sinks.kafka.config import producer_config
+from relayd.sinks.kafka.target import parse_kafka_target
 from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import parse_sink_spec
 

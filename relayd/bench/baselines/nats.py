@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import orjson
 
-from relayd.sinks.broker_targets import parse_nats_target
+from relayd.sinks.nats.target import parse_nats_target
 from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import parse_sink_spec
 

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import unquote, urlsplit
 
 from relayd.errors import ConfigError
-from relayd.sinks.broker_targets import check_plaintext
-from relayd.sinks.spec import sink_params
+from relayd.sinks.target_rules import check_plaintext, sink_params
 
 if TYPE_CHECKING:
     from yarl import URL

@@ -30,8 +30,7 @@ from urllib.parse import urlsplit
 
 from relayd.errors import ConfigError
 from relayd.sinks.aws.entries import SQS_MAX_MESSAGE_BYTES
-from relayd.sinks.broker_targets import check_plaintext
-from relayd.sinks.spec import sink_params
+from relayd.sinks.target_rules import check_plaintext, sink_params
 
 Service = Literal["sqs", "sns", "kinesis"]
 EXAMPLES: Final[dict[str, str]] = {

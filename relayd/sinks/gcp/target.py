@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from relayd.errors import ConfigError
-from relayd.sinks.routing import PLACEHOLDERS
-from relayd.sinks.spec import sink_params
+from relayd.sinks.target_rules import DEFAULT_TIMEOUT_S, placeholder_sample, sink_params, timeout_param
 
 EXAMPLE: Final = "pubsub:projects/PROJECT/topics/TOPIC"
-DEFAULT_TIMEOUT_S: Final = 30.0
+#: The most seconds one publish request may be given (``timeout_s``).
+TIMEOUT_MOST_S: Final = 600.0
 _PROJECT: Final = re.compile(r"(?:[a-z0-9][a-z0-9.-]{0,62}:)?[a-z][a-z0-9-]{4,28}[a-z0-9]")
 _TOPIC: Final = re.compile(r"[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}")
 #: Longest ordering key Pub/Sub takes (bytes); a longer one is replaced by its hash.
@@ -60,22 +60,13 @@ def parse_pubsub_target(text: str) -> PubSubTarget:
     project, topic = parts[1], parts[3]
     if not _PROJECT.fullmatch(project):
         raise ConfigError(f"sink 'pubsub': {project[:60]!r} is not a Google Cloud project id")
-    if not topic_ok(_sample(topic)):
+    if not topic_ok(placeholder_sample(topic)):
         raise ConfigError(
             f"sink 'pubsub': {topic[:60]!r} is not a legal topic name (3 to 255 letters, digits and"
             " '-_.~+%', starting with a letter, not with 'goog')"
         )
-    timeout_s = DEFAULT_TIMEOUT_S
-    if "timeout_s" in params:
-        try:
-            timeout_s = float(params["timeout_s"])
-        except ValueError:
-            timeout_s = 0.0
-        if not 0 < timeout_s <= 600:
-            raise ConfigError(
-                "sink 'pubsub': timeout_s must be a number of seconds, more than 0, at most 600"
-            )
-    return PubSubTarget(project, topic, timeout_s)
+    bounds = f", more than 0, at most {TIMEOUT_MOST_S:g}"
+    return PubSubTarget(project, topic, timeout_param(params, "pubsub", most=TIMEOUT_MOST_S, bounds=bounds))
 
 
 def topic_ok(topic: str) -> bool:
@@ -88,10 +79,3 @@ def ordering_key(key: str) -> str:
     if len(key.encode()) <= ORDERING_KEY_MAX:
         return key
     return "sha256-" + hashlib.sha256(key.encode()).hexdigest()
-
-
-def _sample(template: str) -> str:
-    """``template`` with every placeholder replaced by a legal token, to check the fixed text."""
-    for placeholder in PLACEHOLDERS:
-        template = template.replace(placeholder, "xxx")
-    return template

@@ -23,9 +23,10 @@ from urllib.parse import urlsplit
 from relayd.errors import ConfigError
 from relayd.security.material import Fixed, Material
 from relayd.sinks.base import SinkOptions
-from relayd.sinks.broker_targets import check_plaintext, parse_kafka_target
 from relayd.sinks.kafka.options import KafkaOptions
+from relayd.sinks.kafka.target import parse_kafka_target
 from relayd.sinks.spec import SinkSpec
+from relayd.sinks.target_rules import check_plaintext
 
 _SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: The mechanisms whose credential is a bearer token, not a username and password.

@@ -59,12 +59,9 @@ from relayd.errors import ConfigError, SinkError
 from relayd.extras import import_extra
 from relayd.sinks import cloudevents, trace_context
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, ReadyByReason, Retry, SinkOptions
-from relayd.sinks.broker_targets import (
-    kafka_topic_ok,
-    parse_kafka_target,
-)
 from relayd.sinks.kafka.config import CurrentMaterial, KafkaMaterial, msk_region, producer_config
 from relayd.sinks.kafka.options import KafkaOptions
+from relayd.sinks.kafka.target import kafka_topic_ok, parse_kafka_target
 from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import SinkSpec
 

@@ -42,14 +42,11 @@ from relayd.extras import import_extra
 from relayd.security.tls import WatchedCaContext
 from relayd.sinks import cloudevents, trace_context
 from relayd.sinks.base import DELIVERED, Outcome, Permanent, ReadyByReason, Retry, SinkOptions
-from relayd.sinks.broker_targets import (
-    check_plaintext,
-    nats_subject_ok,
-    parse_nats_target,
-)
 from relayd.sinks.nats.options import NatsOptions
+from relayd.sinks.nats.target import nats_subject_ok, parse_nats_target
 from relayd.sinks.routing import fill_targets, fill_template
 from relayd.sinks.spec import SinkSpec
+from relayd.sinks.target_rules import check_plaintext
 
 #: Seconds one connection attempt may take.
 CONNECT_TIMEOUT_S: Final = 2

@@ -11,9 +11,10 @@ import pytest
 
 from relayd.config.settings import load_settings
 from relayd.errors import ConfigError
-from relayd.sinks.broker_targets import parse_kafka_target, parse_nats_target
 from relayd.sinks.kafka.options import KafkaOptions
+from relayd.sinks.kafka.target import parse_kafka_target
 from relayd.sinks.nats.options import NatsOptions
+from relayd.sinks.nats.target import parse_nats_target
 from relayd.sinks.routing import fill_targets, fill_template
 
 
