@@ -7,8 +7,8 @@ is what ``show_envvar`` documents and what type-checks it early), but only comma
 are forwarded; ``settings_from`` is the one place that decides.
 
 Each option is a Typer parameter (``Annotated[type, typer.Option(...)]`` with the
-``rich_help_panel`` it is shown in) that a command takes by a decorator: ``@o.BATCH`` above the
-command declares ``batch`` in the signature Typer reads, so the command's own parameters stay
+``rich_help_panel`` it is shown in) that a command takes by a decorator: ``@o.SINK`` above the
+command declares ``sink`` in the signature Typer reads, so the command's own parameters stay
 its own and it takes the shared ones as ``**_``. ``with_connection_options`` adds those of every
 command that connects to Redis.
 """
@@ -23,33 +23,44 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import typer
 
-from relayd.config.defaults import DEFAULTS, OPTION_NAMES, Defaults
+from relayd import options as declaring
+from relayd.config.core import CORE_OPTIONS
+from relayd.config.defaults import UNDECLARED, Undeclared
 from relayd.sinks import own_options
 from relayd.sinks.families import BUILT_IN_OPTIONS
 
 if TYPE_CHECKING:
     from relayd.config.settings import Settings
 
-REDIS = "Redis"
-SINKS = own_options.SINKS
-TUNING = "Tuning"
-OBSERVE = "Logs and metrics"
-SECURITY = own_options.SECURITY
-CONSOLE = "Console"
+REDIS = declaring.REDIS
+SINKS = declaring.SINKS
+TUNING = declaring.TUNING
+OBSERVE = declaring.OBSERVE
+SECURITY = declaring.SECURITY
+CONSOLE = declaring.CONSOLE
 
 #: The panels of a command's help after its arguments and own options (and --help), in this
 #: order: where it connects first, then the rest; a panel with nothing of the command in it is
 #: not shown.
-PANELS = (REDIS, CONSOLE, SINKS, TUNING, OBSERVE, SECURITY)
+PANELS = declaring.PANELS
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-#: The value type of an option by the annotation of its ``Defaults`` field (``X | None`` as ``X``);
-#: any other field (text, choices) is read as text and checked by ``Settings``.
+#: The value type of an option by the annotation of its field (``X | None`` as ``X``); any other
+#: field (text, choices) is read as text and checked by ``Settings``.
 _VALUE_TYPES: Final[dict[str, type]] = {"int": int, "float": float, "Path": Path, "bool": bool}
-#: Each field's annotation as written (``relayd.config.defaults`` defers them): read as text, since
-#: evaluating them (``typing.get_type_hints``) would add to every command's start.
-_FIELD_TYPES: Final = {field.name: str(field.type).removesuffix(" | None") for field in fields(Defaults)}
+
+
+def _value_type(field: Field[Any]) -> Any:
+    """The value type of the option of ``field``: its annotation as written, read as text (the
+    declaring modules defer them), since evaluating them (``typing.get_type_hints``) would add
+    to every command's start."""
+    written = field.type.__name__ if isinstance(field.type, type) else str(field.type)
+    return _VALUE_TYPES.get(written.removesuffix(" | None"), str)
+
+
+#: Each field's annotation as written, of the options ``relayd.config.defaults`` still holds.
+_FIELD_TYPES: Final = {field.name: str(field.type).removesuffix(" | None") for field in fields(Undeclared)}
 #: Where ``declare`` keeps the options already declared on a command.
 _DECLARED: Final = "__relayd_options__"
 
@@ -95,12 +106,12 @@ def declare(command: _F, options: Iterable[SharedOption]) -> _F:
 
 
 def _option(name: str, help_text: str, panel: str, **extra: Any) -> SharedOption:
-    """``--name`` read from ``RELAYD_NAME``, None unless given, showing ``DEFAULTS.name`` in help.
+    """``--name`` read from ``RELAYD_NAME``, None unless given, showing ``UNDECLARED.name`` in help.
 
     Its value type (int, float, a file path, a switch, else text) comes from the annotation of
-    ``Defaults.name``.
+    ``Undeclared.name``.
     """
-    default = getattr(DEFAULTS, name)
+    default = getattr(UNDECLARED, name)
     shown: str | bool = str(default) if default not in (None, (), False) else False
     if isinstance(default, tuple):
         shown = ",".join(default)
@@ -144,58 +155,9 @@ SINK = _option("sink", "Sink for every kind not given its own: log, jsonl:PATH, 
 OUTBOX_SINK = _option("outbox_sink", "Sink for outbox events (default: --sink).", SINKS)
 SPAWN_SINK = _option("spawn_sink", "Sink for spawn intents (default: --sink).", SINKS)
 TIMER_SINK = _option("timer_sink", "Sink for due timers (default: --sink).", SINKS)
-BATCH = _option("batch", "Most entries of each kind read per poll.", TUNING)
-POLL_INTERVAL = _option("poll_interval", "Longest wait between polls when idle, in seconds.", TUNING)
-RETRY_BASE = _option(
-    "retry_base", "First retry delay in seconds; it doubles per attempt, with jitter.", TUNING
-)
-RETRY_CAP = _option(
-    "retry_cap", "Longest retry delay in seconds (a sink's Retry-After may exceed it).", TUNING
-)
-MAX_ATTEMPTS = _option("max_attempts", "Attempts before an entry is dead-lettered.", TUNING)
-BREAKER_THRESHOLD = _option(
-    "breaker_threshold",
-    "Failed entries over 2+ targets, no success between, that open a sink's breaker (0: never).",
-    SINKS,
-)
-BREAKER_COOLDOWN_CAP = _option(
-    "breaker_cooldown_cap", "Longest wait in seconds of an open sink breaker before its probe.", SINKS
-)
-SINK_RATE = _option("sink_rate", "Most entries a second delivered to each sink (0: unlimited).", SINKS)
 EVENTS_SINK = _option(
     "events_sink", "Sink spec receiving a CloudEvent per breaker change, dead letter, pause, takeover.", SINKS
 )
-SINK_RATE_SCOPE = _option(
-    "sink_rate_scope",
-    "process: each process's own --sink-rate; cluster: one for every replica, in Redis.",
-    SINKS,
-)
-SINK_RATE_FALLBACK = _option(
-    "sink_rate_fallback",
-    "With --sink-rate-scope cluster, while Redis fails: process (own limit) or hold (no delivery).",
-    SINKS,
-)
-LEASE_TTL = _option(
-    "lease_ttl", "Lease time-to-live per prefix in seconds (renewed every third of it).", TUNING
-)
-WAKE = SharedOption(
-    "wake",
-    Annotated[
-        bool | None,
-        typer.Option(
-            "--wake/--no-wake",
-            envvar="RELAYD_WAKE",
-            show_envvar=True,
-            show_default="on",
-            help="Wake an idle prefix at once on new work, from keyspace notifications when the "
-            "server publishes them (notify-keyspace-events Khz); polling goes on regardless.",
-            rich_help_panel=TUNING,
-        ),
-    ],
-    None,
-    TUNING,
-)
-SHUTDOWN_GRACE = _option("shutdown_grace", "Seconds a shutdown may take after SIGTERM/SIGINT.", TUNING)
 HUNG_SINK_GRACE = _option(
     "hung_sink_grace",
     "Seconds a sink call may run past its sink's own timeout before /healthz fails (503).",
@@ -292,49 +254,55 @@ SINK_OPTION = SharedOption(
 )
 
 
-def _own_option(cls: type, field: Field[Any], value_type: Any) -> SharedOption:
-    """The flag of one option of a sink's options class (``relayd.sinks.own_options``)."""
-    name, default, panel = own_options.option_name(cls, field.name), field.default, field.metadata["panel"]
+def declared_option(cls: type, field: Field[Any]) -> SharedOption:
+    """The flag of one option of an options class (``relayd.options``): a core class's or a sink's."""
+    name, panel = declaring.option_name(cls, field.name), field.metadata["panel"]
+    flag = declaring.flag(cls, field.name)
+    if field.metadata.get("negatable"):
+        flag = f"{flag}/--no-{flag.removeprefix('--')}"
     declaration = typer.Option(
-        own_options.flag(cls, field.name),
-        envvar=own_options.envvar(cls, field.name),
+        flag,
+        envvar=declaring.envvar(cls, field.name),
         show_envvar=True,
-        show_default=str(default) if default not in (None, False) else False,
+        show_default=declaring.shown_default(field),
         help=field.metadata["help"],
         rich_help_panel=panel,
     )
-    if value_type is bool:
+    value_type: Any = _value_type(field)
+    if value_type is bool and field.metadata.get("negatable"):  # unset unless given, either way
+        return SharedOption(name, Annotated[bool | None, declaration], None, panel)
+    if value_type is bool:  # a switch: off unless given (its variable: true/false, 1/0, ...)
         return SharedOption(name, Annotated[bool, declaration], False, panel)
+    if field.metadata.get("repeatable"):
+        return SharedOption(name, Annotated[list[value_type] | None, declaration], None, panel)
     return SharedOption(name, Annotated[value_type | None, declaration], None, panel)
+
+
+def declared_options(cls: type) -> tuple[SharedOption, ...]:
+    """A flag per option of ``cls``, in declaration order."""
+    return tuple(declared_option(cls, field) for field in declaring.declared(cls))
+
+
+def with_options(*classes: type) -> Callable[[_F], _F]:
+    """Declare every option of ``classes`` (``relayd.config.core``) on a command."""
+    shared = tuple(option for cls in classes for option in declared_options(cls))
+    return lambda command: declare(command, shared)
 
 
 def _own_options() -> tuple[SharedOption, ...]:
     """A flag per option of every built-in sink family (``relayd.sinks.families``), in order."""
-    import typing
-
-    declared: list[SharedOption] = []
-    for cls in BUILT_IN_OPTIONS:
-        hints = typing.get_type_hints(cls)
-        for field in own_options.declared(cls):
-            value_type = _plain_type(hints[field.name])
-            declared.append(_own_option(cls, field, _VALUE_TYPES.get(value_type.__name__, str)))
-    return tuple(declared)
-
-
-def _plain_type(annotation: Any) -> Any:
-    """``X`` of ``X | None`` and of ``Annotated[X, ...]`` (a Literal reads as text)."""
-    import typing
-
-    args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
-    if typing.get_origin(annotation) is not None and len(args) == 1:
-        return _plain_type(args[0])
-    return annotation if isinstance(annotation, type) else str
+    return tuple(option for cls in BUILT_IN_OPTIONS for option in declared_options(cls))
 
 
 #: The flags of the built-in sinks' own options: ``relayd sweep`` takes them all.
 SINK_OWN_OPTIONS: Final = _own_options()
 #: Every option name a command may forward to ``load_settings``.
-ALL_OPTION_NAMES: Final = OPTION_NAMES | {option.name for option in SINK_OWN_OPTIONS} | {SINK_OPTION.name}
+ALL_OPTION_NAMES: Final = (
+    {field.name for field in fields(Undeclared)}
+    | {name for cls in CORE_OPTIONS for name in declaring.option_names(cls)}
+    | {option.name for option in SINK_OWN_OPTIONS}
+    | {SINK_OPTION.name}
+)
 
 
 def with_sink_own_options(command: _F) -> _F:
@@ -390,9 +358,12 @@ def check_environment(ctx: typer.Context, settings: Settings) -> None:
     from relayd.config.environment import unknown_variable_error
     from relayd.errors import ConfigError
 
-    known = {f"RELAYD_{name.upper()}" for name in OPTION_NAMES} | _command_variables(ctx.find_root().command)
+    known = {f"RELAYD_{field.name.upper()}" for field in fields(Undeclared)}
+    known |= _command_variables(ctx.find_root().command)
     known |= {
-        own_options.envvar(cls, item.name) for cls in BUILT_IN_OPTIONS for item in own_options.declared(cls)
+        declaring.envvar(cls, item.name)
+        for cls in (*CORE_OPTIONS, *BUILT_IN_OPTIONS)
+        for item in declaring.declared(cls)
     }
 
     def plugin_prefixes() -> list[str]:

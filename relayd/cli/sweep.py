@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from relayd.cli import options as o
+from relayd.engine.options import PacingOptions, TuningOptions
 
 if TYPE_CHECKING:
     import asyncio
@@ -222,14 +223,7 @@ async def run_sweep(
 @o.OUTBOX_SINK
 @o.SPAWN_SINK
 @o.TIMER_SINK
-@o.BATCH
-@o.POLL_INTERVAL
-@o.MAX_ATTEMPTS
-@o.RETRY_BASE
-@o.RETRY_CAP
-@o.LEASE_TTL
-@o.WAKE
-@o.SHUTDOWN_GRACE
+@o.with_options(TuningOptions)
 @o.HUNG_SINK_GRACE
 @o.METRICS_ADDR
 @o.with_sink_own_options
@@ -237,11 +231,7 @@ async def run_sweep(
 @o.CLOUDEVENTS_MODE
 @o.CLOUDEVENTS_SOURCE
 @o.SINK_OPTION
-@o.BREAKER_THRESHOLD
-@o.BREAKER_COOLDOWN_CAP
-@o.SINK_RATE
-@o.SINK_RATE_SCOPE
-@o.SINK_RATE_FALLBACK
+@o.with_options(PacingOptions)
 @o.EVENTS_SINK
 def sweep(
     ctx: typer.Context,
