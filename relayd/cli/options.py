@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from dataclasses import Field, dataclass, fields
+from dataclasses import Field, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import typer
 
 from relayd import options as declaring
+from relayd.config.connection import RedisOptions
 from relayd.config.core import CORE_OPTIONS
-from relayd.config.defaults import UNDECLARED, Undeclared
-from relayd.sinks import own_options
+from relayd.console.options import ConsoleServeOptions
+from relayd.observability.options import LogOptions
 from relayd.sinks.families import BUILT_IN_OPTIONS
 
 if TYPE_CHECKING:
@@ -59,8 +60,6 @@ def _value_type(field: Field[Any]) -> Any:
     return _VALUE_TYPES.get(written.removesuffix(" | None"), str)
 
 
-#: Each field's annotation as written, of the options ``relayd.config.defaults`` still holds.
-_FIELD_TYPES: Final = {field.name: str(field.type).removesuffix(" | None") for field in fields(Undeclared)}
 #: Where ``declare`` keeps the options already declared on a command.
 _DECLARED: Final = "__relayd_options__"
 
@@ -104,139 +103,6 @@ def declare(command: _F, options: Iterable[SharedOption]) -> _F:
     setattr(command, _DECLARED, shared)
     return command
 
-
-def _option(name: str, help_text: str, panel: str, **extra: Any) -> SharedOption:
-    """``--name`` read from ``RELAYD_NAME``, None unless given, showing ``UNDECLARED.name`` in help.
-
-    Its value type (int, float, a file path, a switch, else text) comes from the annotation of
-    ``Undeclared.name``.
-    """
-    default = getattr(UNDECLARED, name)
-    shown: str | bool = str(default) if default not in (None, (), False) else False
-    if isinstance(default, tuple):
-        shown = ",".join(default)
-    value_type: Any = _VALUE_TYPES.get(_FIELD_TYPES[name], str)
-    declaration = typer.Option(
-        f"--{name.replace('_', '-')}",
-        envvar=f"RELAYD_{name.upper()}",
-        show_envvar=True,
-        show_default=shown,
-        help=help_text,
-        rich_help_panel=panel,
-        **extra,
-    )
-    if value_type is bool:  # a switch: off unless given (its variable: true/false, 1/0, ...)
-        return SharedOption(name, Annotated[bool, declaration], False, panel)
-    if isinstance(default, tuple):  # repeatable
-        return SharedOption(name, Annotated[list[value_type] | None, declaration], None, panel)
-    return SharedOption(name, Annotated[value_type | None, declaration], None, panel)
-
-
-def _flag(name: str, help_text: str, panel: str) -> SharedOption:
-    """``--name``, off unless given (its variable: ``true``/``false``, ``1``/``0``)."""
-    if _FIELD_TYPES[name] != "bool":
-        raise TypeError(f"{name} is not a switch in relayd.config.defaults")
-    return _option(name, help_text, panel)
-
-
-REDIS_URL = _option(
-    "redis_url",
-    "Redis URL: redis://, rediss:// (verified TLS), redis+cluster://, rediss+cluster:// (any seed "
-    "node), redis+sentinel://HOST:PORT,HOST:PORT/SERVICE/DB (sentinels), rediss+sentinel://.",
-    REDIS,
-)
-PREFIX = _option(
-    "prefix",
-    "Key prefix to relay; repeatable (env: comma-separated). "
-    "'{shard-0..31}' expands to 32 hash-tagged prefixes.",
-    REDIS,
-)
-SINK = _option("sink", "Sink for every kind not given its own: log, jsonl:PATH, ...", SINKS)
-OUTBOX_SINK = _option("outbox_sink", "Sink for outbox events (default: --sink).", SINKS)
-SPAWN_SINK = _option("spawn_sink", "Sink for spawn intents (default: --sink).", SINKS)
-TIMER_SINK = _option("timer_sink", "Sink for due timers (default: --sink).", SINKS)
-EVENTS_SINK = _option(
-    "events_sink", "Sink spec receiving a CloudEvent per breaker change, dead letter, pause, takeover.", SINKS
-)
-HUNG_SINK_GRACE = _option(
-    "hung_sink_grace",
-    "Seconds a sink call may run past its sink's own timeout before /healthz fails (503).",
-    OBSERVE,
-)
-METRICS_ADDR = _option(
-    "metrics_addr",
-    "HOST:PORT for /metrics, /healthz, /readyz (loopback by default; 0.0.0.0:9464 in containers).",
-    OBSERVE,
-)
-LOG_FORMAT = _option("log_format", "json or console (default: json unless stderr is a terminal).", OBSERVE)
-LOG_LEVEL = _option("log_level", "debug, info, warning or error.", OBSERVE)
-_STRIPPED_WATCHED = own_options.STRIPPED_WATCHED
-REDIS_USERNAME_FILE = _option(
-    "redis_username_file", f"File holding the Redis ACL username ({_STRIPPED_WATCHED}).", SECURITY
-)
-REDIS_PASSWORD_FILE = _option(
-    "redis_password_file", f"File holding the Redis password ({_STRIPPED_WATCHED}).", SECURITY
-)
-SENTINEL_USERNAME_FILE = _option(
-    "sentinel_username_file",
-    f"File holding the Sentinel ACL username (redis+sentinel://; {_STRIPPED_WATCHED}).",
-    SECURITY,
-)
-SENTINEL_PASSWORD_FILE = _option(
-    "sentinel_password_file",
-    f"File holding the sentinels' password (redis+sentinel://; {_STRIPPED_WATCHED}).",
-    SECURITY,
-)
-REDIS_CA_FILE = _option(
-    "redis_ca_file",
-    "PEM CA bundle trusted for rediss:// instead of the system store (re-read when it changes).",
-    SECURITY,
-)
-REDIS_CERT_FILE = _option(
-    "redis_cert_file",
-    "PEM client certificate for mutual TLS (with --redis-key-file; re-read when it changes).",
-    SECURITY,
-)
-REDIS_KEY_FILE = _option(
-    "redis_key_file",
-    "PEM client key for mutual TLS (with --redis-cert-file; re-read when it changes).",
-    SECURITY,
-)
-ALLOW_PLAINTEXT = _flag(
-    "allow_plaintext",
-    "Permit plaintext (Redis, a broker, an http:// webhook) to a non-loopback host (never with "
-    "credentials, save a webhook's: a service mesh encrypts the hop).",
-    SECURITY,
-)
-FORMAT = _option(
-    "format", "What every sink sends: relayd (the relayd/1 envelope) or cloudevents (CloudEvents 1.0).", SINKS
-)
-CLOUDEVENTS_MODE = _option(
-    "cloudevents_mode",
-    "CloudEvents content mode where the transport has headers (webhook, kafka, nats, amqp): "
-    "binary or structured.",
-    SINKS,
-)
-CLOUDEVENTS_SOURCE = _option(
-    "cloudevents_source", "CloudEvents 'source' URI; '{prefix}' is filled in per prefix.", SINKS
-)
-
-CONSOLE_ADDR = _option(
-    "console_addr",
-    "HOST:PORT the console listens on (loopback by default; any other host needs a token file).",
-    CONSOLE,
-)
-CONSOLE_TOKEN_FILE = _option(
-    "console_token_file",
-    f"File holding the console's access token (compared in constant time; {_STRIPPED_WATCHED}).",
-    CONSOLE,
-)
-ALLOW_ACTIONS = _flag(
-    "allow_actions", "Let the console replay and purge dead letters (read-only otherwise).", CONSOLE
-)
-CONSOLE_REPLAY_RATE = _option(
-    "console_replay_rate", "Most dead letters the console replays per second.", CONSOLE
-)
 
 SINK_OPTION = SharedOption(
     "sink_option",
@@ -289,6 +155,18 @@ def with_options(*classes: type) -> Callable[[_F], _F]:
     return lambda command: declare(command, shared)
 
 
+def option_of(cls: type, name: str) -> SharedOption:
+    """The flag of option ``name`` of ``cls``, for a command that takes it alone."""
+    (field,) = (field for field in declaring.declared(cls) if field.name == name)
+    return declared_option(cls, field)
+
+
+#: The options a command takes alone (the others come by class, ``with_options``).
+PREFIX = option_of(RedisOptions, "prefix")
+LOG_LEVEL = option_of(LogOptions, "log_level")
+CONSOLE_ADDR = option_of(ConsoleServeOptions, "console_addr")
+
+
 def _own_options() -> tuple[SharedOption, ...]:
     """A flag per option of every built-in sink family (``relayd.sinks.families``), in order."""
     return tuple(option for cls in BUILT_IN_OPTIONS for option in declared_options(cls))
@@ -298,8 +176,7 @@ def _own_options() -> tuple[SharedOption, ...]:
 SINK_OWN_OPTIONS: Final = _own_options()
 #: Every option name a command may forward to ``load_settings``.
 ALL_OPTION_NAMES: Final = (
-    {field.name for field in fields(Undeclared)}
-    | {name for cls in CORE_OPTIONS for name in declaring.option_names(cls)}
+    {name for cls in CORE_OPTIONS for name in declaring.option_names(cls)}
     | {option.name for option in SINK_OWN_OPTIONS}
     | {SINK_OPTION.name}
 )
@@ -311,20 +188,7 @@ def with_sink_own_options(command: _F) -> _F:
 
 
 #: What every command that connects to Redis takes: where, how to log, which credentials and TLS.
-CONNECTION_OPTIONS: tuple[SharedOption, ...] = (
-    REDIS_URL,
-    PREFIX,
-    LOG_FORMAT,
-    LOG_LEVEL,
-    REDIS_USERNAME_FILE,
-    REDIS_PASSWORD_FILE,
-    SENTINEL_USERNAME_FILE,
-    SENTINEL_PASSWORD_FILE,
-    REDIS_CA_FILE,
-    REDIS_CERT_FILE,
-    REDIS_KEY_FILE,
-    ALLOW_PLAINTEXT,
-)
+CONNECTION_OPTIONS: Final = (*declared_options(RedisOptions), *declared_options(LogOptions))
 
 
 def with_connection_options(command: _F) -> _F:
@@ -358,8 +222,7 @@ def check_environment(ctx: typer.Context, settings: Settings) -> None:
     from relayd.config.environment import unknown_variable_error
     from relayd.errors import ConfigError
 
-    known = {f"RELAYD_{field.name.upper()}" for field in fields(Undeclared)}
-    known |= _command_variables(ctx.find_root().command)
+    known = _command_variables(ctx.find_root().command)
     known |= {
         declaring.envvar(cls, item.name)
         for cls in (*CORE_OPTIONS, *BUILT_IN_OPTIONS)

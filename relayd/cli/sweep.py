@@ -16,6 +16,8 @@ import typer
 
 from relayd.cli import options as o
 from relayd.engine.options import PacingOptions, TuningOptions
+from relayd.observability.options import EventsOptions, ServeOptions
+from relayd.sinks.options import FormatOptions, SinkChoice
 
 if TYPE_CHECKING:
     import asyncio
@@ -219,20 +221,11 @@ async def run_sweep(
 
 
 @o.with_connection_options
-@o.SINK
-@o.OUTBOX_SINK
-@o.SPAWN_SINK
-@o.TIMER_SINK
-@o.with_options(TuningOptions)
-@o.HUNG_SINK_GRACE
-@o.METRICS_ADDR
+@o.with_options(SinkChoice, TuningOptions, ServeOptions)
 @o.with_sink_own_options
-@o.FORMAT
-@o.CLOUDEVENTS_MODE
-@o.CLOUDEVENTS_SOURCE
+@o.with_options(FormatOptions)
 @o.SINK_OPTION
-@o.with_options(PacingOptions)
-@o.EVENTS_SINK
+@o.with_options(PacingOptions, EventsOptions)
 def sweep(
     ctx: typer.Context,
     once: Annotated[

@@ -32,13 +32,12 @@ on a cluster is a ``ConfigError``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, Self, TypeVar
+from typing import Any, Final, Self, TypeVar
 
-from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from relayd.config.core import CORE_OPTIONS
-from relayd.config.defaults import DEFAULTS, OPTION_NAMES
 from relayd.config.errors import describe_validation_error
 from relayd.config.host_port import parse_host_port
 from relayd.config.prefixes import expand_prefixes, require_hash_tags
@@ -90,44 +89,11 @@ _Declared: Any = settings_model("DeclaredSettings", CORE_OPTIONS, _SettingsBase)
 class Settings(_Declared):  # type: ignore[misc]  # its base is made from the declared options
     """Every relayd option (docs/configuration.md), validated; ``RELAYD_<NAME>`` for each.
 
-    Build it with ``load_settings`` (flags over the environment over the defaults). The defaults
-    come from ``relayd.config.defaults``; the credentials and files are read once, here, and kept out of
+    Build it with ``load_settings`` (flags over the environment over the defaults). Its fields,
+    their types, defaults and bounds come from the classes of ``relayd.config.core`` (``options``
+    gives each as its class); the credentials and files are read once, here, and kept out of
     ``repr``.
     """
-
-    model_config = SettingsConfigDict(env_prefix="RELAYD_", frozen=True, extra="forbid", case_sensitive=False)
-
-    redis_url: str = DEFAULTS.redis_url
-    # NoDecode: RELAYD_PREFIX is comma-separated text (``_split_prefixes``), not a JSON list.
-    prefix: Annotated[tuple[str, ...], NoDecode] = DEFAULTS.prefix
-    sink: str | None = DEFAULTS.sink
-    outbox_sink: str | None = DEFAULTS.outbox_sink
-    spawn_sink: str | None = DEFAULTS.spawn_sink
-    timer_sink: str | None = DEFAULTS.timer_sink
-    metrics_addr: str = DEFAULTS.metrics_addr
-    log_format: Literal["json", "console"] | None = DEFAULTS.log_format
-    log_level: Literal["debug", "info", "warning", "error"] = DEFAULTS.log_level
-    hung_sink_grace: Annotated[float, Field(ge=0, le=3600)] = DEFAULTS.hung_sink_grace
-    redis_username_file: Path | None = DEFAULTS.redis_username_file
-    redis_password_file: Path | None = DEFAULTS.redis_password_file
-    # The sentinels' own credentials (redis+sentinel://); the URL's and the files above are the master's.
-    sentinel_username_file: Path | None = DEFAULTS.sentinel_username_file
-    sentinel_password_file: Path | None = DEFAULTS.sentinel_password_file
-    redis_ca_file: Path | None = DEFAULTS.redis_ca_file
-    redis_cert_file: Path | None = DEFAULTS.redis_cert_file
-    redis_key_file: Path | None = DEFAULTS.redis_key_file
-    allow_plaintext: bool = DEFAULTS.allow_plaintext
-    # The operator console (relayd console): its own listener, loopback by default; the
-    # loopback-or-token rule is checked by the console itself, so other commands never trip on it.
-    console_addr: str = DEFAULTS.console_addr
-    console_token_file: Path | None = DEFAULTS.console_token_file
-    allow_actions: bool = DEFAULTS.allow_actions
-    # Most dead letters the console replays per second, so a replay never floods a sink.
-    console_replay_rate: Annotated[float, Field(gt=0, le=100_000)] = DEFAULTS.console_replay_rate
-    format: Literal["relayd", "cloudevents"] = DEFAULTS.format
-    cloudevents_mode: Literal["binary", "structured"] = DEFAULTS.cloudevents_mode
-    cloudevents_source: str = DEFAULTS.cloudevents_source
-    events_sink: str | None = DEFAULTS.events_sink
 
     # Read and checked in _check_and_read (the files' contents and the parsed URL), never shown.
     _address: RedisAddress | None = PrivateAttr(default=None)
@@ -379,5 +345,7 @@ def load_settings(**flags: Any) -> Settings:
 
 #: Every option ``load_settings`` takes: Settings' own, each built-in sink's, and ``sink_option``.
 ALL_OPTION_NAMES: Final = (
-    OPTION_NAMES | {name for cls in BUILT_IN_OPTIONS for name in option_names(cls)} | {"sink_option"}
+    {name for cls in CORE_OPTIONS for name in option_names(cls)}
+    | {name for cls in BUILT_IN_OPTIONS for name in option_names(cls)}
+    | {"sink_option"}
 )
