@@ -9,8 +9,9 @@ are forwarded; ``settings_from`` is the one place that decides.
 Each option is a Typer parameter (``Annotated[type, typer.Option(...)]`` with the
 ``rich_help_panel`` it is shown in) that a command takes by a decorator: ``@o.SINK`` above the
 command declares ``sink`` in the signature Typer reads, so the command's own parameters stay
-its own and it takes the shared ones as ``**_``. ``with_connection_options`` adds those of every
-command that connects to Redis.
+its own and it takes the shared ones as ``**_``. Each parameter is built from the option's
+declaration (``relayd.options``): ``@o.with_options(TuningOptions)`` declares every option of the
+class; ``with_connection_options`` adds those of every command that connects to Redis.
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ another sink's. The built-in families are listed in ``relayd.sinks.families``; t
 are command-line flags. A plugin's are set with ``--sink-option NAME.KEY=VALUE`` or
 ``RELAYD_<NAME>_<KEY>`` (docs/sinks.md).
 
-Light on purpose: the CLI imports these modules to build its flags, never a client library.
+An option is declared as every option of relayd is (``relayd.options``, re-exported here); what
+is a sink's own is ``content_of`` and the names of a plugin's options. Light on purpose: the CLI
+imports these modules to build its flags, never a client library.
 """
 
 from __future__ import annotations
