@@ -282,7 +282,11 @@ def test_the_cli_loads_no_command_s_dependencies_until_a_command_runs() -> None:
     code = "import sys, relayd.cli.app; print(' '.join(sorted(sys.modules)))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
-    assert sorted({m for m in loaded.stdout.split() if m in heavy or m.startswith(heavy_packages)}) == []
+    # The engine's options are declared beside it (relayd.engine.options): the CLI builds their
+    # flags from that module alone, which imports nothing else of the engine.
+    declaring = {"relayd.engine", "relayd.engine.options"}
+    found = {m for m in loaded.stdout.split() if m in heavy or m.startswith(heavy_packages)}
+    assert sorted(found - declaring) == []
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"]], ids=" ".join)

@@ -38,13 +38,13 @@ def acl(
     prefix: list[str] | None = None,
 ) -> None:
     """Print the Redis ACL rule (commands, key patterns, wake-up channels) relayd needs, and nothing more."""
-    from relayd.config.defaults import DEFAULTS
+    from relayd.config.connection import RedisOptions
     from relayd.config.prefixes import expand_prefixes
     from relayd.config.settings import read_secret_file
     from relayd.security.acl import acl_rule
 
     try:
-        prefixes = expand_prefixes(list(prefix or DEFAULTS.prefix))
+        prefixes = expand_prefixes(list(prefix or RedisOptions().prefix))
         password = read_secret_file("--password-file", password_file) if password_file else None
     except ValueError as exc:
         raise ConfigError(str(exc)) from None

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
 
-from relayd.config.defaults import DEFAULTS
+from relayd.engine.options import TuningOptions
 from relayd.errors import ConfigError
+from relayd.sinks.options import FormatOptions
 from relayd.sinks.webhook.options import WebhookOptions
 
 if TYPE_CHECKING:
@@ -75,10 +76,12 @@ def bench(  # noqa: PLR0917 - Typer passes one keyword per option
             show_default=True,
             help="What the relay's sink sends: the relayd/1 envelope or CloudEvents.",
         ),
-    ] = DEFAULTS.format,
+    ] = FormatOptions().format,
     backlog: Annotated[int, _opt("BACKLOG", "Entries seeded per kind.", min=1)] = 100_000,
     kinds: Annotated[str, _opt("KINDS", "Kinds to drain, comma-separated.")] = "outbox,spawn,timer",
-    batch: Annotated[int, _opt("BATCH", "Entries per read and per sink call.", min=1)] = DEFAULTS.batch,
+    batch: Annotated[
+        int, _opt("BATCH", "Entries per read and per sink call.", min=1)
+    ] = TuningOptions().batch,
     baseline: Annotated[
         bool, _opt("BASELINE", "Also drain an identical backlog the incumbent's way.")
     ] = True,

@@ -5,15 +5,13 @@ from __future__ import annotations
 import typer
 
 from relayd.cli import options as o
+from relayd.console.options import ConsoleServeOptions
 from relayd.errors import ConfigError
 from relayd.extras import install_command
 
 
 @o.with_connection_options
-@o.CONSOLE_ADDR
-@o.CONSOLE_TOKEN_FILE
-@o.ALLOW_ACTIONS
-@o.CONSOLE_REPLAY_RATE
+@o.with_options(ConsoleServeOptions)
 def console(ctx: typer.Context, **_: object) -> None:
     """Serve the web console: backlog, dead letters, timers; replay and purge with --allow-actions."""
     try:

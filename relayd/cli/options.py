@@ -7,49 +7,60 @@ is what ``show_envvar`` documents and what type-checks it early), but only comma
 are forwarded; ``settings_from`` is the one place that decides.
 
 Each option is a Typer parameter (``Annotated[type, typer.Option(...)]`` with the
-``rich_help_panel`` it is shown in) that a command takes by a decorator: ``@o.BATCH`` above the
-command declares ``batch`` in the signature Typer reads, so the command's own parameters stay
-its own and it takes the shared ones as ``**_``. ``with_connection_options`` adds those of every
-command that connects to Redis.
+``rich_help_panel`` it is shown in) that a command takes by a decorator: ``@o.SINK`` above the
+command declares ``sink`` in the signature Typer reads, so the command's own parameters stay
+its own and it takes the shared ones as ``**_``. Each parameter is built from the option's
+declaration (``relayd.options``): ``@o.with_options(TuningOptions)`` declares every option of the
+class; ``with_connection_options`` adds those of every command that connects to Redis.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from dataclasses import Field, dataclass, fields
+from dataclasses import Field, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import typer
 
-from relayd.config.defaults import DEFAULTS, OPTION_NAMES, Defaults
-from relayd.sinks import own_options
+from relayd import options as declaring
+from relayd.config.connection import RedisOptions
+from relayd.config.core import CORE_OPTIONS
+from relayd.console.options import ConsoleServeOptions
+from relayd.observability.options import LogOptions
 from relayd.sinks.families import BUILT_IN_OPTIONS
 
 if TYPE_CHECKING:
     from relayd.config.settings import Settings
 
-REDIS = "Redis"
-SINKS = own_options.SINKS
-TUNING = "Tuning"
-OBSERVE = "Logs and metrics"
-SECURITY = own_options.SECURITY
-CONSOLE = "Console"
+REDIS = declaring.REDIS
+SINKS = declaring.SINKS
+TUNING = declaring.TUNING
+OBSERVE = declaring.OBSERVE
+SECURITY = declaring.SECURITY
+CONSOLE = declaring.CONSOLE
 
 #: The panels of a command's help after its arguments and own options (and --help), in this
 #: order: where it connects first, then the rest; a panel with nothing of the command in it is
 #: not shown.
-PANELS = (REDIS, CONSOLE, SINKS, TUNING, OBSERVE, SECURITY)
+PANELS = declaring.PANELS
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-#: The value type of an option by the annotation of its ``Defaults`` field (``X | None`` as ``X``);
-#: any other field (text, choices) is read as text and checked by ``Settings``.
+#: The value type of an option by the annotation of its field (``X | None`` as ``X``); any other
+#: field (text, choices) is read as text and checked by ``Settings``.
 _VALUE_TYPES: Final[dict[str, type]] = {"int": int, "float": float, "Path": Path, "bool": bool}
-#: Each field's annotation as written (``relayd.config.defaults`` defers them): read as text, since
-#: evaluating them (``typing.get_type_hints``) would add to every command's start.
-_FIELD_TYPES: Final = {field.name: str(field.type).removesuffix(" | None") for field in fields(Defaults)}
+
+
+def _value_type(field: Field[Any]) -> Any:
+    """The value type of the option of ``field``: its annotation as written, read as text (the
+    declaring modules defer them), since evaluating them (``typing.get_type_hints``) would add
+    to every command's start."""
+    written = field.type.__name__ if isinstance(field.type, type) else str(field.type)
+    return _VALUE_TYPES.get(written.removesuffix(" | None"), str)
+
+
 #: Where ``declare`` keeps the options already declared on a command.
 _DECLARED: Final = "__relayd_options__"
 
@@ -94,188 +105,6 @@ def declare(command: _F, options: Iterable[SharedOption]) -> _F:
     return command
 
 
-def _option(name: str, help_text: str, panel: str, **extra: Any) -> SharedOption:
-    """``--name`` read from ``RELAYD_NAME``, None unless given, showing ``DEFAULTS.name`` in help.
-
-    Its value type (int, float, a file path, a switch, else text) comes from the annotation of
-    ``Defaults.name``.
-    """
-    default = getattr(DEFAULTS, name)
-    shown: str | bool = str(default) if default not in (None, (), False) else False
-    if isinstance(default, tuple):
-        shown = ",".join(default)
-    value_type: Any = _VALUE_TYPES.get(_FIELD_TYPES[name], str)
-    declaration = typer.Option(
-        f"--{name.replace('_', '-')}",
-        envvar=f"RELAYD_{name.upper()}",
-        show_envvar=True,
-        show_default=shown,
-        help=help_text,
-        rich_help_panel=panel,
-        **extra,
-    )
-    if value_type is bool:  # a switch: off unless given (its variable: true/false, 1/0, ...)
-        return SharedOption(name, Annotated[bool, declaration], False, panel)
-    if isinstance(default, tuple):  # repeatable
-        return SharedOption(name, Annotated[list[value_type] | None, declaration], None, panel)
-    return SharedOption(name, Annotated[value_type | None, declaration], None, panel)
-
-
-def _flag(name: str, help_text: str, panel: str) -> SharedOption:
-    """``--name``, off unless given (its variable: ``true``/``false``, ``1``/``0``)."""
-    if _FIELD_TYPES[name] != "bool":
-        raise TypeError(f"{name} is not a switch in relayd.config.defaults")
-    return _option(name, help_text, panel)
-
-
-REDIS_URL = _option(
-    "redis_url",
-    "Redis URL: redis://, rediss:// (verified TLS), redis+cluster://, rediss+cluster:// (any seed "
-    "node), redis+sentinel://HOST:PORT,HOST:PORT/SERVICE/DB (sentinels), rediss+sentinel://.",
-    REDIS,
-)
-PREFIX = _option(
-    "prefix",
-    "Key prefix to relay; repeatable (env: comma-separated). "
-    "'{shard-0..31}' expands to 32 hash-tagged prefixes.",
-    REDIS,
-)
-SINK = _option("sink", "Sink for every kind not given its own: log, jsonl:PATH, ...", SINKS)
-OUTBOX_SINK = _option("outbox_sink", "Sink for outbox events (default: --sink).", SINKS)
-SPAWN_SINK = _option("spawn_sink", "Sink for spawn intents (default: --sink).", SINKS)
-TIMER_SINK = _option("timer_sink", "Sink for due timers (default: --sink).", SINKS)
-BATCH = _option("batch", "Most entries of each kind read per poll.", TUNING)
-POLL_INTERVAL = _option("poll_interval", "Longest wait between polls when idle, in seconds.", TUNING)
-RETRY_BASE = _option(
-    "retry_base", "First retry delay in seconds; it doubles per attempt, with jitter.", TUNING
-)
-RETRY_CAP = _option(
-    "retry_cap", "Longest retry delay in seconds (a sink's Retry-After may exceed it).", TUNING
-)
-MAX_ATTEMPTS = _option("max_attempts", "Attempts before an entry is dead-lettered.", TUNING)
-BREAKER_THRESHOLD = _option(
-    "breaker_threshold",
-    "Failed entries over 2+ targets, no success between, that open a sink's breaker (0: never).",
-    SINKS,
-)
-BREAKER_COOLDOWN_CAP = _option(
-    "breaker_cooldown_cap", "Longest wait in seconds of an open sink breaker before its probe.", SINKS
-)
-SINK_RATE = _option("sink_rate", "Most entries a second delivered to each sink (0: unlimited).", SINKS)
-EVENTS_SINK = _option(
-    "events_sink", "Sink spec receiving a CloudEvent per breaker change, dead letter, pause, takeover.", SINKS
-)
-SINK_RATE_SCOPE = _option(
-    "sink_rate_scope",
-    "process: each process's own --sink-rate; cluster: one for every replica, in Redis.",
-    SINKS,
-)
-SINK_RATE_FALLBACK = _option(
-    "sink_rate_fallback",
-    "With --sink-rate-scope cluster, while Redis fails: process (own limit) or hold (no delivery).",
-    SINKS,
-)
-LEASE_TTL = _option(
-    "lease_ttl", "Lease time-to-live per prefix in seconds (renewed every third of it).", TUNING
-)
-WAKE = SharedOption(
-    "wake",
-    Annotated[
-        bool | None,
-        typer.Option(
-            "--wake/--no-wake",
-            envvar="RELAYD_WAKE",
-            show_envvar=True,
-            show_default="on",
-            help="Wake an idle prefix at once on new work, from keyspace notifications when the "
-            "server publishes them (notify-keyspace-events Khz); polling goes on regardless.",
-            rich_help_panel=TUNING,
-        ),
-    ],
-    None,
-    TUNING,
-)
-SHUTDOWN_GRACE = _option("shutdown_grace", "Seconds a shutdown may take after SIGTERM/SIGINT.", TUNING)
-HUNG_SINK_GRACE = _option(
-    "hung_sink_grace",
-    "Seconds a sink call may run past its sink's own timeout before /healthz fails (503).",
-    OBSERVE,
-)
-METRICS_ADDR = _option(
-    "metrics_addr",
-    "HOST:PORT for /metrics, /healthz, /readyz (loopback by default; 0.0.0.0:9464 in containers).",
-    OBSERVE,
-)
-LOG_FORMAT = _option("log_format", "json or console (default: json unless stderr is a terminal).", OBSERVE)
-LOG_LEVEL = _option("log_level", "debug, info, warning or error.", OBSERVE)
-_STRIPPED_WATCHED = own_options.STRIPPED_WATCHED
-REDIS_USERNAME_FILE = _option(
-    "redis_username_file", f"File holding the Redis ACL username ({_STRIPPED_WATCHED}).", SECURITY
-)
-REDIS_PASSWORD_FILE = _option(
-    "redis_password_file", f"File holding the Redis password ({_STRIPPED_WATCHED}).", SECURITY
-)
-SENTINEL_USERNAME_FILE = _option(
-    "sentinel_username_file",
-    f"File holding the Sentinel ACL username (redis+sentinel://; {_STRIPPED_WATCHED}).",
-    SECURITY,
-)
-SENTINEL_PASSWORD_FILE = _option(
-    "sentinel_password_file",
-    f"File holding the sentinels' password (redis+sentinel://; {_STRIPPED_WATCHED}).",
-    SECURITY,
-)
-REDIS_CA_FILE = _option(
-    "redis_ca_file",
-    "PEM CA bundle trusted for rediss:// instead of the system store (re-read when it changes).",
-    SECURITY,
-)
-REDIS_CERT_FILE = _option(
-    "redis_cert_file",
-    "PEM client certificate for mutual TLS (with --redis-key-file; re-read when it changes).",
-    SECURITY,
-)
-REDIS_KEY_FILE = _option(
-    "redis_key_file",
-    "PEM client key for mutual TLS (with --redis-cert-file; re-read when it changes).",
-    SECURITY,
-)
-ALLOW_PLAINTEXT = _flag(
-    "allow_plaintext",
-    "Permit plaintext (Redis, a broker, an http:// webhook) to a non-loopback host (never with "
-    "credentials, save a webhook's: a service mesh encrypts the hop).",
-    SECURITY,
-)
-FORMAT = _option(
-    "format", "What every sink sends: relayd (the relayd/1 envelope) or cloudevents (CloudEvents 1.0).", SINKS
-)
-CLOUDEVENTS_MODE = _option(
-    "cloudevents_mode",
-    "CloudEvents content mode where the transport has headers (webhook, kafka, nats, amqp): "
-    "binary or structured.",
-    SINKS,
-)
-CLOUDEVENTS_SOURCE = _option(
-    "cloudevents_source", "CloudEvents 'source' URI; '{prefix}' is filled in per prefix.", SINKS
-)
-
-CONSOLE_ADDR = _option(
-    "console_addr",
-    "HOST:PORT the console listens on (loopback by default; any other host needs a token file).",
-    CONSOLE,
-)
-CONSOLE_TOKEN_FILE = _option(
-    "console_token_file",
-    f"File holding the console's access token (compared in constant time; {_STRIPPED_WATCHED}).",
-    CONSOLE,
-)
-ALLOW_ACTIONS = _flag(
-    "allow_actions", "Let the console replay and purge dead letters (read-only otherwise).", CONSOLE
-)
-CONSOLE_REPLAY_RATE = _option(
-    "console_replay_rate", "Most dead letters the console replays per second.", CONSOLE
-)
-
 SINK_OPTION = SharedOption(
     "sink_option",
     Annotated[
@@ -292,49 +121,66 @@ SINK_OPTION = SharedOption(
 )
 
 
-def _own_option(cls: type, field: Field[Any], value_type: Any) -> SharedOption:
-    """The flag of one option of a sink's options class (``relayd.sinks.own_options``)."""
-    name, default, panel = own_options.option_name(cls, field.name), field.default, field.metadata["panel"]
+def declared_option(cls: type, field: Field[Any]) -> SharedOption:
+    """The flag of one option of an options class (``relayd.options``): a core class's or a sink's."""
+    name, panel = declaring.option_name(cls, field.name), field.metadata["panel"]
+    flag = declaring.flag(cls, field.name)
+    if field.metadata.get("negatable"):
+        flag = f"{flag}/--no-{flag.removeprefix('--')}"
     declaration = typer.Option(
-        own_options.flag(cls, field.name),
-        envvar=own_options.envvar(cls, field.name),
+        flag,
+        envvar=declaring.envvar(cls, field.name),
         show_envvar=True,
-        show_default=str(default) if default not in (None, False) else False,
+        show_default=declaring.shown_default(field),
         help=field.metadata["help"],
         rich_help_panel=panel,
     )
-    if value_type is bool:
+    value_type: Any = _value_type(field)
+    if value_type is bool and field.metadata.get("negatable"):  # unset unless given, either way
+        return SharedOption(name, Annotated[bool | None, declaration], None, panel)
+    if value_type is bool:  # a switch: off unless given (its variable: true/false, 1/0, ...)
         return SharedOption(name, Annotated[bool, declaration], False, panel)
+    if field.metadata.get("repeatable"):
+        return SharedOption(name, Annotated[list[value_type] | None, declaration], None, panel)
     return SharedOption(name, Annotated[value_type | None, declaration], None, panel)
+
+
+def declared_options(cls: type) -> tuple[SharedOption, ...]:
+    """A flag per option of ``cls``, in declaration order."""
+    return tuple(declared_option(cls, field) for field in declaring.declared(cls))
+
+
+def with_options(*classes: type) -> Callable[[_F], _F]:
+    """Declare every option of ``classes`` (``relayd.config.core``) on a command."""
+    shared = tuple(option for cls in classes for option in declared_options(cls))
+    return lambda command: declare(command, shared)
+
+
+def option_of(cls: type, name: str) -> SharedOption:
+    """The flag of option ``name`` of ``cls``, for a command that takes it alone."""
+    (field,) = (field for field in declaring.declared(cls) if field.name == name)
+    return declared_option(cls, field)
+
+
+#: The options a command takes alone (the others come by class, ``with_options``).
+PREFIX = option_of(RedisOptions, "prefix")
+LOG_LEVEL = option_of(LogOptions, "log_level")
+CONSOLE_ADDR = option_of(ConsoleServeOptions, "console_addr")
 
 
 def _own_options() -> tuple[SharedOption, ...]:
     """A flag per option of every built-in sink family (``relayd.sinks.families``), in order."""
-    import typing
-
-    declared: list[SharedOption] = []
-    for cls in BUILT_IN_OPTIONS:
-        hints = typing.get_type_hints(cls)
-        for field in own_options.declared(cls):
-            value_type = _plain_type(hints[field.name])
-            declared.append(_own_option(cls, field, _VALUE_TYPES.get(value_type.__name__, str)))
-    return tuple(declared)
-
-
-def _plain_type(annotation: Any) -> Any:
-    """``X`` of ``X | None`` and of ``Annotated[X, ...]`` (a Literal reads as text)."""
-    import typing
-
-    args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
-    if typing.get_origin(annotation) is not None and len(args) == 1:
-        return _plain_type(args[0])
-    return annotation if isinstance(annotation, type) else str
+    return tuple(option for cls in BUILT_IN_OPTIONS for option in declared_options(cls))
 
 
 #: The flags of the built-in sinks' own options: ``relayd sweep`` takes them all.
 SINK_OWN_OPTIONS: Final = _own_options()
 #: Every option name a command may forward to ``load_settings``.
-ALL_OPTION_NAMES: Final = OPTION_NAMES | {option.name for option in SINK_OWN_OPTIONS} | {SINK_OPTION.name}
+ALL_OPTION_NAMES: Final = (
+    {name for cls in CORE_OPTIONS for name in declaring.option_names(cls)}
+    | {option.name for option in SINK_OWN_OPTIONS}
+    | {SINK_OPTION.name}
+)
 
 
 def with_sink_own_options(command: _F) -> _F:
@@ -343,20 +189,7 @@ def with_sink_own_options(command: _F) -> _F:
 
 
 #: What every command that connects to Redis takes: where, how to log, which credentials and TLS.
-CONNECTION_OPTIONS: tuple[SharedOption, ...] = (
-    REDIS_URL,
-    PREFIX,
-    LOG_FORMAT,
-    LOG_LEVEL,
-    REDIS_USERNAME_FILE,
-    REDIS_PASSWORD_FILE,
-    SENTINEL_USERNAME_FILE,
-    SENTINEL_PASSWORD_FILE,
-    REDIS_CA_FILE,
-    REDIS_CERT_FILE,
-    REDIS_KEY_FILE,
-    ALLOW_PLAINTEXT,
-)
+CONNECTION_OPTIONS: Final = (*declared_options(RedisOptions), *declared_options(LogOptions))
 
 
 def with_connection_options(command: _F) -> _F:
@@ -390,9 +223,11 @@ def check_environment(ctx: typer.Context, settings: Settings) -> None:
     from relayd.config.environment import unknown_variable_error
     from relayd.errors import ConfigError
 
-    known = {f"RELAYD_{name.upper()}" for name in OPTION_NAMES} | _command_variables(ctx.find_root().command)
+    known = _command_variables(ctx.find_root().command)
     known |= {
-        own_options.envvar(cls, item.name) for cls in BUILT_IN_OPTIONS for item in own_options.declared(cls)
+        declaring.envvar(cls, item.name)
+        for cls in (*CORE_OPTIONS, *BUILT_IN_OPTIONS)
+        for item in declaring.declared(cls)
     }
 
     def plugin_prefixes() -> list[str]:

@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from relayd.cli import options as o
+from relayd.engine.options import PacingOptions, TuningOptions
+from relayd.observability.options import EventsOptions, ServeOptions
+from relayd.sinks.options import FormatOptions, SinkChoice
 
 if TYPE_CHECKING:
     import asyncio
@@ -218,31 +221,11 @@ async def run_sweep(
 
 
 @o.with_connection_options
-@o.SINK
-@o.OUTBOX_SINK
-@o.SPAWN_SINK
-@o.TIMER_SINK
-@o.BATCH
-@o.POLL_INTERVAL
-@o.MAX_ATTEMPTS
-@o.RETRY_BASE
-@o.RETRY_CAP
-@o.LEASE_TTL
-@o.WAKE
-@o.SHUTDOWN_GRACE
-@o.HUNG_SINK_GRACE
-@o.METRICS_ADDR
+@o.with_options(SinkChoice, TuningOptions, ServeOptions)
 @o.with_sink_own_options
-@o.FORMAT
-@o.CLOUDEVENTS_MODE
-@o.CLOUDEVENTS_SOURCE
+@o.with_options(FormatOptions)
 @o.SINK_OPTION
-@o.BREAKER_THRESHOLD
-@o.BREAKER_COOLDOWN_CAP
-@o.SINK_RATE
-@o.SINK_RATE_SCOPE
-@o.SINK_RATE_FALLBACK
-@o.EVENTS_SINK
+@o.with_options(PacingOptions, EventsOptions)
 def sweep(
     ctx: typer.Context,
     once: Annotated[

@@ -1,6 +1,8 @@
 """relayd's configuration: every option, where its value comes from, and the rules it must pass.
 
-- ``defaults``: every option's default, importing nothing (``relayd --help`` reads them).
+- ``core``: the classes declaring the core options (``relayd.options``), each beside its reader.
+- ``connection``: the Redis options (URL, prefixes, credentials and TLS files).
+- ``defaults``: every core option's default, gathered from those classes (for the tests).
 - ``settings``: ``Settings``, the options read from flags and ``RELAYD_*`` variables and checked.
 - ``sink_settings``: a sink's own options (and a plugin's), loaded the same way.
 - ``errors``: a validation error as the one line relayd prints for a bad option.

@@ -32,12 +32,12 @@ on a cluster is a ``ConfigError``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, Self
+from typing import Any, Final, Self, TypeVar
 
-from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from relayd.config.defaults import DEFAULTS, OPTION_NAMES
+from relayd.config.core import CORE_OPTIONS
 from relayd.config.errors import describe_validation_error
 from relayd.config.host_port import parse_host_port
 from relayd.config.prefixes import expand_prefixes, require_hash_tags
@@ -47,11 +47,12 @@ from relayd.config.sink_settings import (
     load_own_options,
     load_plugin_options,
     option_names,
+    settings_model,
     split_sink_option,
 )
-from relayd.engine.breaker import BreakerPolicy
-from relayd.engine.options import SweepOptions
+from relayd.engine.options import PacingOptions, SweepOptions, TuningOptions
 from relayd.errors import ConfigError
+from relayd.options import values_of
 from relayd.security.material import WatchedFile, pem_file, secret_file
 from relayd.security.secret import Secret
 from relayd.sinks import cloudevents
@@ -68,70 +69,31 @@ def read_secret_file(option: str, path: Path) -> str:
 _CREDENTIAL_FILES: Final = frozenset(
     {"--redis-username-file", "--redis-password-file", "--sentinel-username-file", "--sentinel-password-file"}
 )
+T = TypeVar("T")
+
 #: What a sweep without a sink is told: nothing is relayed (or acked) until a sink is named.
 NO_SINK_HINT: Final = (
     "name one with --sink or RELAYD_SINK (e.g. --sink jsonl:relayd.jsonl, or --sink log to log "
     "every entry and ack it)"
 )
-#: Constraints of the numeric options (checked by pydantic, named in the error).
-Batch = Annotated[int, Field(ge=1, le=100_000)]
-Seconds = Annotated[float, Field(gt=0, le=3600)]
 
 
-class Settings(BaseSettings):
-    """Every relayd option (docs/configuration.md), validated; ``RELAYD_<NAME>`` for each.
-
-    Build it with ``load_settings`` (flags over the environment over the defaults). The defaults
-    come from ``relayd.config.defaults``; the credentials and files are read once, here, and kept out of
-    ``repr``.
-    """
-
+class _SettingsBase(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RELAYD_", frozen=True, extra="forbid", case_sensitive=False)
 
-    redis_url: str = DEFAULTS.redis_url
-    # NoDecode: RELAYD_PREFIX is comma-separated text (``_split_prefixes``), not a JSON list.
-    prefix: Annotated[tuple[str, ...], NoDecode] = DEFAULTS.prefix
-    sink: str | None = DEFAULTS.sink
-    outbox_sink: str | None = DEFAULTS.outbox_sink
-    spawn_sink: str | None = DEFAULTS.spawn_sink
-    timer_sink: str | None = DEFAULTS.timer_sink
-    batch: Batch = DEFAULTS.batch
-    poll_interval: Seconds = DEFAULTS.poll_interval
-    max_attempts: Annotated[int, Field(ge=1)] = DEFAULTS.max_attempts
-    retry_base: Seconds = DEFAULTS.retry_base
-    retry_cap: Annotated[float, Field(gt=0, le=86400)] = DEFAULTS.retry_cap
-    metrics_addr: str = DEFAULTS.metrics_addr
-    lease_ttl: Annotated[float, Field(ge=0.3, le=3600)] = DEFAULTS.lease_ttl
-    wake: bool = DEFAULTS.wake
-    log_format: Literal["json", "console"] | None = DEFAULTS.log_format
-    log_level: Literal["debug", "info", "warning", "error"] = DEFAULTS.log_level
-    shutdown_grace: Annotated[float, Field(ge=0, le=3600)] = DEFAULTS.shutdown_grace
-    hung_sink_grace: Annotated[float, Field(ge=0, le=3600)] = DEFAULTS.hung_sink_grace
-    redis_username_file: Path | None = DEFAULTS.redis_username_file
-    redis_password_file: Path | None = DEFAULTS.redis_password_file
-    # The sentinels' own credentials (redis+sentinel://); the URL's and the files above are the master's.
-    sentinel_username_file: Path | None = DEFAULTS.sentinel_username_file
-    sentinel_password_file: Path | None = DEFAULTS.sentinel_password_file
-    redis_ca_file: Path | None = DEFAULTS.redis_ca_file
-    redis_cert_file: Path | None = DEFAULTS.redis_cert_file
-    redis_key_file: Path | None = DEFAULTS.redis_key_file
-    allow_plaintext: bool = DEFAULTS.allow_plaintext
-    # The operator console (relayd console): its own listener, loopback by default; the
-    # loopback-or-token rule is checked by the console itself, so other commands never trip on it.
-    console_addr: str = DEFAULTS.console_addr
-    console_token_file: Path | None = DEFAULTS.console_token_file
-    allow_actions: bool = DEFAULTS.allow_actions
-    # Most dead letters the console replays per second, so a replay never floods a sink.
-    console_replay_rate: Annotated[float, Field(gt=0, le=100_000)] = DEFAULTS.console_replay_rate
-    format: Literal["relayd", "cloudevents"] = DEFAULTS.format
-    cloudevents_mode: Literal["binary", "structured"] = DEFAULTS.cloudevents_mode
-    cloudevents_source: str = DEFAULTS.cloudevents_source
-    breaker_threshold: Annotated[int, Field(ge=0, le=1_000_000)] = DEFAULTS.breaker_threshold
-    breaker_cooldown_cap: Seconds = DEFAULTS.breaker_cooldown_cap
-    sink_rate: Annotated[float, Field(ge=0, le=10_000_000)] = DEFAULTS.sink_rate
-    sink_rate_scope: Literal["process", "cluster"] = DEFAULTS.sink_rate_scope
-    sink_rate_fallback: Literal["process", "hold"] = DEFAULTS.sink_rate_fallback
-    events_sink: str | None = DEFAULTS.events_sink
+
+#: A field per option of the core classes (``relayd.config.core``): their types, defaults and bounds.
+_Declared: Any = settings_model("DeclaredSettings", CORE_OPTIONS, _SettingsBase)
+
+
+class Settings(_Declared):  # type: ignore[misc]  # its base is made from the declared options
+    """Every relayd option (docs/configuration.md), validated; ``RELAYD_<NAME>`` for each.
+
+    Build it with ``load_settings`` (flags over the environment over the defaults). Its fields,
+    their types, defaults and bounds come from the classes of ``relayd.config.core`` (``options``
+    gives each as its class); the credentials and files are read once, here, and kept out of
+    ``repr``.
+    """
 
     # Read and checked in _check_and_read (the files' contents and the parsed URL), never shown.
     _address: RedisAddress | None = PrivateAttr(default=None)
@@ -315,23 +277,13 @@ class Settings(BaseSettings):
             raise ConfigError(f"no sink for {', '.join(missing)} entries: {NO_SINK_HINT}")
         return {kind: spec for kind, spec in specs.items() if spec is not None}
 
+    def options(self, cls: type[T]) -> T:
+        """The options of core class ``cls`` (``relayd.config.core``) as set: ``TuningOptions``, …"""
+        return values_of(cls, self)
+
     def sweep_options(self, *, once: bool = False) -> SweepOptions:
-        return SweepOptions(
-            prefixes=self.prefix,
-            batch=self.batch,
-            poll_interval_s=self.poll_interval,
-            max_attempts=self.max_attempts,
-            backoff_base_s=self.retry_base,
-            backoff_cap_s=max(self.retry_cap, self.retry_base),
-            lease_ttl_s=self.lease_ttl,
-            shutdown_grace_s=self.shutdown_grace,
-            once=once,
-            wake=self.wake,
-            breaker=BreakerPolicy(threshold=self.breaker_threshold, cooldown_cap_s=self.breaker_cooldown_cap),
-            sink_rate_per_s=self.sink_rate,
-            sink_rate_scope=self.sink_rate_scope,
-            sink_rate_fallback=self.sink_rate_fallback,
-        )
+        tuning, pacing = self.options(TuningOptions), self.options(PacingOptions)
+        return SweepOptions.of(tuning, pacing, prefixes=self.prefix, once=once)
 
     def sink_options(self) -> SinkOptions:
         """The options every sink shares; each sink's own come through ``own_options``."""
@@ -393,5 +345,7 @@ def load_settings(**flags: Any) -> Settings:
 
 #: Every option ``load_settings`` takes: Settings' own, each built-in sink's, and ``sink_option``.
 ALL_OPTION_NAMES: Final = (
-    OPTION_NAMES | {name for cls in BUILT_IN_OPTIONS for name in option_names(cls)} | {"sink_option"}
+    {name for cls in CORE_OPTIONS for name in option_names(cls)}
+    | {name for cls in BUILT_IN_OPTIONS for name in option_names(cls)}
+    | {"sink_option"}
 )

@@ -20,7 +20,7 @@ from functools import cache
 from typing import Any
 
 from pydantic import Field, ValidationError, create_model
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from relayd.config.errors import describe_validation_error
 from relayd.errors import ConfigError
@@ -127,16 +127,27 @@ def split_sink_option(text: str) -> tuple[str, str, str]:
 @cache
 def _model(cls: type) -> type[BaseSettings]:
     """A pydantic-settings model of ``cls``'s options: one field per option, named as the option."""
-    hints = typing.get_type_hints(cls, include_extras=True)
+    return settings_model(f"{cls.__name__}Settings", (cls,), _OwnOptionsBase)
+
+
+def settings_model(name: str, classes: tuple[type, ...], base: type[BaseSettings]) -> type[BaseSettings]:
+    """A pydantic-settings model ``name`` on ``base`` with a field per option of ``classes``, in order.
+
+    Each field has the option's type and default, its bounds (``constraints``), and a repeatable
+    option is a tuple read from comma-separated text (its validator is the model's own).
+    """
     fields: dict[str, Any] = {}
-    for item in declared(cls):
-        annotation = hints[item.name]
-        bounds = item.metadata["constraints"]
-        if bounds:
-            annotation = _bounded(annotation, bounds)
-        fields[option_name(cls, item.name)] = (annotation, item.default)
-    model: type[BaseSettings] = create_model(f"{cls.__name__}Settings", __base__=_OwnOptionsBase, **fields)
-    return model
+    for cls in classes:
+        hints = typing.get_type_hints(cls, include_extras=True)
+        for item in declared(cls):
+            annotation = hints[item.name]
+            bounds = item.metadata["constraints"]
+            if bounds:
+                annotation = _bounded(annotation, bounds)
+            if item.metadata.get("repeatable"):
+                annotation = typing.Annotated[annotation, NoDecode]
+            fields[option_name(cls, item.name)] = (annotation, item.default)
+    return typing.cast("type[BaseSettings]", create_model(name, __base__=base, **fields))
 
 
 def _bounded(annotation: Any, bounds: dict[str, float]) -> Any:

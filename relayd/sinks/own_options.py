@@ -13,7 +13,9 @@ another sink's. The built-in families are listed in ``relayd.sinks.families``; t
 are command-line flags. A plugin's are set with ``--sink-option NAME.KEY=VALUE`` or
 ``RELAYD_<NAME>_<KEY>`` (docs/sinks.md).
 
-Light on purpose: the CLI imports these modules to build its flags, never a client library.
+An option is declared as every option of relayd is (``relayd.options``, re-exported here); what
+is a sink's own is ``content_of`` and the names of a plugin's options. Light on purpose: the CLI
+imports these modules to build its flags, never a client library.
 """
 
 from __future__ import annotations
@@ -21,40 +23,37 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-#: The ``--help`` panels a sink option may be shown in (the CLI's own names for them).
-SINKS: Final = "Sinks"
-SECURITY: Final = "Credentials and TLS"
-#: What the help of a watched secret file says about how it is read (docs/sinks.md, "Secret files").
-STRIPPED_WATCHED: Final = "surrounding whitespace stripped; re-read when it changes"
+# How any option is declared and named (``relayd.options``), as a sink's options module uses it.
+from relayd.options import (
+    SECURITY,
+    SINKS,
+    STRIPPED_WATCHED,
+    FileReader,
+    declared,
+    envvar,
+    flag,
+    option,
+    option_name,
+)
 
-#: Reads an option's file into a watched file (``relayd.security.material``), or only checks it (None):
-#: ``reader(option, path, values)``, ``values`` the loaded options by field name.
-FileReader = Callable[[str, Path, dict[str, Any]], Any]
-
-
-def option(
-    default: Any,
-    help_text: str,
-    *,
-    panel: str = SINKS,
-    reads: FileReader | None = None,
-    secret: bool = False,
-    constraints: dict[str, float] | None = None,
-    **extra: str,
-) -> Any:
-    """A dataclass field that is an option: its default, its help, and how its file is read.
-
-    ``reads`` makes a file option watched (the file read at start-up and again when it
-    changes); ``secret`` keeps what it holds out of every log line; ``constraints`` are
-    pydantic's numeric bounds (``gt``, ``ge``, ``le``), checked when the option is loaded.
-    ``extra`` is the sink's own metadata (the kafka sink's ``librdkafka`` setting name).
-    """
-    metadata = {"help": help_text, "panel": panel, "reads": reads, "secret": secret}
-    return dataclasses.field(
-        default=default, metadata={**extra, **metadata, "constraints": constraints or {}}
-    )
+__all__ = [
+    "SECURITY",
+    "SINKS",
+    "STRIPPED_WATCHED",
+    "FileReader",
+    "content_of",
+    "contents",
+    "declared",
+    "envvar",
+    "flag",
+    "option",
+    "option_name",
+    "plugin_flag",
+    "readable_file",
+    "watched",
+]
 
 
 def content_of(field_name: str, view: Callable[[Any, dict[str, Any]], Any] | None = None) -> Any:
@@ -67,35 +66,14 @@ def content_of(field_name: str, view: Callable[[Any, dict[str, Any]], Any] | Non
     return dataclasses.field(default=None, repr=False, compare=False, metadata=metadata)
 
 
-def declared(cls: type) -> Iterator[dataclasses.Field[Any]]:
-    """The fields of ``cls`` that are options, in declaration order."""
-    return (field for field in dataclasses.fields(cls) if "help" in field.metadata)
-
-
 def contents(cls: type) -> Iterator[dataclasses.Field[Any]]:
     """The fields of ``cls`` that carry a file's content (``content_of``)."""
     return (field for field in dataclasses.fields(cls) if "content_of" in field.metadata)
 
 
-def option_name(cls: type, field_name: str) -> str:
-    """The option's name: ``kafka_ca_file`` for field ``ca_file`` of prefix ``kafka``."""
-    prefix = str(getattr(cls, "prefix", "")).replace("-", "_")
-    return f"{prefix}_{field_name}" if prefix else field_name
-
-
-def flag(cls: type, field_name: str) -> str:
-    """The command-line flag: ``--kafka-ca-file``."""
-    return "--" + option_name(cls, field_name).replace("_", "-")
-
-
 def plugin_flag(cls: type, field_name: str) -> str:
     """A plugin's option as the operator sets it, for messages, ``/readyz`` and the metric's label."""
     return f"--sink-option {getattr(cls, 'prefix', '')}.{field_name}"
-
-
-def envvar(cls: type, field_name: str) -> str:
-    """The environment variable: ``RELAYD_KAFKA_CA_FILE``."""
-    return "RELAYD_" + option_name(cls, field_name).upper()
 
 
 def watched(read: Callable[[str, Path], Any]) -> FileReader:
