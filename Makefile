@@ -1,8 +1,12 @@
 # The same commands .ci/run uses, one target each.
-.PHONY: install lint typecheck test test-fast model bench image ci
+.PHONY: install generate lint typecheck test test-fast model bench image ci
 
 install:
 	python -m pip install -e '.[test,dev]'
+
+# store/redis_store.py from store/async_redis_store.py (unasync, then ruff); a test checks it is current.
+generate:
+	python -m store._generate
 
 lint:
 	ruff check .

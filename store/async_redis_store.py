@@ -5,6 +5,11 @@ reads, many acks per round-trip and an atomic timer compare-and-delete. The comm
 from ``store.plans``; this module only executes them.
 """
 
+# unasync: async only, from here
+# The sync twin, store/redis_store.py, is generated from this module by `python -m store._generate`
+# (`make generate`): edit here and generate it again. A block like this one stays out of it.
+# unasync: async only, to here
+
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -24,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class AsyncRedisStore(StoreCore[ExeT, EvtT]):
-    """A durable execution store in Redis (asyncio); the twin of ``RedisStore``.
+    """A durable execution store in Redis (asyncio). See ``StoreCore`` for the constructor.
 
     ``AsyncRedisStore(client, prefix="stm", execution_model=Execution, event_model=Event,
     conflict_error=StoreConflict, trace_max=200)``: an engine hands in its own model classes
@@ -230,14 +235,16 @@ class AsyncRedisStore(StoreCore[ExeT, EvtT]):
         """Undelivered outbox entries, oldest first: all of them (HGETALL) or the first ``limit``."""
         with self._io():
             if limit is None:
-                return self._outbox((await self.client.hgetall(self.keyspace.outbox)).items())
+                rows = await self.client.hgetall(self.keyspace.outbox)
+                return self._outbox(rows.items())
             return self._outbox(await self._pending_raw("outbox", limit))[:limit]
 
     async def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
         """Undelivered spawn intents, oldest first: all of them or the first ``limit``."""
         with self._io():
             if limit is None:
-                return self._spawns((await self.client.hgetall(self.keyspace.spawns)).items())
+                rows = await self.client.hgetall(self.keyspace.spawns)
+                return self._spawns(rows.items())
             return self._spawns(await self._pending_raw("spawns", limit))[:limit]
 
     async def _ack(self, kind: BacklogKind, fields: Iterable[str | int], fence: Fence | None = None) -> int:
@@ -381,9 +388,12 @@ class AsyncRedisStore(StoreCore[ExeT, EvtT]):
             if not int(cursor):
                 return kept
 
+    # unasync: async only, from here
     async def aclose(self) -> None:
+        """The same as ``close``, under asyncio's name for it."""
         await self.client.aclose()
 
+    # unasync: async only, to here
     async def close(self) -> None:
-        """harel's async stores close with ``await store.close()``: the same as ``aclose``."""
-        await self.aclose()
+        """Close the client's connections (harel's stores close with ``close``)."""
+        await self.client.aclose()

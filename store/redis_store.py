@@ -1,4 +1,6 @@
-"""RedisStore: the synchronous execution store over an injected redis-py-compatible client.
+# Generated from store/async_redis_store.py by `python -m store._generate` (`make generate`).
+# Do not edit by hand: change store/async_redis_store.py and generate this file again.
+"""RedisStore: the sync execution store over an injected redis-py-compatible client.
 
 Every operation of the specification (``seeds/000``) with the relay's additions: bounded
 reads, many acks per round-trip and an atomic timer compare-and-delete. The commands come
@@ -230,14 +232,16 @@ class RedisStore(StoreCore[ExeT, EvtT]):
         """Undelivered outbox entries, oldest first: all of them (HGETALL) or the first ``limit``."""
         with self._io():
             if limit is None:
-                return self._outbox(self.client.hgetall(self.keyspace.outbox).items())
+                rows = self.client.hgetall(self.keyspace.outbox)
+                return self._outbox(rows.items())
             return self._outbox(self._pending_raw("outbox", limit))[:limit]
 
     def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
         """Undelivered spawn intents, oldest first: all of them or the first ``limit``."""
         with self._io():
             if limit is None:
-                return self._spawns(self.client.hgetall(self.keyspace.spawns).items())
+                rows = self.client.hgetall(self.keyspace.spawns)
+                return self._spawns(rows.items())
             return self._spawns(self._pending_raw("spawns", limit))[:limit]
 
     def _ack(self, kind: BacklogKind, fields: Iterable[str | int], fence: Fence | None = None) -> int:
@@ -319,9 +323,8 @@ class RedisStore(StoreCore[ExeT, EvtT]):
         """Ids of every stored execution whose id starts with ``prefix``, in no order (SCAN)."""
         match = purging.ids_match(self.keyspace, prefix)
         with self._io():
-            return purging.ids_from_keys(
-                self.keyspace, self.client.scan_iter(match=match, count=purging.PAGE)
-            )
+            keys = list(self.client.scan_iter(match=match, count=purging.PAGE))
+        return purging.ids_from_keys(self.keyspace, keys)
 
     def purge(self, execution_id: str, expected_version: int) -> bool:
         """Delete the execution and everything keyed by it iff it is at ``expected_version``.
@@ -378,4 +381,5 @@ class RedisStore(StoreCore[ExeT, EvtT]):
                 return kept
 
     def close(self) -> None:
+        """Close the client's connections (harel's stores close with ``close``)."""
         self.client.close()
