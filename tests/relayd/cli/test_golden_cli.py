@@ -18,9 +18,7 @@ under ``CI``).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
-import os
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +27,7 @@ from typing import Any, Final
 import pytest
 import typer.main
 import typer.rich_utils
-from support.ci_rules import in_ci
+from support import golden
 from typer.testing import CliRunner
 
 from relayd.cli.app import app
@@ -38,7 +36,6 @@ from relayd.sinks.families import BUILT_IN_OPTIONS
 from relayd.sinks.own_options import declared, envvar
 
 GOLDEN: Final = Path(__file__).with_name("golden")
-RECORD_VARIABLE: Final = "GOLDEN_RECORD"
 #: A fixed terminal: width, and no colour (CliRunner's output is no terminal either).
 TERMINAL: Final = {"COLUMNS": "100", "TERMINAL_WIDTH": "100", "NO_COLOR": "1"}
 #: Where the files a variable names are written (shown so in the recordings).
@@ -49,21 +46,7 @@ PEM: Final = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
 def check(name: str, text: str) -> None:
     """Compare ``text`` with ``golden/<name>``; with ``GOLDEN_RECORD=1``, write it instead."""
-    path = GOLDEN / name
-    if os.environ.get(RECORD_VARIABLE) == "1":
-        if in_ci():
-            pytest.fail(f"{RECORD_VARIABLE}=1 under CI: record on a workstation and commit the files")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        return
-    if not path.is_file():
-        pytest.fail(f"no recorded file {name}: run with {RECORD_VARIABLE}=1 to record it", pytrace=False)
-    recorded = path.read_text(encoding="utf-8")
-    if text != recorded:
-        diff = difflib.unified_diff(
-            recorded.splitlines(keepends=True), text.splitlines(keepends=True), f"golden/{name}", "now"
-        )
-        pytest.fail(f"golden/{name} changed ({RECORD_VARIABLE}=1 records it if meant):\n" + "".join(diff))
+    golden.compare(GOLDEN / name, text, shown=f"golden/{name}", what=f"golden/{name}")
 
 
 def _commands() -> Iterator[tuple[tuple[str, ...], Any]]:

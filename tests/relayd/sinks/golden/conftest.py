@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import difflib
 import json
-import os
 from pathlib import Path
 from typing import Any, Final
 
 import orjson
 import pytest
-from support.ci_rules import in_ci
+from support import golden
 
 from relayd.config.settings import load_settings
 from relayd.envelope.batch import Batch
@@ -38,7 +36,6 @@ from store.codec import stamp_commit_time
 RECORDED: Final = Path(__file__).with_name("recorded")
 #: The variable that makes ``check`` write the files instead of comparing (outside ``RELAYD_*``,
 #: which relayd refuses when it does not know a name).
-RECORD_VARIABLE: Final = "GOLDEN_RECORD"
 
 #: The prefix of every entry: it is in the bytes, so it is fixed (servers isolate by other names).
 PREFIX: Final = "gold"
@@ -248,28 +245,10 @@ def check(case: str, document: object) -> None:
     """Compare what was sent (``document``) with ``recorded/<case>.json``; on a difference, fail
     with a unified diff. With ``GOLDEN_RECORD=1``, write the file instead."""
     assert case in CASES, f"{case!r} is not one of the golden CASES"
-    path = RECORDED / f"{case}.json"
-    sent = render(document)
-    if os.environ.get(RECORD_VARIABLE) == "1":
-        if in_ci():
-            pytest.fail(f"{RECORD_VARIABLE}=1 under CI: record on a workstation and commit the files")
-        path.write_text(sent, encoding="utf-8")
-        return
-    if not path.is_file():
-        pytest.fail(f"no recorded file {path.name}: run with {RECORD_VARIABLE}=1 to record it", pytrace=False)
-    recorded = path.read_text(encoding="utf-8")
-    if sent != recorded:
-        diff = difflib.unified_diff(
-            recorded.splitlines(keepends=True),
-            sent.splitlines(keepends=True),
-            f"recorded/{path.name}",
-            "sent now",
-        )
-        pytest.fail(
-            f"what golden case {case!r} sends changed ({RECORD_VARIABLE}=1 records it if meant):\n"
-            + "".join(diff),
-            pytrace=False,
-        )
+    shown = f"recorded/{case}.json"
+    golden.compare(
+        RECORDED / f"{case}.json", render(document), shown=shown, what=f"what golden case {case!r} sends"
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support.golden import RECORD_VARIABLE
 
 from . import conftest as golden
 
@@ -14,7 +15,7 @@ def test_every_case_has_a_recorded_file_and_every_file_a_case() -> None:
     """While recording, the files of cases not run yet may still be missing: only strays count."""
     recorded = {path.stem for path in golden.RECORDED.glob("*.json")}
     assert {path.suffix for path in golden.RECORDED.iterdir()} == {".json"}
-    if os.environ.get(golden.RECORD_VARIABLE) == "1":
+    if os.environ.get(RECORD_VARIABLE) == "1":
         assert recorded <= golden.CASES
     else:
         assert recorded == golden.CASES
@@ -22,7 +23,7 @@ def test_every_case_has_a_recorded_file_and_every_file_a_case() -> None:
 
 def test_check_fails_with_a_diff_on_one_changed_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(golden, "RECORDED", tmp_path)
-    monkeypatch.delenv(golden.RECORD_VARIABLE, raising=False)
+    monkeypatch.delenv(RECORD_VARIABLE, raising=False)
     (tmp_path / "webhook.json").write_text(
         golden.render({"body": golden.payload(b'{"a":1}')}), encoding="utf-8"
     )
@@ -36,7 +37,7 @@ def test_check_fails_with_a_diff_on_one_changed_byte(tmp_path: Path, monkeypatch
 
 def test_recording_is_refused_under_ci(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(golden, "RECORDED", tmp_path)
-    monkeypatch.setenv(golden.RECORD_VARIABLE, "1")
+    monkeypatch.setenv(RECORD_VARIABLE, "1")
     monkeypatch.setenv("CI", "true")
 
     with pytest.raises(pytest.fail.Exception, match="under CI"):
