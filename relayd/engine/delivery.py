@@ -8,11 +8,11 @@ the whole batch. Only an entry the sink did not confirm becomes a ``Held`` and i
 (``engine.judge``); ``settle.Settlement`` acts on the verdicts in batched round-trips.
 
 The ack of a hash lane's window that went through whole on the fast path is left in flight
-while the next window is delivered (``engine.overlap``); one ack per lane is in flight at most,
+while the next window is delivered (``Lane.defer_ack``); one ack per lane is in flight at most,
 awaited and counted before the next settlement of the lane, and by ``settle_pending``. When the
 pass may carry (``may_carry``: the loop says another pass follows at once), the ack of a pass's
-last such window is instead carried to the lane's next read (``Intake.read``'s ``ack``) and
-counted there (``count_carried``), or sent on its own (``send_carried``).
+last such window is instead carried to the lane's next read (``Lane.carry``) and counted there
+(``count_carried``), or sent on its own (``send_carried``).
 """
 
 from __future__ import annotations
@@ -107,31 +107,23 @@ class Delivery:
             for held in failed:  # fast entries the sink did not confirm join the waiting line
                 lane.held[held.ref] = held
             if not (picked or failed or malformed) and lane.reader is not None:
-                if defer_ack:
-                    await self._defer_ack(lane, tally, acked_fast, stamp)
+                if defer_ack:  # it runs while the next window is delivered
+                    await self.settled(lane, tally)
+                    acking = asyncio.create_task(self.settle.apply(lane, Verdicts(), acked_fast, stamp))
+                    lane.defer_ack(acking, len(acked_fast))
                     return
                 if self.may_carry and acked_fast:
                     await self.settled(lane, tally)
-                    lane.overlap.carry(list(acked_fast.refs))
+                    lane.carry(list(acked_fast.refs))
                     return
         verdicts.dead.extend(malformed)
         await self.settled(lane, tally)  # one settlement of a lane at a time
         await self.settle.apply(lane, verdicts, acked_fast, stamp)
         self._count(lane.kind, verdicts, len(acked_fast), tally)
 
-    async def _defer_ack(self, lane: Lane, tally: Tally, acked: FreshBatch, stamp: float) -> None:
-        """Start the ack of a window delivered whole; it runs while the next one is delivered.
-
-        Only a hash lane's window of fresh entries all confirmed (``engine.overlap`` says why).
-        """
-        await self.settled(lane, tally)
-        lane.overlap.defer_ack(
-            asyncio.create_task(self.settle.apply(lane, Verdicts(), acked, stamp)), len(acked)
-        )
-
     async def settled(self, lane: Lane, tally: Tally | None) -> None:
         """Wait for the lane's ack in flight, if any, and count what it acked."""
-        count = await lane.overlap.settled()
+        count = await lane.settled()
         if count is not None:
             self._count(lane.kind, Verdicts(), count, tally)
 
@@ -148,12 +140,12 @@ class Delivery:
         stop; hand-back). ``carried=False``: leave the carried acks to the next pass's reads."""
         for lane in lanes:
             await self.settled(lane, tally)
-            if carried and lane.overlap.carried:
+            if carried and lane.carried:
                 await self.send_carried(lane, tally)
 
     async def send_carried(self, lane: Lane, tally: Tally | None) -> None:
         """Send a lane's carried ack on its own round-trip, and count it."""
-        fields = lane.overlap.take_carried()
+        fields = lane.take_carried()
         await self.settle.ack_carried(lane, fields)
         self._count(lane.kind, Verdicts(), len(fields), tally)
 
@@ -169,13 +161,9 @@ class Delivery:
         fails (or finds the lease gone) is dropped: the next sweeper reads its entries again, as
         anything else unacked."""
         for lane in lanes:
+            send = functools.partial(self.settle.ack_carried, lane)
             on_acked = functools.partial(self._count_abandoned, lane.kind)
-            lane.overlap.abandon(on_acked, self._abandoned_failed)
-            if fields := lane.overlap.take_carried():
-                lane.overlap.defer_ack(
-                    asyncio.create_task(self.settle.ack_carried(lane, fields)), len(fields)
-                )
-                lane.overlap.abandon(on_acked, self._abandoned_failed)
+            lane.abandon(send, on_acked, self._abandoned_failed)
 
     def _count_abandoned(self, kind: Kind, count: int) -> None:
         self._count(kind, Verdicts(), count, None)

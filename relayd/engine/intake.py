@@ -15,7 +15,7 @@ pending), join the lane's waiting line; the rest go on the fast path (``ordering
 
 A full window's delivery runs while the next window is read and its envelopes built, in slices
 that yield to the event loop so the sink's call keeps flowing (``read_ahead``); the next read
-takes that window instead of going to Redis (``engine.overlap``).
+takes that window instead of going to Redis (``Lane.take_read_ahead``).
 """
 
 from __future__ import annotations
@@ -112,9 +112,7 @@ class Intake:
         ``then``: commands a hash lane's read runs after it in the same round-trip (their replies:
         the reader's ``then_replies``; a window read ahead went without them).
         """
-        fresh, malformed, count, now = lane.overlap.take_read_ahead() or await self._fetch(
-            lane, limit, ack, then
-        )
+        fresh, malformed, count, now = lane.take_read_ahead() or await self._fetch(lane, limit, ack, then)
         records: dict[str, AttemptRecord] = {}
         if lane.attempts_maybe and fresh:
             records = await load_attempts(self.client, self.keys.attempts(lane.kind), fresh.refs)
@@ -136,7 +134,7 @@ class Intake:
     async def read_ahead(self, lane: Lane, limit: int, *, in_flight: FreshBatch) -> None:
         """Read and build the next window while ``in_flight`` is delivered; the next ``read`` takes it."""
         raws, read_at = await self._read_raw(lane, limit, in_flight=in_flight)
-        lane.overlap.read_ahead = await self._build_yielding(lane, raws, read_at)
+        lane.read_ahead = await self._build_yielding(lane, raws, read_at)
 
     async def _fetch(
         self, lane: Lane, limit: int, ack: Acking | None = None, then: Sequence[Command] = ()

@@ -6,7 +6,7 @@ target, or with attempts from before a restart) go first, picked by ``plan.choos
 ``batch`` new entries are read and built (``engine.intake``); both go to the sink in one call,
 are judged and settled (``engine.delivery``). While more than ``max_held`` entries of a kind
 wait in memory, no new ones are read. A full window's delivery starts as a task while the next
-window is read ahead (``engine.overlap``). Any Redis error propagates: the loop counts it and
+window is read ahead (``engine.lane``). Any Redis error propagates: the loop counts it and
 starts a fresh ``Sweeper`` (everything unacked is read again; attempt counts live in Redis).
 
 Idle cost: a quiet lane (its last run read and held nothing) is probed before it is read, or
@@ -237,14 +237,15 @@ class Sweeper:
         subscription (None: no such subscription, every quiet lane is probed).
         ``carry_acks``: asked at the end of the pass whether another pass follows at once (a
         write was noticed): then the ack of a hash lane's last window is carried to that pass's
-        read (``engine.overlap``) instead of sent on its own. None: never carried.
+        read (``engine.lane``) instead of sent on its own. None: never carried.
         """
         started_s = self.clock.monotonic()
         result = Tally(noticed=notified is not None)
         self.delivery.may_carry = carry_acks is not None
         # Carried by the last pass: a lane that reads this pass takes it along; one that does not
         # (a breaker open, too many held, a window read ahead) sends it at the end of this pass.
-        carried_before = [(lane, lane.overlap.carried) for lane in self.lanes if lane.overlap.carried]
+        for lane in self.lanes:
+            lane.begin_pass()
         if self.parked and self.clock.monotonic() - self._types_checked_s >= RECHECK_EVERY_S:
             await self._check_key_types()
         await self.pauses.refresh(self.lanes)
@@ -257,8 +258,8 @@ class Sweeper:
             # carried ack only when the next pass comes at once.
             keep = carry_acks is not None and not stopping and carry_acks()
             await self.delivery.settle_pending(self.lanes, result, carried=not keep)
-        for lane, fields in carried_before:
-            if lane.overlap.carried is fields:  # not taken by a read this pass
+        for lane in self.lanes:
+            if lane.carried_from_last_pass():  # not taken by a read this pass
                 await self.delivery.send_carried(lane, result)
         # At most once a second while passes find work; a pass that found none (the loop may go
         # idle after it) writes the mark if it moved.
@@ -303,7 +304,7 @@ class Sweeper:
         if lane.kind in self.parked:
             self._spawns_behind = False  # not a hash: nothing a read could return
         elif self._spawns_read and lane.reader is not None:
-            self._spawns_behind = not lane.reader.window.caught_up or lane.overlap.read_ahead is not None
+            self._spawns_behind = not lane.reader.window.caught_up or lane.read_ahead is not None
         elif lane.kind in idle_kinds and lane.kind not in skipped:
             self._spawns_behind = False  # the probe found no spawns hash
         elif lane.kind not in idle_kinds:
@@ -516,7 +517,7 @@ class Sweeper:
         self, lane: Lane, room: int, blocked: set[str], tally: Tally, then: Sequence[Command] = ()
     ) -> tuple[FreshBatch, list[Dead], int]:
         """``Intake.read``, taking the lane's carried ack along when it goes to Redis."""
-        carried = lane.overlap.take_carried() if lane.overlap.read_ahead is None else []
+        carried = lane.take_ack_for_read()
         if not carried:
             return await self.intake.read(lane, room, blocked, then=then)
         with self.guard.writing(lane.kind, len(carried)):
@@ -537,7 +538,7 @@ class Sweeper:
     ) -> None:
         """Deliver a full window while the next one is read ahead."""
         # A full window: the next one is read ahead and its envelopes built while the sink works
-        # on this one, and this one's ack may run while the next one is delivered (``Overlap``).
+        # on this one, and this one's ack may run while the next one is delivered (``Lane``).
         # The delivery starts as a task, so the read goes out first and the relay packs
         # and sends the sink's calls while Redis answers it, instead of reading first and
         # delivering after (``relayd bench --kinds outbox``, old and new alternating).
