@@ -11,8 +11,8 @@ them, so a pass reads as read (``take_read_ahead`` first), deliver, settle (``se
 
 The ack of the last window of a pass that was not full may instead be carried to the lane's
 next read (``carried``): under a steady writer the next pass comes within milliseconds, and its
-read takes the HDEL along in the same round-trip (``take_ack_for_read``,
-``AsyncBacklogReader.read_new``), one round-trip less per pass. The loop says when to carry: only
+read takes the HDEL along in the same round-trip (``Intake.read``, unless it takes a window
+read ahead), one round-trip less per pass. The loop says when to carry: only
 when a write was noticed during the pass (another pass is coming); else, and on a stop or
 hand-back, it is sent on its own. A carried ack outlives one pass at most: one the next pass's
 reads did not take is sent at that pass's end (``carried_from_last_pass``).
@@ -101,11 +101,6 @@ class Lane:
         """The carried ack's fields (empty: none); the caller sends them."""
         fields, self.carried = self.carried or [], None
         return fields
-
-    def take_ack_for_read(self) -> list[str]:
-        """The carried ack's fields for the next read to take along (empty: none); a read that
-        takes the window read ahead goes not to Redis, and leaves it carried."""
-        return self.take_carried() if self.read_ahead is None else []
 
     def begin_pass(self) -> None:
         """Note the carried ack the last pass left (``carried_from_last_pass``)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import orjson
@@ -123,7 +123,7 @@ class Sweeper:
         # nothing is sent or acked once either says the lease may be gone (``engine.fencing``).
         self.guard = FenceGuard(may_deliver, fence)
         self.settle = Settlement(store, metrics=metrics, clock=clock, guard=self.guard)
-        self.intake = Intake(store, clock=clock, poll_interval_s=options.poll_interval_s)
+        self.intake = Intake(store, clock=clock, poll_interval_s=options.poll_interval_s, guard=self.guard)
         self.delivery = Delivery(
             prefix=self.prefix,
             settle=self.settle,
@@ -477,31 +477,26 @@ class Sweeper:
     async def _run_window(
         self, lane: Lane, tally: Tally, blocked: set[str], batch: int, *, probing: bool
     ) -> None:
+        """One window of a lane: read and build (``_read``), deliver, judge and settle
+        (``Delivery.deliver_and_settle``); a full window is delivered while the next one is read
+        ahead (``_deliver_reading_ahead``).
+
+        The slow paths are steps beside it: the held entries that may go now go first
+        (``_held_to_send``); entries with attempts or a blocked key join the waiting line at the
+        read (``Intake.read``), malformed ones go to dead letters with the settlement; outbox
+        events to a child whose spawn came late wait (``_hold_for_late_spawns``); what the lease
+        or the batch leaves out waits too (``_fit``).
+        """
         now = self.clock.now()
-        # Entries already waiting in memory are older than anything new: they go first.
-        picked: list[Held] = []
-        if lane.held:
-            picked = self._pick(lane, now, batch, blocked, probing=probing)
-            if picked and lane.reader is None:
-                picked = await self._recheck_timers(lane, picked, now)
-        fast = FreshBatch()
-        malformed: list[Dead] = []
+        picked = await self._held_to_send(lane, now, batch, blocked, probing=probing)
         room = min(batch - len(picked), self.options.max_held - len(lane.held))
-        read_n, then = 0, self._late_spawn_check(lane)
+        fast, malformed, read_n, counter = FreshBatch(), list[Dead](), 0, None
         if room > 0:
-            self._spawns_read |= lane.kind == "spawn"
-            waiting = {k for h in lane.held.values() if (k := h.envelope.ordering_key) is not None}
             before = len(lane.held)
-            fast, malformed, read_n = await self._read(lane, room, waiting | blocked, tally, then)
-            tally.read += read_n
+            fast, malformed, read_n, counter = await self._read(lane, tally, room, blocked)
             if len(lane.held) > before:  # some joined the line (a history): they may go now too
                 picked = self._pick(lane, now, batch - len(fast), blocked, probing=probing)
-            tally.full |= more_to_read(lane, read_n, room, noticed=tally.noticed)
         if (picked or fast) and lane.kind == "outbox" and self._spawn_lane_live():
-            # The counter from this read's round-trip: only a read that went to Redis with the
-            # check has its reply (every read sets the reader's replies; one read ahead has none).
-            replies = lane.reader.then_replies if read_n and lane.reader is not None else []
-            counter = _counter(replies[0]) if len(replies) == len(then) == 1 else None
             picked, fast = await self._hold_for_late_spawns(lane, picked, fast, now, counter)
         picked, fast = self._fit(lane, picked, fast, batch, now)
         if probing or not (fast and read_n >= room and len(lane.held) < self.options.max_held):
@@ -513,17 +508,37 @@ class Sweeper:
             lane, tally, picked, fast, malformed=malformed, now=now, batch=batch
         )
 
+    async def _held_to_send(
+        self, lane: Lane, now: float, batch: int, blocked: set[str], *, probing: bool
+    ) -> list[Held]:
+        """The held entries that go in this window, first: they are older than anything new
+        (``_pick``; a held timer only if Redis still has it armed as read: ``_recheck_timers``)."""
+        if not lane.held:
+            return []
+        picked = self._pick(lane, now, batch, blocked, probing=probing)
+        if picked and lane.reader is None:
+            picked = await self._recheck_timers(lane, picked, now)
+        return picked
+
     async def _read(
-        self, lane: Lane, room: int, blocked: set[str], tally: Tally, then: Sequence[Command] = ()
-    ) -> tuple[FreshBatch, list[Dead], int]:
-        """``Intake.read``, taking the lane's carried ack along when it goes to Redis."""
-        carried = lane.take_ack_for_read()
-        if not carried:
-            return await self.intake.read(lane, room, blocked, then=then)
-        with self.guard.writing(lane.kind, len(carried)):
-            read = await self.intake.read(lane, room, blocked, ack=(carried, self.guard.fence), then=then)
-        self.delivery.count_carried(lane, len(carried), tally)
-        return read
+        self, lane: Lane, tally: Tally, room: int, blocked: set[str]
+    ) -> tuple[FreshBatch, list[Dead], int, int | None]:
+        """Read and build up to ``room`` new entries (``Intake.read``): the fast ones, the
+        malformed ones, how many were read, and for an outbox read the spawns counter as its
+        round-trip found it after the read (``_late_spawn_check``; None: not read with it)."""
+        self._spawns_read |= lane.kind == "spawn"
+        then = self._late_spawn_check(lane)
+        waiting = {k for h in lane.held.values() if (k := h.envelope.ordering_key) is not None}
+        read = await self.intake.read(lane, room, waiting | blocked, then=then)
+        if read.acked:  # the lane's carried ack went first in the read's round-trip
+            self.delivery.count_carried(lane, read.acked, tally)
+        tally.read += read.read_n
+        tally.full |= more_to_read(lane, read.read_n, room, noticed=tally.noticed)
+        # Only a read that went to Redis with the check has its reply (every read sets the
+        # reader's replies; one read ahead has none).
+        replies = lane.reader.then_replies if read.read_n and lane.reader is not None else []
+        counter = _counter(replies[0]) if len(replies) == len(then) == 1 else None
+        return read.fast, read.malformed, read.read_n, counter
 
     async def _deliver_reading_ahead(
         self,

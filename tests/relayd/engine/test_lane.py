@@ -1,5 +1,5 @@
 """A lane between two windows: the window read ahead is taken once; the deferred ack is settled or
-abandoned; a carried ack is taken by the next read that goes to Redis, or outlives one pass."""
+abandoned; a carried ack is taken once, and outlives one pass at most."""
 
 from __future__ import annotations
 
@@ -81,14 +81,12 @@ async def _never_sent(fields: list[str]) -> None:
     raise AssertionError("nothing was carried")
 
 
-def test_a_read_takes_the_carried_ack_only_when_it_goes_to_redis() -> None:
+def test_a_carried_ack_is_taken_once() -> None:
     lane = _lane()
     lane.carry(["1", "2"])
-    lane.read_ahead = (FreshBatch(), [], 0, 1.0)
 
-    assert lane.take_ack_for_read() == []  # this read takes the window read ahead
-    lane.take_read_ahead()
-    assert lane.take_ack_for_read() == ["1", "2"]
+    assert lane.take_carried() == ["1", "2"]
+    assert lane.take_carried() == []
     assert lane.carried is None
 
 
@@ -98,7 +96,7 @@ def test_a_carried_ack_left_by_the_last_pass_is_told_from_one_carried_in_this_on
     lane.begin_pass()
     assert lane.carried_from_last_pass()  # no read of this pass took it
 
-    lane.take_ack_for_read()
+    lane.take_carried()  # a read took it
     lane.carry(["2"])  # this pass's own
     assert not lane.carried_from_last_pass()
 
