@@ -85,41 +85,72 @@ class Delivery:
         batch: int,
         defer_ack: bool = False,
     ) -> None:
+        """Deliver a window (``_deliver``), judge the sink's outcomes (``_judge``), settle the
+        verdicts; the ack of fresh entries all confirmed may be left for later (``_settle_later``)."""
         tally.full |= len(picked) + len(fast) >= batch
         verdicts, acked_fast, stamp = Verdicts(), FreshBatch(), now
         if picked or fast:
             tally.attempted += len(picked) + len(fast)
             stamp = self.clock.now()
             outcomes, charged = await self._deliver(lane, handed_over(picked, fast, stamp))
-            if charged:
-                verdicts, acked_fast, failed = judge_delivery(
-                    picked,
-                    fast,
-                    outcomes,
-                    now=stamp,
-                    max_attempts=self.options.max_attempts,
-                    delay_s=self._delay,
-                )
-            else:  # the breaker counts it as an outage: the entries wait, no attempt charged
-                verdicts, acked_fast, failed = hold_all(picked, fast, stamp)
-            if verdicts.ack or acked_fast:
-                self._commit_delays.observe(lane.kind, verdicts.ack, acked_fast, self.clock.now())
-            for held in failed:  # fast entries the sink did not confirm join the waiting line
-                lane.held[held.ref] = held
-            if not (picked or failed or malformed) and lane.reader is not None:
-                if defer_ack:  # it runs while the next window is delivered
-                    await self.settled(lane, tally)
-                    acking = asyncio.create_task(self.settle.apply(lane, Verdicts(), acked_fast, stamp))
-                    lane.defer_ack(acking, len(acked_fast))
-                    return
-                if self.may_carry and acked_fast:
-                    await self.settled(lane, tally)
-                    lane.carry(list(acked_fast.refs))
-                    return
+            verdicts, acked_fast, failed = self._judge(
+                lane, picked, fast, outcomes, charged=charged, stamp=stamp
+            )
+            whole = not (picked or failed or malformed)  # the fast path: fresh entries, all confirmed
+            if whole and await self._settle_later(lane, tally, acked_fast, stamp, defer_ack=defer_ack):
+                return
         verdicts.dead.extend(malformed)
         await self.settled(lane, tally)  # one settlement of a lane at a time
         await self.settle.apply(lane, verdicts, acked_fast, stamp)
         self._count(lane.kind, verdicts, len(acked_fast), tally)
+
+    def _judge(
+        self,
+        lane: Lane,
+        picked: list[Held],
+        fast: FreshBatch,
+        outcomes: Sequence[Outcome],
+        *,
+        charged: bool,
+        stamp: float,
+    ) -> tuple[Verdicts, FreshBatch, list[Held]]:
+        """The verdicts on the held entries, the fresh entries confirmed, and the fresh ones the
+        sink did not confirm, which join the lane's waiting line (``engine.judge``)."""
+        if charged:
+            verdicts, acked_fast, failed = judge_delivery(
+                picked,
+                fast,
+                outcomes,
+                now=stamp,
+                max_attempts=self.options.max_attempts,
+                delay_s=self._delay,
+            )
+        else:  # the breaker counts it as an outage: the entries wait, no attempt charged
+            verdicts, acked_fast, failed = hold_all(picked, fast, stamp)
+        if verdicts.ack or acked_fast:
+            self._commit_delays.observe(lane.kind, verdicts.ack, acked_fast, self.clock.now())
+        for held in failed:
+            lane.held[held.ref] = held
+        return verdicts, acked_fast, failed
+
+    async def _settle_later(
+        self, lane: Lane, tally: Tally, acked: FreshBatch, stamp: float, *, defer_ack: bool
+    ) -> bool:
+        """Leave the ack of a window of fresh entries all confirmed for later: in flight while the
+        next window is delivered (``defer_ack``), or carried to the lane's next read
+        (``may_carry``). False: it is settled now. Only a hash lane's (``engine.lane`` says why)."""
+        if lane.reader is None:
+            return False
+        if defer_ack:
+            await self.settled(lane, tally)
+            acking = asyncio.create_task(self.settle.apply(lane, Verdicts(), acked, stamp))
+            lane.defer_ack(acking, len(acked))
+            return True
+        if self.may_carry and acked:
+            await self.settled(lane, tally)
+            lane.carry(list(acked.refs))
+            return True
+        return False
 
     async def settled(self, lane: Lane, tally: Tally | None) -> None:
         """Wait for the lane's ack in flight, if any, and count what it acked."""
