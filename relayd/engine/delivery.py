@@ -7,12 +7,13 @@ before each request of its own (``relayd.sinks.sending``). An exception from the
 the whole batch. Only an entry the sink did not confirm becomes a ``Held`` and is judged
 (``engine.judge``); ``settle.Settlement`` acts on the verdicts in batched round-trips.
 
-The ack of a hash lane's window that went through whole on the fast path is left in flight
-while the next window is delivered (``Lane.defer_ack``); one ack per lane is in flight at most,
-awaited and counted before the next settlement of the lane, and by ``settle_pending``. When the
-pass may carry (``may_carry``: the loop says another pass follows at once), the ack of a pass's
-last such window is instead carried to the lane's next read (``Lane.carry``) and counted there
-(``count_carried``), or sent on its own (``send_carried``).
+The ack of a hash lane's window that went through whole on the fast path is left for later
+(``_settle_later``): in flight while the next window is delivered (``Lane.defer_ack``); one ack
+per lane is in flight at most, awaited and counted before the next settlement of the lane, and by
+``settle_pending``. When the pass may carry (``may_carry``: the loop says another pass follows at
+once), the ack of a pass's last such window is instead carried to the lane's next read
+(``Lane.carry``, ``Intake.read``) and counted there (``count_carried``), or sent on its own
+(``send_carried``).
 """
 
 from __future__ import annotations

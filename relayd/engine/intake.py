@@ -15,7 +15,9 @@ pending), join the lane's waiting line; the rest go on the fast path (``ordering
 
 A full window's delivery runs while the next window is read and its envelopes built, in slices
 that yield to the event loop so the sink's call keeps flowing (``read_ahead``); the next read
-takes that window instead of going to Redis (``Lane.take_read_ahead``).
+takes that window instead of going to Redis (``Lane.take_read_ahead``). A read that goes to
+Redis takes the lane's carried ack along (``Lane.carry``): its fenced HDEL goes first in the
+read's round-trip, and ``Read.acked`` says how many entries it deleted.
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ from store import AsyncBacklogReader
 @dataclass(slots=True)
 class Lane:
     """One kind's sink and its guard (lock, breaker, rate), reader, the entries waiting in
-    memory (by ref), and its read-ahead window and ack in flight (each None when there is none)."""
+    memory (by ref), and its read-ahead window, ack in flight and carried ack (each None when
+    there is none)."""
 
     kind: Kind
     sink: Sink

@@ -1,13 +1,15 @@
 """One prefix's delivery passes: read, build, deliver, judge, settle, report.
 
 A pass goes spawns → outbox → due timers (a child must exist before events reach it). Per kind,
-a window: entries waiting in memory (``Held``: a retry backoff, behind a failing head of their
-target, or with attempts from before a restart) go first, picked by ``plan.choose``; then up to
-``batch`` new entries are read and built (``engine.intake``); both go to the sink in one call,
-are judged and settled (``engine.delivery``). While more than ``max_held`` entries of a kind
-wait in memory, no new ones are read. A full window's delivery starts as a task while the next
-window is read ahead (``engine.lane``). Any Redis error propagates: the loop counts it and
-starts a fresh ``Sweeper`` (everything unacked is read again; attempt counts live in Redis).
+a window (``_run_window``): entries waiting in memory (``Held``: a retry backoff, behind a failing
+head of their target, or with attempts from before a restart) go first, picked by ``plan.choose``;
+then up to ``batch`` new entries are read and built (``engine.intake``, the lane's carried ack
+deleted in the same round-trip); both go to the sink in one call, are judged and settled
+(``engine.delivery``). While more than ``max_held`` entries of a kind wait in memory, no new ones
+are read. A full window's delivery starts as a task while the next window is read ahead. What a
+lane keeps from window to window and pass to pass is its ``Lane``'s (``engine.lane``). Any Redis
+error propagates: the loop counts it and starts a fresh ``Sweeper`` (everything unacked is read
+again; attempt counts live in Redis).
 
 Idle cost: a quiet lane (its last run read and held nothing) is probed before it is read, or
 left alone when the wake-up subscription saw no write to it (``Intake.quiet_lanes``), and the
