@@ -7,12 +7,13 @@ before each request of its own (``relayd.sinks.sending``). An exception from the
 the whole batch. Only an entry the sink did not confirm becomes a ``Held`` and is judged
 (``engine.judge``); ``settle.Settlement`` acts on the verdicts in batched round-trips.
 
-The ack of a hash lane's window that went through whole on the fast path is left in flight
-while the next window is delivered (``engine.overlap``); one ack per lane is in flight at most,
-awaited and counted before the next settlement of the lane, and by ``settle_pending``. When the
-pass may carry (``may_carry``: the loop says another pass follows at once), the ack of a pass's
-last such window is instead carried to the lane's next read (``Intake.read``'s ``ack``) and
-counted there (``count_carried``), or sent on its own (``send_carried``).
+The ack of a hash lane's window that went through whole on the fast path is left for later
+(``_settle_later``): in flight while the next window is delivered (``Lane.defer_ack``); one ack
+per lane is in flight at most, awaited and counted before the next settlement of the lane, and by
+``settle_pending``. When the pass may carry (``may_carry``: the loop says another pass follows at
+once), the ack of a pass's last such window is instead carried to the lane's next read
+(``Lane.carry``, ``Intake.read``) and counted there (``count_carried``), or sent on its own
+(``send_carried``).
 """
 
 from __future__ import annotations
@@ -85,53 +86,76 @@ class Delivery:
         batch: int,
         defer_ack: bool = False,
     ) -> None:
+        """Deliver a window (``_deliver``), judge the sink's outcomes (``_judge``), settle the
+        verdicts; the ack of fresh entries all confirmed may be left for later (``_settle_later``)."""
         tally.full |= len(picked) + len(fast) >= batch
         verdicts, acked_fast, stamp = Verdicts(), FreshBatch(), now
         if picked or fast:
             tally.attempted += len(picked) + len(fast)
             stamp = self.clock.now()
             outcomes, charged = await self._deliver(lane, handed_over(picked, fast, stamp))
-            if charged:
-                verdicts, acked_fast, failed = judge_delivery(
-                    picked,
-                    fast,
-                    outcomes,
-                    now=stamp,
-                    max_attempts=self.options.max_attempts,
-                    delay_s=self._delay,
-                )
-            else:  # the breaker counts it as an outage: the entries wait, no attempt charged
-                verdicts, acked_fast, failed = hold_all(picked, fast, stamp)
-            if verdicts.ack or acked_fast:
-                self._commit_delays.observe(lane.kind, verdicts.ack, acked_fast, self.clock.now())
-            for held in failed:  # fast entries the sink did not confirm join the waiting line
-                lane.held[held.ref] = held
-            if not (picked or failed or malformed) and lane.reader is not None:
-                if defer_ack:
-                    await self._defer_ack(lane, tally, acked_fast, stamp)
-                    return
-                if self.may_carry and acked_fast:
-                    await self.settled(lane, tally)
-                    lane.overlap.carry(list(acked_fast.refs))
-                    return
+            verdicts, acked_fast, failed = self._judge(
+                lane, picked, fast, outcomes, charged=charged, stamp=stamp
+            )
+            whole = not (picked or failed or malformed)  # the fast path: fresh entries, all confirmed
+            if whole and await self._settle_later(lane, tally, acked_fast, stamp, defer_ack=defer_ack):
+                return
         verdicts.dead.extend(malformed)
         await self.settled(lane, tally)  # one settlement of a lane at a time
         await self.settle.apply(lane, verdicts, acked_fast, stamp)
         self._count(lane.kind, verdicts, len(acked_fast), tally)
 
-    async def _defer_ack(self, lane: Lane, tally: Tally, acked: FreshBatch, stamp: float) -> None:
-        """Start the ack of a window delivered whole; it runs while the next one is delivered.
+    def _judge(
+        self,
+        lane: Lane,
+        picked: list[Held],
+        fast: FreshBatch,
+        outcomes: Sequence[Outcome],
+        *,
+        charged: bool,
+        stamp: float,
+    ) -> tuple[Verdicts, FreshBatch, list[Held]]:
+        """The verdicts on the held entries, the fresh entries confirmed, and the fresh ones the
+        sink did not confirm, which join the lane's waiting line (``engine.judge``)."""
+        if charged:
+            verdicts, acked_fast, failed = judge_delivery(
+                picked,
+                fast,
+                outcomes,
+                now=stamp,
+                max_attempts=self.options.max_attempts,
+                delay_s=self._delay,
+            )
+        else:  # the breaker counts it as an outage: the entries wait, no attempt charged
+            verdicts, acked_fast, failed = hold_all(picked, fast, stamp)
+        if verdicts.ack or acked_fast:
+            self._commit_delays.observe(lane.kind, verdicts.ack, acked_fast, self.clock.now())
+        for held in failed:
+            lane.held[held.ref] = held
+        return verdicts, acked_fast, failed
 
-        Only a hash lane's window of fresh entries all confirmed (``engine.overlap`` says why).
-        """
-        await self.settled(lane, tally)
-        lane.overlap.defer_ack(
-            asyncio.create_task(self.settle.apply(lane, Verdicts(), acked, stamp)), len(acked)
-        )
+    async def _settle_later(
+        self, lane: Lane, tally: Tally, acked: FreshBatch, stamp: float, *, defer_ack: bool
+    ) -> bool:
+        """Leave the ack of a window of fresh entries all confirmed for later: in flight while the
+        next window is delivered (``defer_ack``), or carried to the lane's next read
+        (``may_carry``). False: it is settled now. Only a hash lane's (``engine.lane`` says why)."""
+        if lane.reader is None:
+            return False
+        if defer_ack:
+            await self.settled(lane, tally)
+            acking = asyncio.create_task(self.settle.apply(lane, Verdicts(), acked, stamp))
+            lane.defer_ack(acking, len(acked))
+            return True
+        if self.may_carry and acked:
+            await self.settled(lane, tally)
+            lane.carry(list(acked.refs))
+            return True
+        return False
 
     async def settled(self, lane: Lane, tally: Tally | None) -> None:
         """Wait for the lane's ack in flight, if any, and count what it acked."""
-        count = await lane.overlap.settled()
+        count = await lane.settled()
         if count is not None:
             self._count(lane.kind, Verdicts(), count, tally)
 
@@ -148,12 +172,12 @@ class Delivery:
         stop; hand-back). ``carried=False``: leave the carried acks to the next pass's reads."""
         for lane in lanes:
             await self.settled(lane, tally)
-            if carried and lane.overlap.carried:
+            if carried and lane.carried:
                 await self.send_carried(lane, tally)
 
     async def send_carried(self, lane: Lane, tally: Tally | None) -> None:
         """Send a lane's carried ack on its own round-trip, and count it."""
-        fields = lane.overlap.take_carried()
+        fields = lane.take_carried()
         await self.settle.ack_carried(lane, fields)
         self._count(lane.kind, Verdicts(), len(fields), tally)
 
@@ -169,13 +193,9 @@ class Delivery:
         fails (or finds the lease gone) is dropped: the next sweeper reads its entries again, as
         anything else unacked."""
         for lane in lanes:
+            send = functools.partial(self.settle.ack_carried, lane)
             on_acked = functools.partial(self._count_abandoned, lane.kind)
-            lane.overlap.abandon(on_acked, self._abandoned_failed)
-            if fields := lane.overlap.take_carried():
-                lane.overlap.defer_ack(
-                    asyncio.create_task(self.settle.ack_carried(lane, fields)), len(fields)
-                )
-                lane.overlap.abandon(on_acked, self._abandoned_failed)
+            lane.abandon(send, on_acked, self._abandoned_failed)
 
     def _count_abandoned(self, kind: Kind, count: int) -> None:
         self._count(kind, Verdicts(), count, None)

@@ -15,7 +15,9 @@ pending), join the lane's waiting line; the rest go on the fast path (``ordering
 
 A full window's delivery runs while the next window is read and its envelopes built, in slices
 that yield to the event loop so the sink's call keeps flowing (``read_ahead``); the next read
-takes that window instead of going to Redis (``engine.overlap``).
+takes that window instead of going to Redis (``Lane.take_read_ahead``). A read that goes to
+Redis takes the lane's carried ack along (``Lane.carry``): its fenced HDEL goes first in the
+read's round-trip, and ``Read.acked`` says how many entries it deleted.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from typing import Final, TypeAlias
+from typing import Final, NamedTuple
 
 from relayd.engine.build import build_fresh
 from relayd.engine.clock import Clock
+from relayd.engine.fencing import FenceGuard
 from relayd.engine.fresh import Fetched, FreshBatch
 from relayd.engine.lane import Lane
 from relayd.engine.ordering import split_fresh
@@ -37,21 +40,30 @@ from relayd.envelope import Kind
 from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, load_attempts
 from relayd.state.keys import RelayKeys
-from store import AsyncRedisStore, Fence, RawEntry, RawTimer
+from store import AsyncRedisStore, RawEntry, RawTimer
 from store.round_trip import Command
 
 #: Envelopes built between yields to the event loop while a sink call is in flight.
 BUILD_SLICE: Final = 250
 
-#: A carried ack for a read to take along: the hash fields and the lease's fence.
-Acking: TypeAlias = tuple[list[str], Fence | None]
+
+class Read(NamedTuple):
+    """One read of a lane: its fast entries, its malformed ones, how many entries it read, and how
+    many the lane's carried ack it took along deleted."""
+
+    fast: FreshBatch
+    malformed: list[Dead]
+    read_n: int
+    acked: int = 0
 
 
 class Intake:
     """One sweeper's reads of one prefix: its quiet lanes, and ``next_timer_at``, the earliest
     timer not yet due."""
 
-    def __init__(self, store: AsyncRedisStore, *, clock: Clock, poll_interval_s: float) -> None:
+    def __init__(
+        self, store: AsyncRedisStore, *, clock: Clock, poll_interval_s: float, guard: FenceGuard | None = None
+    ) -> None:
         self.client: RedisClient = store.client
         self.keyspace = store.keyspace
         self.prefix = store.keyspace.prefix
@@ -59,6 +71,7 @@ class Intake:
         self.keys = RelayKeys(store.keyspace)
         self.clock = clock
         self.poll_interval_s = poll_interval_s
+        self.guard = guard or FenceGuard()  # the lease's, for the carried ack a read takes along
         self.next_timer_at: float | None = None  # epoch s: from the last timer read or probe
         # Lanes whose last run read, attempted and held nothing: the next pass probes them first.
         self.quiet: set[Kind] = set()
@@ -95,31 +108,31 @@ class Intake:
             self.next_timer_at = first_timer_at
         return idle
 
-    async def read(
-        self,
-        lane: Lane,
-        limit: int,
-        blocked: set[str],
-        *,
-        ack: Acking | None = None,
-        then: Sequence[Command] = (),
-    ) -> tuple[FreshBatch, list[Dead], int]:
-        """Read up to ``limit`` new entries; return the fast ones, the malformed ones, the count.
+    async def read(self, lane: Lane, limit: int, blocked: set[str], *, then: Sequence[Command] = ()) -> Read:
+        """Read and build up to ``limit`` new entries: the fast ones, the malformed ones, the count.
 
-        The window read ahead during the last delivery, if any, is this read. Entries with an
-        attempt history or a blocked key join ``lane.held`` (the waiting line). ``ack``: a hash
-        lane's carried ack, deleted first in the same round-trip (only with no window read ahead).
-        ``then``: commands a hash lane's read runs after it in the same round-trip (their replies:
-        the reader's ``then_replies``; a window read ahead went without them).
+        The window read ahead during the last delivery, if any, is this read. Else the read goes
+        to Redis, and a hash lane's carried ack (``Lane.carry``) is deleted first in its
+        round-trip, fenced. Entries with an attempt history or a blocked key join ``lane.held``
+        (the waiting line). ``then``: commands a hash lane's read runs after it in the same
+        round-trip (their replies: the reader's ``then_replies``; a window read ahead went
+        without them).
         """
-        fresh, malformed, count, now = lane.overlap.take_read_ahead() or await self._fetch(
-            lane, limit, ack, then
-        )
+        acked: list[str] = []
+        fetched = lane.take_read_ahead()
+        if fetched is None:
+            acked = lane.take_carried()
+            if not acked:
+                fetched = await self._fetch(lane, limit, then=then)
+            else:
+                with self.guard.writing(lane.kind, len(acked)):
+                    fetched = await self._fetch(lane, limit, acked, then)
+        fresh, malformed, count, now = fetched
         records: dict[str, AttemptRecord] = {}
         if lane.attempts_maybe and fresh:
             records = await load_attempts(self.client, self.keys.attempts(lane.kind), fresh.refs)
         if not records and not blocked:
-            return fresh, malformed, count  # the common case: everything goes straight on
+            return Read(fresh, malformed, count, len(acked))  # the common case: everything goes on
         fast, slow = split_fresh(
             fresh, key=lambda f: f[2].ordering_key, has_history=lambda f: f[0] in records, blocked=blocked
         )
@@ -131,17 +144,18 @@ class Intake:
                 held.first_attempt_at = record.first_attempt_at
                 held.last_attempt_at = record.last_attempt_at
             lane.held[ref] = held
-        return FreshBatch.of(fast), malformed, count
+        return Read(FreshBatch.of(fast), malformed, count, len(acked))
 
     async def read_ahead(self, lane: Lane, limit: int, *, in_flight: FreshBatch) -> None:
         """Read and build the next window while ``in_flight`` is delivered; the next ``read`` takes it."""
         raws, read_at = await self._read_raw(lane, limit, in_flight=in_flight)
-        lane.overlap.read_ahead = await self._build_yielding(lane, raws, read_at)
+        lane.read_ahead = await self._build_yielding(lane, raws, read_at)
 
     async def _fetch(
-        self, lane: Lane, limit: int, ack: Acking | None = None, then: Sequence[Command] = ()
+        self, lane: Lane, limit: int, ack: Sequence[str] = (), then: Sequence[Command] = ()
     ) -> Fetched:
-        """Read up to ``limit`` new entries and build their envelopes (no history, no split)."""
+        """Read up to ``limit`` new entries (``ack`` deleted first) and build their envelopes (no
+        history, no split)."""
         raws, now = await self._read_raw(lane, limit, ack=ack, then=then)
         fresh, malformed = build_fresh(lane.kind, self.prefix, raws, now)
         return fresh, malformed, len(raws), now
@@ -152,7 +166,7 @@ class Intake:
         limit: int,
         *,
         in_flight: FreshBatch | None = None,
-        ack: Acking | None = None,
+        ack: Sequence[str] = (),
         then: Sequence[Command] = (),
     ) -> tuple[Sequence[RawEntry | RawTimer], float]:
         """Up to ``limit`` new entries as stored, and when they were read (epoch s).
@@ -165,9 +179,9 @@ class Intake:
         now = self.clock.now()
         if lane.reader is not None:
             reading_s, reconcile = self.clock.monotonic(), not in_flight
-            fields, fence = ack if ack is not None else ((), None)
+            fence = self.guard.fence if ack else None
             return await lane.reader.read_new(
-                limit, now=reading_s, reconcile=reconcile, ack=fields, fence=fence, then=then
+                limit, now=reading_s, reconcile=reconcile, ack=ack, fence=fence, then=then
             ), now
         flying = [raw for raw in in_flight.raws if isinstance(raw, RawTimer)] if in_flight else []
         return await self._read_timers(lane, now, limit, flying), now

@@ -291,7 +291,7 @@ class PrefixRelay:
         here, any other goes on up.
         """
         # With the subscription live, a write noticed by the end of the pass means another pass
-        # at once: its read may carry this pass's last ack (``engine.overlap``).
+        # at once: its read may carry this pass's last ack (``engine.lane``).
         carry = None if notified is None or self.options.once else self.loop_wake.is_set
         self._passing = task = asyncio.current_task()
         if (waiter := self._stopped()).done():  # stopped since the loop looked

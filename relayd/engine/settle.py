@@ -82,7 +82,7 @@ class Settlement:
             await self._apply(lane, verdicts, acked_fast, stamp)
 
     async def ack_carried(self, lane: Lane, fields: list[str]) -> None:
-        """Send a carried ack on its own (``engine.overlap``): its fields were returned by the
+        """Send a carried ack on its own (``Lane.carry``): its fields were returned by the
         lane's reader and delivered whole; raises ``Fenced`` when the lease may be gone."""
         with self.guard.writing(lane.kind, len(fields)):
             await self._ack(lane, fields, [], FreshBatch())

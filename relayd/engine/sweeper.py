@@ -1,13 +1,15 @@
 """One prefix's delivery passes: read, build, deliver, judge, settle, report.
 
 A pass goes spawns → outbox → due timers (a child must exist before events reach it). Per kind,
-a window: entries waiting in memory (``Held``: a retry backoff, behind a failing head of their
-target, or with attempts from before a restart) go first, picked by ``plan.choose``; then up to
-``batch`` new entries are read and built (``engine.intake``); both go to the sink in one call,
-are judged and settled (``engine.delivery``). While more than ``max_held`` entries of a kind
-wait in memory, no new ones are read. A full window's delivery starts as a task while the next
-window is read ahead (``engine.overlap``). Any Redis error propagates: the loop counts it and
-starts a fresh ``Sweeper`` (everything unacked is read again; attempt counts live in Redis).
+a window (``_run_window``): entries waiting in memory (``Held``: a retry backoff, behind a failing
+head of their target, or with attempts from before a restart) go first, picked by ``plan.choose``;
+then up to ``batch`` new entries are read and built (``engine.intake``, the lane's carried ack
+deleted in the same round-trip); both go to the sink in one call, are judged and settled
+(``engine.delivery``). While more than ``max_held`` entries of a kind wait in memory, no new ones
+are read. A full window's delivery starts as a task while the next window is read ahead. What a
+lane keeps from window to window and pass to pass is its ``Lane``'s (``engine.lane``). Any Redis
+error propagates: the loop counts it and starts a fresh ``Sweeper`` (everything unacked is read
+again; attempt counts live in Redis).
 
 Idle cost: a quiet lane (its last run read and held nothing) is probed before it is read, or
 left alone when the wake-up subscription saw no write to it (``Intake.quiet_lanes``), and the
@@ -22,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import orjson
@@ -123,7 +125,7 @@ class Sweeper:
         # nothing is sent or acked once either says the lease may be gone (``engine.fencing``).
         self.guard = FenceGuard(may_deliver, fence)
         self.settle = Settlement(store, metrics=metrics, clock=clock, guard=self.guard)
-        self.intake = Intake(store, clock=clock, poll_interval_s=options.poll_interval_s)
+        self.intake = Intake(store, clock=clock, poll_interval_s=options.poll_interval_s, guard=self.guard)
         self.delivery = Delivery(
             prefix=self.prefix,
             settle=self.settle,
@@ -237,14 +239,15 @@ class Sweeper:
         subscription (None: no such subscription, every quiet lane is probed).
         ``carry_acks``: asked at the end of the pass whether another pass follows at once (a
         write was noticed): then the ack of a hash lane's last window is carried to that pass's
-        read (``engine.overlap``) instead of sent on its own. None: never carried.
+        read (``engine.lane``) instead of sent on its own. None: never carried.
         """
         started_s = self.clock.monotonic()
         result = Tally(noticed=notified is not None)
         self.delivery.may_carry = carry_acks is not None
         # Carried by the last pass: a lane that reads this pass takes it along; one that does not
         # (a breaker open, too many held, a window read ahead) sends it at the end of this pass.
-        carried_before = [(lane, lane.overlap.carried) for lane in self.lanes if lane.overlap.carried]
+        for lane in self.lanes:
+            lane.begin_pass()
         if self.parked and self.clock.monotonic() - self._types_checked_s >= RECHECK_EVERY_S:
             await self._check_key_types()
         await self.pauses.refresh(self.lanes)
@@ -257,8 +260,8 @@ class Sweeper:
             # carried ack only when the next pass comes at once.
             keep = carry_acks is not None and not stopping and carry_acks()
             await self.delivery.settle_pending(self.lanes, result, carried=not keep)
-        for lane, fields in carried_before:
-            if lane.overlap.carried is fields:  # not taken by a read this pass
+        for lane in self.lanes:
+            if lane.carried_from_last_pass():  # not taken by a read this pass
                 await self.delivery.send_carried(lane, result)
         # At most once a second while passes find work; a pass that found none (the loop may go
         # idle after it) writes the mark if it moved.
@@ -303,7 +306,7 @@ class Sweeper:
         if lane.kind in self.parked:
             self._spawns_behind = False  # not a hash: nothing a read could return
         elif self._spawns_read and lane.reader is not None:
-            self._spawns_behind = not lane.reader.window.caught_up or lane.overlap.read_ahead is not None
+            self._spawns_behind = not lane.reader.window.caught_up or lane.read_ahead is not None
         elif lane.kind in idle_kinds and lane.kind not in skipped:
             self._spawns_behind = False  # the probe found no spawns hash
         elif lane.kind not in idle_kinds:
@@ -476,31 +479,26 @@ class Sweeper:
     async def _run_window(
         self, lane: Lane, tally: Tally, blocked: set[str], batch: int, *, probing: bool
     ) -> None:
+        """One window of a lane: read and build (``_read``), deliver, judge and settle
+        (``Delivery.deliver_and_settle``); a full window is delivered while the next one is read
+        ahead (``_deliver_reading_ahead``).
+
+        The slow paths are steps beside it: the held entries that may go now go first
+        (``_held_to_send``); entries with attempts or a blocked key join the waiting line at the
+        read (``Intake.read``), malformed ones go to dead letters with the settlement; outbox
+        events to a child whose spawn came late wait (``_hold_for_late_spawns``); what the lease
+        or the batch leaves out waits too (``_fit``).
+        """
         now = self.clock.now()
-        # Entries already waiting in memory are older than anything new: they go first.
-        picked: list[Held] = []
-        if lane.held:
-            picked = self._pick(lane, now, batch, blocked, probing=probing)
-            if picked and lane.reader is None:
-                picked = await self._recheck_timers(lane, picked, now)
-        fast = FreshBatch()
-        malformed: list[Dead] = []
+        picked = await self._held_to_send(lane, now, batch, blocked, probing=probing)
         room = min(batch - len(picked), self.options.max_held - len(lane.held))
-        read_n, then = 0, self._late_spawn_check(lane)
+        fast, malformed, read_n, counter = FreshBatch(), list[Dead](), 0, None
         if room > 0:
-            self._spawns_read |= lane.kind == "spawn"
-            waiting = {k for h in lane.held.values() if (k := h.envelope.ordering_key) is not None}
             before = len(lane.held)
-            fast, malformed, read_n = await self._read(lane, room, waiting | blocked, tally, then)
-            tally.read += read_n
+            fast, malformed, read_n, counter = await self._read(lane, tally, room, blocked)
             if len(lane.held) > before:  # some joined the line (a history): they may go now too
                 picked = self._pick(lane, now, batch - len(fast), blocked, probing=probing)
-            tally.full |= more_to_read(lane, read_n, room, noticed=tally.noticed)
         if (picked or fast) and lane.kind == "outbox" and self._spawn_lane_live():
-            # The counter from this read's round-trip: only a read that went to Redis with the
-            # check has its reply (every read sets the reader's replies; one read ahead has none).
-            replies = lane.reader.then_replies if read_n and lane.reader is not None else []
-            counter = _counter(replies[0]) if len(replies) == len(then) == 1 else None
             picked, fast = await self._hold_for_late_spawns(lane, picked, fast, now, counter)
         picked, fast = self._fit(lane, picked, fast, batch, now)
         if probing or not (fast and read_n >= room and len(lane.held) < self.options.max_held):
@@ -512,17 +510,37 @@ class Sweeper:
             lane, tally, picked, fast, malformed=malformed, now=now, batch=batch
         )
 
+    async def _held_to_send(
+        self, lane: Lane, now: float, batch: int, blocked: set[str], *, probing: bool
+    ) -> list[Held]:
+        """The held entries that go in this window, first: they are older than anything new
+        (``_pick``; a held timer only if Redis still has it armed as read: ``_recheck_timers``)."""
+        if not lane.held:
+            return []
+        picked = self._pick(lane, now, batch, blocked, probing=probing)
+        if picked and lane.reader is None:
+            picked = await self._recheck_timers(lane, picked, now)
+        return picked
+
     async def _read(
-        self, lane: Lane, room: int, blocked: set[str], tally: Tally, then: Sequence[Command] = ()
-    ) -> tuple[FreshBatch, list[Dead], int]:
-        """``Intake.read``, taking the lane's carried ack along when it goes to Redis."""
-        carried = lane.overlap.take_carried() if lane.overlap.read_ahead is None else []
-        if not carried:
-            return await self.intake.read(lane, room, blocked, then=then)
-        with self.guard.writing(lane.kind, len(carried)):
-            read = await self.intake.read(lane, room, blocked, ack=(carried, self.guard.fence), then=then)
-        self.delivery.count_carried(lane, len(carried), tally)
-        return read
+        self, lane: Lane, tally: Tally, room: int, blocked: set[str]
+    ) -> tuple[FreshBatch, list[Dead], int, int | None]:
+        """Read and build up to ``room`` new entries (``Intake.read``): the fast ones, the
+        malformed ones, how many were read, and for an outbox read the spawns counter as its
+        round-trip found it after the read (``_late_spawn_check``; None: not read with it)."""
+        self._spawns_read |= lane.kind == "spawn"
+        then = self._late_spawn_check(lane)
+        waiting = {k for h in lane.held.values() if (k := h.envelope.ordering_key) is not None}
+        read = await self.intake.read(lane, room, waiting | blocked, then=then)
+        if read.acked:  # the lane's carried ack went first in the read's round-trip
+            self.delivery.count_carried(lane, read.acked, tally)
+        tally.read += read.read_n
+        tally.full |= more_to_read(lane, read.read_n, room, noticed=tally.noticed)
+        # Only a read that went to Redis with the check has its reply (every read sets the
+        # reader's replies; one read ahead has none).
+        replies = lane.reader.then_replies if read.read_n and lane.reader is not None else []
+        counter = _counter(replies[0]) if len(replies) == len(then) == 1 else None
+        return read.fast, read.malformed, read.read_n, counter
 
     async def _deliver_reading_ahead(
         self,
@@ -537,7 +555,7 @@ class Sweeper:
     ) -> None:
         """Deliver a full window while the next one is read ahead."""
         # A full window: the next one is read ahead and its envelopes built while the sink works
-        # on this one, and this one's ack may run while the next one is delivered (``Overlap``).
+        # on this one, and this one's ack may run while the next one is delivered (``Lane``).
         # The delivery starts as a task, so the read goes out first and the relay packs
         # and sends the sink's calls while Redis answers it, instead of reading first and
         # delivering after (``relayd bench --kinds outbox``, old and new alternating).

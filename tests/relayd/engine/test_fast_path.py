@@ -135,7 +135,7 @@ async def test_a_window_prefetched_during_delivery_keeps_per_target_order(
 
     await sweeper.run_pass()
     [outbox] = [lane for lane in sweeper.lanes if lane.kind == "outbox"]
-    prefetched = [fresh[0] for fresh in outbox.overlap.read_ahead[0]]
+    prefetched = [fresh[0] for fresh in outbox.read_ahead[0]]
     await sweeper.run_pass()  # a2 waits behind a1's backoff, b2 goes
     after_second = _ids(sink.delivered)
     clock.advance(10)
@@ -246,7 +246,7 @@ async def test_a_read_that_fails_during_a_delivery_lets_the_delivery_finish_and_
     with pytest.raises(RedisConnectionError):
         await sweeper.run_pass()
 
-    assert outbox.overlap.acking is None  # the delivery's ack was not left in flight
+    assert outbox.acking is None  # the delivery's ack was not left in flight
     assert _ids(sink.delivered) == ["e0", "e1"]
     assert sorted(await async_client.hkeys(sweeper.store.keyspace.outbox)) == [b"3", b"4"]
 
@@ -260,15 +260,15 @@ async def test_a_full_windows_ack_runs_into_the_next_pass_and_a_pass_that_is_not
 
     first = await sweeper.run_pass()
     assert first.full
-    assert outbox.overlap.acking is not None
-    assert outbox.overlap.acking[1] == 2
+    assert outbox.acking is not None
+    assert outbox.acking[1] == 2
 
     delivered = first.delivered.get("outbox", 0)
     while not (result := await sweeper.run_pass()).drained:
         delivered += result.delivered.get("outbox", 0)
     delivered += result.delivered.get("outbox", 0)
 
-    assert outbox.overlap.acking is None
+    assert outbox.acking is None
     assert delivered == 5
     assert _ids(sink.delivered) == ["e0", "e1", "e2", "e3", "e4"]
     assert await async_client.hlen(sweeper.store.keyspace.outbox) == 0
@@ -278,19 +278,19 @@ async def _one_full_pass_of_three(async_client, prefix, seeder, clock):
     """A sweeper (batch 2) after one pass over three entries: the first window's ack in flight."""
     sweeper, _, outbox = await _batches_of_two(async_client, prefix, seeder, clock, 3)
     await sweeper.run_pass()
-    assert outbox.overlap.acking is not None
+    assert outbox.acking is not None
     return sweeper, outbox
 
 
 async def test_settle_pending_finishes_the_ack_in_flight(async_client, prefix, seeder, clock):
     """What a stop or a hand-back runs before the last checkpoint: the window's entries are gone."""
     sweeper, outbox = await _one_full_pass_of_three(async_client, prefix, seeder, clock)
-    task = outbox.overlap.acking[0]
+    task = outbox.acking[0]
 
     await sweeper.settle_pending()
 
     assert task.done()  # waited for, not only forgotten
-    assert outbox.overlap.acking is None
+    assert outbox.acking is None
     assert sorted(await async_client.hkeys(sweeper.store.keyspace.outbox)) == [b"3"]
 
 
@@ -300,13 +300,13 @@ async def test_an_abandoned_sweepers_ack_in_flight_still_deletes_and_counts_what
     """A sweeper given up (a Redis error, a lost lease) does not cancel its ack in flight: it
     deletes only entries the sink confirmed, and a new lease holder then need not redeliver them."""
     sweeper, outbox = await _one_full_pass_of_three(async_client, prefix, seeder, clock)
-    task = outbox.overlap.acking[0]
+    task = outbox.acking[0]
 
     sweeper.abandon()
     await task
     await asyncio.sleep(0)  # the count runs in the task's done callback
 
-    assert outbox.overlap.acking is None
+    assert outbox.acking is None
     assert sorted(await async_client.hkeys(sweeper.store.keyspace.outbox)) == [b"3"]
     delivered = sweeper.metrics.registry.get_sample_value(
         "relayd_delivered_total", {"prefix": prefix, "kind": "outbox"}

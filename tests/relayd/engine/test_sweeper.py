@@ -619,10 +619,10 @@ async def test_a_carried_ack_is_sent_by_settle_pending_and_by_abandon(async_clie
 
     await seeder.outbox("t", "e3")
     await sweeper.run_pass(notified=frozenset({"outbox"}), carry_acks=lambda: True)
-    assert sum(lane.overlap.carried is not None for lane in sweeper.lanes) == 1  # e3's ack, carried
+    assert sum(lane.carried is not None for lane in sweeper.lanes) == 1  # e3's ack, carried
     assert await async_client.hkeys(outbox) == [b"3"]  # delivered, its ack carried
     sweeper.abandon()
-    assert all(lane.overlap.carried is None for lane in sweeper.lanes)
+    assert all(lane.carried is None for lane in sweeper.lanes)
     assert [e.body["event"]["id"] for e in sink.delivered] == ["e1", "e2", "e3"]
     for _ in range(500):  # the ack runs as a task of its own
         if await async_client.hlen(outbox) == 0:

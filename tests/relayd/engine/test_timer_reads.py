@@ -162,7 +162,7 @@ async def test_a_drain_with_prefetch_delivers_each_timer_once_in_fire_at_order(
 
     await sweeper.run_pass()
     [lane] = [lane for lane in sweeper.lanes if lane.kind == "timer"]
-    prefetched = [raw.member for _, raw, _ in lane.overlap.read_ahead[0]] if lane.overlap.read_ahead else []
+    prefetched = [raw.member for _, raw, _ in lane.read_ahead[0]] if lane.read_ahead else []
     await _drain(sweeper)
 
     fire_ats = [e.body["fire_at"] for e in sink.attempted]
