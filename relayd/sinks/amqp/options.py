@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from relayd.security.material import Material, secret_file
-from relayd.sinks.own_options import SECURITY, STRIPPED_WATCHED, content_of, option, readable_file, watched
+from relayd.security.material import Material, pem_file, secret_file
+from relayd.sinks.own_options import SECURITY, STRIPPED_WATCHED, content_of, option, watched
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,8 +27,9 @@ class AmqpOptions:
         None,
         "PEM CA bundle trusted for amqps:// instead of the system store.",
         panel=SECURITY,
-        reads=readable_file,
+        reads=watched(pem_file),
     )
 
-    #: The password as the file holds it now, re-read when it changes.
+    #: What the files above hold now, re-read when they change.
     password: Material[str] | None = content_of("password_file")
+    ca: Material[bytes] | None = content_of("ca_file")

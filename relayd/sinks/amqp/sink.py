@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Final
 from relayd.envelope.batch import Batch
 from relayd.extras import import_extra
 from relayd.security.material import Fixed, Material
-from relayd.security.tls import verified_context
+from relayd.security.tls import WatchedCaContext
 from relayd.sinks import cloudevents, trace_context
 from relayd.sinks.amqp.options import AmqpOptions
 from relayd.sinks.amqp.target import AmqpTarget, parse_amqp_target
@@ -81,7 +81,9 @@ class AmqpSink(ReadyByReason):
         )
         # read at each (re)connect: a rotated --amqp-password-file is used by the next connection
         self._password: Material[str | None] = own.password or Fixed(None)
-        self._ca_file = str(own.ca_file) if own.ca_file is not None else None
+        # the CA bundle as the file holds it now: the next connection verifies with a rotated one
+        ca_file = str(own.ca_file) if own.ca_file is not None else None
+        self._ca = WatchedCaContext(own.ca, ca_file, option="sink 'amqp': --amqp-ca-file")
         self._connection: aiormq.abc.AbstractConnection | None = None
         self._channel: aiormq.abc.AbstractChannel | None = None
         self._not_ready: str | None = None
@@ -90,6 +92,8 @@ class AmqpSink(ReadyByReason):
 
     async def start(self) -> None:
         """Connect once; a broker that is down now is retried by ``deliver`` (not ready meanwhile)."""
+        if self._target.tls:
+            self._ca.current()  # a first CA bundle that holds no usable CA stops relayd here
         try:
             await self._open_channel()
         except (OSError, TimeoutError, self._aiormq.exceptions.AMQPError) as exc:
@@ -105,7 +109,7 @@ class AmqpSink(ReadyByReason):
             return self._not_ready
         if self._connection is not None and self._connection.is_closed:
             return "amqp connection lost"
-        return None
+        return self._ca.problem
 
     # -- delivery ------------------------------------------------------------------------------
 
@@ -205,7 +209,7 @@ class AmqpSink(ReadyByReason):
 
     async def _connect(self) -> aiormq.abc.AbstractConnection:
         target = self._target
-        context = verified_context(ca_file=self._ca_file) if target.tls else None
+        context = self._ca.current() if target.tls else None
         connection = self._aiormq.Connection(target.connection_url(self._password.value), context=context)
         connection.vhost = target.vhost  # set here, not in the URL: no quoting rules to get wrong
         try:

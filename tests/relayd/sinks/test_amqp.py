@@ -17,7 +17,7 @@ from relayd.cli.app import app
 from relayd.envelope.batch import Batch
 from relayd.errors import ConfigError
 from relayd.extras import missing_extra
-from relayd.security.material import Fixed
+from relayd.security.material import Fixed, pem_file
 from relayd.sinks import DELIVERED, Retry, SinkOptions, parse_sink_spec, resolve_sink
 from relayd.sinks.amqp.options import AmqpOptions
 from relayd.sinks.amqp.sink import AmqpSink
@@ -193,6 +193,33 @@ async def test_amqps_verifies_the_broker_with_the_ca_file(
     assert isinstance((await untrusted.deliver(Batch.of([outbox("p", 2, "a")])))[0], Retry)
     assert not untrusted.ready()
     assert [m.message_id for m in await drain(rabbitmq_server.url, queue)] == ["p:outbox:1"]
+
+
+async def test_a_ca_bundle_rotated_to_garbage_keeps_the_last_good_ca_for_the_reconnect(
+    rabbitmq_server: RabbitServer, names: tuple[str, str], started, tmp_path: Path
+) -> None:
+    """The CA file is watched like every other sink's: a bundle that no longer parses is not
+    taken, so the next connection still verifies with the last good CA (read from the path at
+    each connect, as before, it failed: the broker unreachable until the file was mended)."""
+    exchange, queue = names
+    await declare(rabbitmq_server.url, exchange, {queue: "ev"})
+    bundle = tmp_path / "ca.crt"
+    bundle.write_bytes(rabbitmq_server.pki.ca_cert.read_bytes())
+    watched = pem_file("--amqp-ca-file", bundle)
+    own = AmqpOptions(ca_file=bundle, ca=watched)
+    spec = parse_sink_spec(f"amqp:{rabbitmq_server.tls_url}?exchange={exchange}&routing_key=ev")
+    sink = await started(AmqpSink(spec, SinkOptions(own=own)))
+    before = await sink.deliver(Batch.of([outbox("p", 1, "a")]))
+
+    bundle.write_text("not a certificate\n")
+    checked = watched.check()
+    await sink.close()  # the next delivery connects afresh
+    after = await sink.deliver(Batch.of([outbox("p", 2, "a")]))
+
+    assert before == [DELIVERED]
+    assert checked != "reloaded"
+    assert after == [DELIVERED]
+    assert [m.message_id for m in await drain(rabbitmq_server.url, queue)] == ["p:outbox:1", "p:outbox:2"]
 
 
 async def test_the_client_baseline_publishes_the_bodies_to_the_keys_the_sink_would_use(
