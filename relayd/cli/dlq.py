@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from relayd.cli import options as o
+from relayd.cli.operator import per_prefix
 from relayd.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from relayd.config.settings import Settings
     from relayd.connect import AsyncRedis
     from relayd.envelope import Kind
     from store import Keyspace
-
-T = TypeVar("T")
 
 
 dlq_app = typer.Typer(name="dlq", help="List, replay or purge dead letters.", no_args_is_help=True)
@@ -44,30 +42,6 @@ def _check_kind(kind: str | None) -> Kind | None:
     return kind
 
 
-def per_prefix(
-    settings: Settings, action: Callable[[AsyncRedis, Keyspace], Awaitable[T]], *, hint: bool = False
-) -> list[T]:
-    """Run ``action`` on each prefix; with ``hint``, print the hint for a prefix that holds nothing."""
-    import asyncio
-
-    from relayd.connect import BRIEF, connect
-    from relayd.status.prefix_hint import prefix_hints
-    from store import Keyspace
-
-    async def run() -> list[T]:
-        client = await connect(settings, BRIEF)
-        try:
-            results = [await action(client, Keyspace(prefix)) for prefix in settings.prefix]
-            if hint:
-                for line in await prefix_hints(client, settings.prefix):
-                    typer.echo(f"relayd: hint: {line}", err=True)
-            return results
-        finally:
-            await client.aclose()
-
-    return asyncio.run(run())
-
-
 async def _audit(
     client: AsyncRedis,
     keyspace: Keyspace,
@@ -79,7 +53,7 @@ async def _audit(
 ) -> None:
     """Record a change made from the command line in the prefix's audit trail (the console's
     Audit page): what, how many, the equivalent command and who (``cli:user@host``)."""
-    from relayd.cli.pause import operator
+    from relayd.cli.operator import operator
     from relayd.console.actions import AUDIT_IDS
     from relayd.console.commands import purge_command, replay_command
     from relayd.console.filters import DeadLetterFilter

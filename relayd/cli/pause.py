@@ -45,20 +45,6 @@ ReasonOption = Annotated[
 ]
 
 
-def operator() -> str:
-    """Who acts from this command line: ``cli:user@host`` (for status and the audit trail)."""
-    import getpass
-    import socket
-
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no name for this uid (a container's numeric user)
-        import os
-
-        user = str(os.getuid())
-    return f"cli:{user}@{socket.gethostname()}"
-
-
 def chosen_scope(kind: str | None, sink: str | None, target: str | None, *, reason: str = "") -> Pause:
     """The selectors checked: one clear ``ConfigError`` (exit 2) for a bad one."""
     from relayd.envelope import KINDS
@@ -126,7 +112,7 @@ def pause(
     """
     import asyncio
 
-    from relayd.cli.dlq import per_prefix
+    from relayd.cli.operator import operator, per_prefix
     from relayd.state.pauses import pause as store_pause
 
     if not reason.strip():
@@ -167,7 +153,7 @@ def resume(
 
     A prefix with no such pause is named on stderr and the exit code is 1.
     """
-    from relayd.cli.dlq import per_prefix
+    from relayd.cli.operator import operator, per_prefix
     from relayd.state.pauses import resume as store_resume
 
     scope = chosen_scope(kind, sink, target)
