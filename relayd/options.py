@@ -8,6 +8,10 @@ the variable, its ``--help`` text and panel, what ``--help`` shows as its defaul
 pydantic field (type, default and bounds) in ``relayd.config.settings.Settings`` or in a sink's
 own model (``relayd.config.sink_settings``).
 
+A class with a class attribute ``env_prefix`` instead holds a command's own options, read by
+the command itself rather than by ``Settings``: field ``backlog`` of env_prefix ``bench`` is the
+flag ``--backlog`` and the variable ``RELAYD_BENCH_BACKLOG`` (``relayd.bench.options``).
+
 The core options' classes are listed in ``relayd.config.core``, the built-in sinks' in
 ``relayd.sinks.families``; a command takes them with ``relayd.cli.options``. Light on purpose:
 the CLI imports the declaring modules to build its flags, never what reads them.
@@ -43,7 +47,8 @@ def option(
     default: Any,
     help_text: str,
     *,
-    panel: str = SINKS,
+    panel: str | None = SINKS,
+    flag: str | None = None,
     reads: FileReader | None = None,
     secret: bool = False,
     constraints: dict[str, float] | None = None,
@@ -56,15 +61,21 @@ def option(
 
     ``reads`` makes a file option watched (the file read at start-up and again when it
     changes); ``secret`` keeps what it holds out of every log line; ``constraints`` are
-    pydantic's numeric bounds (``gt``, ``ge``, ``le``), checked when the option is loaded.
+    pydantic's numeric bounds (``gt``, ``ge``, ``le``), checked when the option is loaded
+    (a command's own, read ``direct``: a click range, ``ge`` and ``le`` only).
     ``shown`` is what ``--help`` shows as the default when it is not the default's text;
     ``negatable`` makes a switch ``--name/--no-name``; ``repeatable`` makes a tuple of text
     given once per flag (comma-separated in the variable). ``extra`` is a sink's own metadata
     (the kafka sink's ``librdkafka`` setting name).
+
+    ``panel`` None shows the option among the command's own (its "Options" panel); ``flag`` is
+    its flag when not made from the field's name (``--json`` for field ``as_json``), and its
+    variable follows the flag.
     """
     metadata = {
         "help": help_text,
         "panel": panel,
+        "flag": flag,
         "reads": reads,
         "secret": secret,
         "shown": shown,
@@ -94,13 +105,19 @@ def option_names(cls: type) -> tuple[str, ...]:
 
 
 def flag(cls: type, field_name: str) -> str:
-    """The command-line flag: ``--kafka-ca-file``."""
-    return "--" + option_name(cls, field_name).replace("_", "-")
+    """The command-line flag: ``--kafka-ca-file``, or the field's own ``flag``."""
+    named = next(
+        (item.metadata.get("flag") for item in dataclasses.fields(cls) if item.name == field_name), None
+    )
+    return named if isinstance(named, str) else "--" + option_name(cls, field_name).replace("_", "-")
 
 
 def envvar(cls: type, field_name: str) -> str:
-    """The environment variable: ``RELAYD_KAFKA_CA_FILE``."""
-    return "RELAYD_" + option_name(cls, field_name).upper()
+    """The environment variable, named after the flag: ``RELAYD_KAFKA_CA_FILE``;
+    ``RELAYD_BENCH_BACKLOG`` for ``--backlog`` of a class whose ``env_prefix`` is ``bench``."""
+    env_prefix = vars(cls).get("env_prefix")
+    under = f"{env_prefix.replace('-', '_').upper()}_" if isinstance(env_prefix, str) else ""
+    return f"RELAYD_{under}" + flag(cls, field_name).removeprefix("--").replace("-", "_").upper()
 
 
 def shown_default(field: dataclasses.Field[Any]) -> str | bool:

@@ -9,6 +9,8 @@
 - ``server``: a throwaway redis-server, INFO readings, prefix clean-up.
 - ``stats``: pure arithmetic on the figures (rates, percentiles, ratios).
 - ``baselines``: per sink, the least its own client library must do to deliver the same bodies.
+- ``options``: the command's options (``BenchOptions``), light: the CLI imports it for its flags.
 
-Nothing under ``relayd`` imports this package except the ``bench`` command, lazily.
+Nothing under ``relayd`` imports this package except the ``bench`` command: its options to build
+its flags, the rest lazily.
 """

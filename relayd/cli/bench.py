@@ -1,21 +1,21 @@
 """``relayd bench``: measure the relay against the incumbent-style baseline; a table or ``--json``.
 
-Options read ``RELAYD_BENCH_<NAME>`` (not ``RELAYD_<NAME>``): a benchmark seeds and deletes keys,
-so it must never pick up a production ``RELAYD_REDIS_URL`` from the environment by accident.
+Its options are declared in ``relayd.bench.options`` (``BenchOptions``) and read
+``RELAYD_BENCH_<NAME>`` (not ``RELAYD_<NAME>``): a benchmark seeds and deletes keys, so it must
+never pick up a production ``RELAYD_REDIS_URL`` from the environment by accident.
 Exit code 0 when every run drained everything it seeded, 1 otherwise.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
-from relayd.engine.options import TuningOptions
+from relayd.bench.options import BenchOptions
+from relayd.cli import options as o
 from relayd.errors import ConfigError
-from relayd.sinks.options import FormatOptions
 from relayd.sinks.webhook.options import WebhookOptions
 
 if TYPE_CHECKING:
@@ -25,105 +25,8 @@ if TYPE_CHECKING:
     from relayd.sinks.base import SinkOptions
 
 
-def _opt(variable: str, help_text: str, **extra: Any) -> Any:
-    """A bench option read from ``RELAYD_BENCH_<variable>``, its default shown."""
-    return typer.Option(
-        envvar=f"RELAYD_BENCH_{variable}", show_envvar=True, show_default=True, help=help_text, **extra
-    )
-
-
-def bench(  # noqa: PLR0917 - Typer passes one keyword per option
-    redis_url: Annotated[
-        str | None,
-        _opt(
-            "REDIS_URL",
-            "Redis to benchmark on (default: a throwaway redis-server on a free loopback "
-            "port if one is on PATH, else the embedded fakeredis).",
-        ),
-    ] = None,
-    sink: Annotated[
-        str | None,
-        _opt(
-            "SINK",
-            "Sink spec ('null', 'jsonl:PATH', 'redis-stream:URL?stream=NAME', 'webhook:URL'); "
-            "'{prefix}', '{redis_url}' and '{tmpdir}' are filled in, 'webhook:local' is an HTTP server "
-            "the bench starts on loopback. Default: one trimmed stream on the same Redis.",
-        ),
-    ] = None,
-    http_server: Annotated[
-        str, _opt("HTTP_SERVER", "The server behind 'webhook:local': aiohttp or uvicorn.")
-    ] = "aiohttp",
-    webhook_secret_file: Annotated[
-        Path | None, _opt("WEBHOOK_SECRET_FILE", "Sign webhook requests with this file's key.")
-    ] = None,
-    webhook_concurrency: Annotated[
-        int, _opt("WEBHOOK_CONCURRENCY", "Webhook requests in flight (sink and baseline).", min=1)
-    ] = WebhookOptions().concurrency,
-    webhook_batch: Annotated[
-        int,
-        _opt(
-            "WEBHOOK_BATCH",
-            "Most envelopes in one webhook request of the relay (the baseline posts one each).",
-            min=1,
-        ),
-    ] = WebhookOptions().batch,
-    output_format: Annotated[
-        Literal["relayd", "cloudevents"],
-        typer.Option(
-            "--format",
-            envvar="RELAYD_BENCH_FORMAT",
-            show_envvar=True,
-            show_default=True,
-            help="What the relay's sink sends: the relayd/1 envelope or CloudEvents.",
-        ),
-    ] = FormatOptions().format,
-    backlog: Annotated[int, _opt("BACKLOG", "Entries seeded per kind.", min=1)] = 100_000,
-    kinds: Annotated[str, _opt("KINDS", "Kinds to drain, comma-separated.")] = "outbox,spawn,timer",
-    batch: Annotated[
-        int, _opt("BATCH", "Entries per read and per sink call.", min=1)
-    ] = TuningOptions().batch,
-    baseline: Annotated[
-        bool, _opt("BASELINE", "Also drain an identical backlog the incumbent's way.")
-    ] = True,
-    repeat: Annotated[
-        int,
-        _opt(
-            "REPEAT",
-            "Relay drains per kind (and client-baseline runs, alternating); medians reported.",
-            min=1,
-        ),
-    ] = 1,
-    suite: Annotated[
-        str, _opt("SUITE", "drain, scale, timers, idle, wake, steady (comma-separated) or all.")
-    ] = "drain",
-    scale_backlog: Annotated[
-        int, _opt("SCALE_BACKLOG", "The large backlog of the scale suite.", min=1000)
-    ] = 1_000_000,
-    timer_duration: Annotated[float, _opt("TIMER_DURATION", "Seconds of the timers suite.", min=1.0)] = 30.0,
-    timer_rate: Annotated[int, _opt("TIMER_RATE", "Timers due per second.", min=1)] = 10_000,
-    idle_duration: Annotated[float, _opt("IDLE_DURATION", "Seconds of the idle suite.", min=1.0)] = 10.0,
-    wake_commits: Annotated[
-        int, _opt("WAKE_COMMITS", "Single commits per run of the wake suite.", min=1)
-    ] = 20,
-    steady_rates: Annotated[
-        str, _opt("STEADY_RATES", "Commits per second of the steady suite's runs, comma-separated.")
-    ] = "1000,5000,20000",
-    steady_seconds: Annotated[
-        float, _opt("STEADY_SECONDS", "Measured seconds per rate of the steady suite.", min=0.5)
-    ] = 8.0,
-    steady_warmup: Annotated[
-        float, _opt("STEADY_WARMUP", "Unmeasured seconds before each steady run.", min=0.0)
-    ] = 2.0,
-    as_json: Annotated[
-        bool,
-        typer.Option(
-            "--json",
-            envvar="RELAYD_BENCH_JSON",
-            show_envvar=True,
-            help="Print one JSON document instead of tables.",
-        ),
-    ] = False,
-) -> None:
+@o.with_options(BenchOptions, direct=True)
+def bench(ctx: typer.Context, **_: object) -> None:
     """Seed throwaway backlogs, drain them with the real engine and the baseline, print the figures."""
     from rich.console import Console
 
@@ -132,51 +35,50 @@ def bench(  # noqa: PLR0917 - Typer passes one keyword per option
     from relayd.envelope import KINDS
     from relayd.observability.logs import configure_logging
 
-    chosen_kinds = tuple(k.strip() for k in kinds.split(",") if k.strip())
+    options = o.options_from(BenchOptions, ctx)
+    chosen_kinds = tuple(k.strip() for k in options.kinds.split(",") if k.strip())
     if not chosen_kinds or any(k not in KINDS for k in chosen_kinds):
         raise ConfigError(f"--kinds takes a comma-separated subset of {','.join(KINDS)}")
+    suite = options.suite
     suites = SUITES if suite == "all" else tuple(s.strip() for s in suite.split(",") if s.strip())
     if not suites or any(s not in SUITES for s in suites):
         raise ConfigError(f"--suite takes a comma-separated subset of {','.join(SUITES)}, or 'all'")
-    rates = _steady_rates(steady_rates)
+    rates = _steady_rates(options.steady_rates)
     secret = None
-    if webhook_secret_file is not None:
+    if options.webhook_secret_file is not None:
         from relayd.config.settings import read_secret_file
 
         try:
-            secret = read_secret_file("--webhook-secret-file", webhook_secret_file).encode()
+            secret = read_secret_file("--webhook-secret-file", options.webhook_secret_file).encode()
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
     config = BenchConfig(
-        redis_url=redis_url,
-        sink=sink or DEFAULT_SINK,
-        backlog=backlog,
+        redis_url=options.redis_url,
+        sink=options.sink or DEFAULT_SINK,
+        backlog=options.backlog,
         kinds=cast("tuple[Kind, ...]", chosen_kinds),
-        batch=batch,
-        baseline=baseline,
-        repeat=repeat,
+        batch=options.batch,
+        baseline=options.baseline,
+        repeat=options.repeat,
         suites=suites,
-        scale_backlogs=(1_000, scale_backlog),
-        timer_rate=timer_rate,
-        timer_duration_s=timer_duration,
-        idle_duration_s=idle_duration,
-        wake_commits=wake_commits,
+        scale_backlogs=(1_000, options.scale_backlog),
+        timer_rate=options.timer_rate,
+        timer_duration_s=options.timer_duration,
+        idle_duration_s=options.idle_duration,
+        wake_commits=options.wake_commits,
         steady_rates=rates,
-        steady_seconds=steady_seconds,
-        steady_warmup_s=steady_warmup,
-        sink_options=_sink_options(
-            webhook_secret=secret,
-            webhook_concurrency=webhook_concurrency,
-            webhook_batch=webhook_batch,
-            output_format=output_format,
-        ),
-        http_server=http_server,
+        steady_seconds=options.steady_seconds,
+        steady_warmup_s=options.steady_warmup,
+        sink_options=_sink_options(options, webhook_secret=secret),
+        http_server=options.http_server,
     )
     # The relay logs one line per pass at info: only warnings, so the log does not skew the figures.
     configure_logging(log_format="console", log_level="warning")
     err = Console(stderr=True)
-    report = run_bench(config, log=(lambda _: None) if as_json else (lambda m: err.print(f"[dim]{m}[/dim]")))
-    if as_json:
+    report = run_bench(
+        config, log=(lambda _: None) if options.as_json else (lambda m: err.print(f"[dim]{m}[/dim]"))
+    )
+    if options.as_json:
         typer.echo(json.dumps(report, indent=2))
     else:
         render(report, Console())
@@ -354,15 +256,13 @@ def register(app: typer.Typer) -> None:
     app.command("bench")(bench)
 
 
-def _sink_options(
-    *, webhook_secret: bytes | None, webhook_concurrency: int, webhook_batch: int, output_format: str
-) -> SinkOptions:
+def _sink_options(options: BenchOptions, *, webhook_secret: bytes | None) -> SinkOptions:
     from relayd.security.material import Fixed
     from relayd.sinks.base import SinkOptions
 
     own = WebhookOptions(
         secrets=Fixed((webhook_secret,)) if webhook_secret is not None else None,
-        concurrency=webhook_concurrency,
-        batch=webhook_batch,
+        concurrency=options.webhook_concurrency,
+        batch=options.webhook_batch,
     )
-    return SinkOptions(own=own, output_format="cloudevents" if output_format == "cloudevents" else "relayd")
+    return SinkOptions(own=own, output_format=options.output_format)

@@ -12,11 +12,17 @@ command declares ``sink`` in the signature Typer reads, so the command's own par
 its own and it takes the shared ones as ``**_``. Each parameter is built from the option's
 declaration (``relayd.options``): ``@o.with_options(TuningOptions)`` declares every option of the
 class; ``with_connection_options`` adds those of every command that connects to Redis.
+
+A command's own options (a class with an ``env_prefix``: ``relayd bench``'s) never reach
+``Settings``: declared ``direct``, each flag has its default, its bounds as a click range and
+its type from the field's annotation (a ``Literal`` a choice), and ``options_from`` makes the
+instance the command reads.
 """
 
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable, Iterable
 from dataclasses import Field, dataclass
 from pathlib import Path
@@ -47,6 +53,7 @@ CONSOLE = declaring.CONSOLE
 PANELS = declaring.PANELS
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_T = TypeVar("_T")
 
 #: The value type of an option by the annotation of its field (``X | None`` as ``X``); any other
 #: field (text, choices) is read as text and checked by ``Settings``.
@@ -72,7 +79,7 @@ class SharedOption:
     name: str
     annotation: Any  # Annotated[value type, typer.Option(...)]
     default: Any
-    panel: str
+    panel: str | None  # None: the command's own "Options" panel
 
     def __call__(self, command: _F) -> _F:
         return declare(command, (self,))
@@ -82,8 +89,9 @@ def declare(command: _F, options: Iterable[SharedOption]) -> _F:
     """Add ``options`` to the signature Typer reads from ``command``, grouped in ``PANELS`` order.
 
     The command's own parameters come first (its arguments and the "Options" panel); the shared
-    ones follow as keyword parameters, panel by panel, in the order they were declared. Stacked
-    decorators run bottom-up, so each one's options go before those declared already.
+    ones follow as keyword parameters, panel by panel (those of no panel first, in "Options"),
+    in the order they were declared. Stacked decorators run bottom-up, so each one's options go
+    before those declared already.
     """
     shared: tuple[SharedOption, ...] = (*options, *getattr(command, _DECLARED, ()))
     names = {option.name for option in shared}
@@ -98,11 +106,15 @@ def declare(command: _F, options: Iterable[SharedOption]) -> _F:
         inspect.Parameter(
             option.name, inspect.Parameter.KEYWORD_ONLY, default=option.default, annotation=option.annotation
         )
-        for option in sorted(shared, key=lambda option: PANELS.index(option.panel))
+        for option in sorted(shared, key=lambda option: _panel_order(option.panel))
     ]
     command.__signature__ = inspect.Signature([*own, *declared])  # type: ignore[attr-defined]
     setattr(command, _DECLARED, shared)
     return command
+
+
+def _panel_order(panel: str | None) -> int:
+    return -1 if panel is None else PANELS.index(panel)
 
 
 SINK_OPTION = SharedOption(
@@ -145,15 +157,54 @@ def declared_option(cls: type, field: Field[Any]) -> SharedOption:
     return SharedOption(name, Annotated[value_type | None, declaration], None, panel)
 
 
-def declared_options(cls: type) -> tuple[SharedOption, ...]:
-    """A flag per option of ``cls``, in declaration order."""
+def direct_option(cls: type, field: Field[Any], value_type: Any) -> SharedOption:
+    """The flag of an option the command reads itself (``options_from``), not through ``Settings``:
+    its default is the field's, shown as click shows it; its bounds a click range."""
+    name, panel = declaring.option_name(cls, field.name), field.metadata["panel"]
+    flag = declaring.flag(cls, field.name)
+    if field.metadata.get("negatable"):
+        flag = f"{flag}/--no-{flag.removeprefix('--')}"
+    constraints: dict[str, float] = field.metadata["constraints"]
+    if set(constraints) - {"ge", "le"}:
+        raise TypeError(f"{flag}: a click range has only inclusive bounds (ge, le): {constraints}")
+    shown = field.metadata.get("shown")
+    declaration = typer.Option(
+        flag,
+        envvar=declaring.envvar(cls, field.name),
+        show_envvar=True,
+        show_default=True if shown is None else shown,
+        help=field.metadata["help"],
+        rich_help_panel=panel,
+        min=constraints.get("ge"),
+        max=constraints.get("le"),
+    )
+    return SharedOption(name, Annotated[value_type, declaration], field.default, panel)
+
+
+def declared_options(cls: type, *, direct: bool = False) -> tuple[SharedOption, ...]:
+    """A flag per option of ``cls``, in declaration order (``direct``: see ``direct_option``)."""
+    if direct:  # the types the command's values have: the annotations, evaluated
+        hints = typing.get_type_hints(cls)
+        return tuple(direct_option(cls, field, hints[field.name]) for field in declaring.declared(cls))
     return tuple(declared_option(cls, field) for field in declaring.declared(cls))
 
 
-def with_options(*classes: type) -> Callable[[_F], _F]:
-    """Declare every option of ``classes`` (``relayd.config.core``) on a command."""
-    shared = tuple(option for cls in classes for option in declared_options(cls))
+def with_options(*classes: type, direct: bool = False) -> Callable[[_F], _F]:
+    """Declare every option of ``classes`` (``relayd.config.core``) on a command; ``direct`` for
+    a command's own options, read with ``options_from`` (``direct_option``)."""
+    shared = tuple(option for cls in classes for option in declared_options(cls, direct=direct))
     return lambda command: declare(command, shared)
+
+
+def options_from(cls: type[_T], ctx: typer.Context) -> _T:
+    """The options of ``cls`` (declared ``direct``) as the command was given them, on the command
+    line or by their variables; the class's defaults for the others."""
+    given = {
+        field.name: ctx.params[name]
+        for field in declaring.declared(cls)
+        if _given(ctx, name := declaring.option_name(cls, field.name))
+    }
+    return cls(**given)
 
 
 def option_of(cls: type, name: str) -> SharedOption:
@@ -250,6 +301,12 @@ def _command_variables(command: Any) -> set[str]:
     for sub in getattr(command, "commands", {}).values():
         names |= _command_variables(sub)
     return names
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given, on the command line or by its variable (not defaulted)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name != "DEFAULT"
 
 
 def _typed(ctx: typer.Context, name: str) -> bool:

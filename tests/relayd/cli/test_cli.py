@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import time
 import typing
 import uuid
 from pathlib import Path
+from typing import ClassVar
 
 import orjson
 import pytest
@@ -16,8 +18,10 @@ import typer.main
 from support.seeding import Entries
 from typer.testing import CliRunner
 
+from relayd.cli import options as o
 from relayd.cli.app import app
 from relayd.config.defaults import Defaults
+from relayd.options import option
 from relayd.sinks.families import BUILT_IN_OPTIONS
 from relayd.sinks.own_options import declared, option_name
 
@@ -73,6 +77,55 @@ def test_option_types_follow_the_annotations_of_their_defaults():
     assert params["log_level"].type_descriptor.annotation is str
     assert params["prefix"].type_descriptor.annotation == list[str]
     assert params["prefix"].multiple
+
+
+@dataclasses.dataclass(frozen=True)
+class _OwnOptions:
+    """A command's own options, as ``relayd bench`` declares its."""
+
+    env_prefix: ClassVar[str] = "own-test"
+
+    count: int = option(3, "How many.", panel=None, constraints={"ge": 1})
+    label: str = option("plain", "What to call it.", panel=None, flag="--name")
+    loud: bool = option(True, "Shout.", panel=None, negatable=True)
+
+
+def _own_command(seen: list[_OwnOptions]) -> typer.Typer:
+    own = typer.Typer()
+
+    @own.command()
+    @o.with_options(_OwnOptions, direct=True)
+    def run(ctx: typer.Context, **_: object) -> None:
+        seen.append(o.options_from(_OwnOptions, ctx))
+
+    return own
+
+
+def test_a_command_s_own_options_are_its_flags_and_variables_over_the_class_defaults():
+    """A class with an ``env_prefix``: flags without a prefix, ``RELAYD_<ENV_PREFIX>_<FLAG>``
+    variables, its bounds checked by click, and the class's defaults for what is not given."""
+    seen: list[_OwnOptions] = []
+    own = _own_command(seen)
+
+    given = CliRunner().invoke(own, ["--count", "5", "--no-loud"], env={"RELAYD_OWN_TEST_NAME": "set"})
+    defaulted = CliRunner().invoke(own, [], env={"RELAYD_COUNT": "9", "RELAYD_NAME": "unread"})
+    refused = CliRunner().invoke(own, ["--count", "0"], env=WIDE)
+
+    assert (given.exit_code, defaulted.exit_code, refused.exit_code) == (0, 0, 2), given.output
+    assert seen == [_OwnOptions(count=5, label="set", loud=False), _OwnOptions()]
+    assert "Invalid value for '--count' (env var: 'RELAYD_OWN_TEST_COUNT')" in refused.output
+
+
+def test_a_command_s_own_option_takes_inclusive_bounds_only():
+    """Click ranges have no open bound here: ``gt`` on a direct option is refused when declared."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Open:
+        env_prefix: ClassVar[str] = "own-test"
+        rate: float = option(1.0, "A rate.", panel=None, constraints={"gt": 0})
+
+    with pytest.raises(TypeError, match="inclusive bounds"):
+        o.declared_options(Open, direct=True)
 
 
 #: Settings only ``relayd console`` reads (its own listener, token and actions).
