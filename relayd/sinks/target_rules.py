@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Final
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit
 
 from relayd.config.redis_url import REDIS_SCHEMES as _OWN_REDIS_SCHEMES
 from relayd.config.redis_url import plaintext_refusal
@@ -49,6 +49,20 @@ TIMEOUT_MOST_S: Final = 3600.0
 #: What fills a placeholder in a sampled template: legal in any name, long enough for the
 #: shortest name a family accepts.
 _SAMPLE_FILL: Final = "xxx"
+
+
+def url_parts(url: str, malformed: str) -> SplitResult:
+    """``urlsplit(url)``, its port checked too (``urlsplit`` checks it only when it is read).
+
+    Raises:
+        ConfigError: ``malformed``, with ``{error}`` in it replaced by what is wrong.
+    """
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - read to be checked
+    except ValueError as exc:
+        raise ConfigError(malformed.format(error=exc)) from None
+    return parts
 
 
 def sink_params(text: str, sink: str, known: Sequence[str], *, note: str = "") -> tuple[str, dict[str, str]]:

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from relayd.errors import ConfigError
 from relayd.sinks.aws.entries import SQS_MAX_MESSAGE_BYTES
-from relayd.sinks.target_rules import check_plaintext, sink_params
+from relayd.sinks.target_rules import check_plaintext, sink_params, url_parts
 
 Service = Literal["sqs", "sns", "kinesis"]
 EXAMPLES: Final[dict[str, str]] = {
@@ -144,11 +144,7 @@ def _sns_region(arn: str) -> str | None:
 
 
 def _check_endpoint(service: str, endpoint: str, *, allow_plaintext: bool) -> None:
-    try:
-        parts = urlsplit(endpoint)
-        parts.port  # noqa: B018 - urlsplit validates the port only when it is read
-    except ValueError:
-        raise ConfigError(f"sink {service!r}: endpoint_url is malformed") from None
+    parts = url_parts(endpoint, f"sink {service!r}: endpoint_url is malformed")
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise ConfigError(f"sink {service!r}: endpoint_url must be an http:// or https:// URL")
     if parts.username or parts.password:

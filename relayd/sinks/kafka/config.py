@@ -18,7 +18,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 from relayd.errors import ConfigError
 from relayd.security.material import Fixed, Material
@@ -26,7 +25,7 @@ from relayd.sinks.base import SinkOptions
 from relayd.sinks.kafka.options import KafkaOptions
 from relayd.sinks.kafka.target import parse_kafka_target
 from relayd.sinks.spec import SinkSpec
-from relayd.sinks.target_rules import check_plaintext
+from relayd.sinks.target_rules import check_plaintext, url_parts
 
 _SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: The mechanisms whose credential is a bearer token, not a username and password.
@@ -172,11 +171,7 @@ def _check_sasl_options(own: KafkaOptions, material: KafkaMaterial, *, password:
 
 def _check_token_url(url: str) -> None:
     """An ``https://`` token endpoint (``http://`` only on loopback: the client secret crosses it)."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - urlsplit validates the port only when it is read
-    except ValueError:
-        raise ConfigError("sink 'kafka': --kafka-oauth-token-url is malformed") from None
+    parts = url_parts(url, "sink 'kafka': --kafka-oauth-token-url is malformed")
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise ConfigError("sink 'kafka': --kafka-oauth-token-url must be an https:// URL")
     if parts.username or parts.password:

@@ -24,7 +24,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from relayd.errors import ConfigError
-from relayd.sinks.target_rules import placeholder_sample, sink_params, timeout_param
+from relayd.sinks.target_rules import placeholder_sample, sink_params, timeout_param, url_parts
 
 #: A NATS subject: dot-separated tokens without whitespace or wildcards.
 _NATS_TOKEN: Final = re.compile(r"[^\s.*>]+")
@@ -53,11 +53,7 @@ def parse_nats_target(text: str) -> NatsTarget:
     servers_text, params = sink_params(text, "nats", ("subject", "timeout_s"))
     servers = []
     for item in (part.strip() for part in servers_text.split(",")):
-        try:
-            parts = urlsplit(item)
-            parts.port  # noqa: B018 - urlsplit validates the port only when it is read
-        except ValueError:
-            raise ConfigError("sink 'nats': malformed server URL") from None
+        parts = url_parts(item, "sink 'nats': malformed server URL")
         if parts.scheme not in ("nats", "tls") or not parts.hostname:
             raise ConfigError("sink 'nats' needs nats://HOST:PORT (or tls://) server URLs")
         if parts.username or parts.password:

@@ -13,10 +13,10 @@ since it depends on the options.
 from __future__ import annotations
 
 from typing import Final
-from urllib.parse import urlsplit
 
 from relayd.config.redis_url import redact_url
 from relayd.errors import ConfigError
+from relayd.sinks.target_rules import url_parts
 
 EXAMPLE: Final = "webhook:https://host/path"
 HTTP_SCHEMES: Final = frozenset({"http", "https"})
@@ -38,11 +38,7 @@ def _url_scheme(url: str) -> str:
     """The scheme of ``url`` once it is known to be a well-formed URL with a host."""
     if not url:
         raise ConfigError(f"sink 'webhook' needs a URL: {EXAMPLE!r}")
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - urlsplit validates the port only when it is read
-    except ValueError as exc:
-        raise ConfigError(f"sink 'webhook': malformed URL ({exc})") from None
+    parts = url_parts(url, "sink 'webhook': malformed URL ({error})")
     if not parts.scheme or (not parts.hostname and parts.scheme != "unix"):
         raise ConfigError(f"sink 'webhook': malformed URL {redact_url(url)!r}; expected e.g. {EXAMPLE!r}")
     return parts.scheme

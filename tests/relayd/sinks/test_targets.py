@@ -108,3 +108,34 @@ def test_parsing_a_spec_loads_no_client_library_and_no_sink(spec: str) -> None:
     loaded = done.stdout.split()
     assert [name for name in loaded if name.partition(".")[0] in CLIENT_LIBRARIES] == []
     assert [name for name in loaded if name.startswith("relayd.sinks.") and name.endswith(".sink")] == []
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "message"),
+    [
+        ("webhook", "http://h:notaport/", "sink 'webhook': malformed URL (Port could not be cast"),
+        ("nats", "nats://h:99999?subject=s", "sink 'nats': malformed server URL"),
+        (
+            "sqs",
+            "https://sqs.eu-west-1.amazonaws.com/1/q?endpoint_url=http://h:x",
+            "endpoint_url is malformed",
+        ),
+    ],
+)
+def test_a_url_with_a_bad_port_is_one_line_in_each_family_s_own_words(
+    parse: str, text: str, message: str
+) -> None:
+    """One rule (``target_rules.url_parts``) checks a URL's port for every family, each saying it its way."""
+    from relayd.errors import ConfigError
+    from relayd.sinks.aws.target import parse_aws_target
+    from relayd.sinks.nats.target import parse_nats_target
+    from relayd.sinks.webhook.target import parse_webhook_target
+
+    parsers = {
+        "webhook": parse_webhook_target,
+        "nats": parse_nats_target,
+        "sqs": lambda t: parse_aws_target("sqs", t),
+    }
+    with pytest.raises(ConfigError) as refused:
+        parsers[parse](text)
+    assert message in str(refused.value)
