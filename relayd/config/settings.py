@@ -32,11 +32,12 @@ on a cluster is a ``ConfigError``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Final, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 
 from pydantic import PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from relayd.config.connection import RedisOptions
 from relayd.config.core import CORE_OPTIONS
 from relayd.config.errors import describe_validation_error
 from relayd.config.host_port import parse_host_port
@@ -50,14 +51,17 @@ from relayd.config.sink_settings import (
     settings_model,
     split_sink_option,
 )
+from relayd.console.options import ConsoleServeOptions
 from relayd.engine.options import PacingOptions, SweepOptions, TuningOptions
 from relayd.errors import ConfigError
+from relayd.observability.options import EventsOptions, LogOptions, ServeOptions
 from relayd.options import values_of
 from relayd.security.material import WatchedFile, pem_file, secret_file
 from relayd.security.secret import Secret
 from relayd.sinks import cloudevents
 from relayd.sinks.base import SinkOptions
 from relayd.sinks.families import BUILT_IN_OPTIONS
+from relayd.sinks.options import FormatOptions, SinkChoice
 
 
 def read_secret_file(option: str, path: Path) -> str:
@@ -82,11 +86,28 @@ class _SettingsBase(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RELAYD_", frozen=True, extra="forbid", case_sensitive=False)
 
 
-#: A field per option of the core classes (``relayd.config.core``): their types, defaults and bounds.
-_Declared: Any = settings_model("DeclaredSettings", CORE_OPTIONS, _SettingsBase)
+if TYPE_CHECKING:
+    # What the type checker sees: an attribute per option, typed as its class declares it (the
+    # classes of ``CORE_OPTIONS``; a test checks the two lists agree).
+    class _Declared(  # type: ignore[misc]  # slotted dataclasses: only ever a type here
+        _SettingsBase,
+        RedisOptions,
+        SinkChoice,
+        TuningOptions,
+        PacingOptions,
+        LogOptions,
+        ServeOptions,
+        ConsoleServeOptions,
+        FormatOptions,
+        EventsOptions,
+    ): ...
+
+else:
+    #: A field per option of the core classes (``relayd.config.core``): types, defaults, bounds.
+    _Declared = settings_model("DeclaredSettings", CORE_OPTIONS, _SettingsBase)
 
 
-class Settings(_Declared):  # type: ignore[misc]  # its base is made from the declared options
+class Settings(_Declared):
     """Every relayd option (docs/configuration.md), validated; ``RELAYD_<NAME>`` for each.
 
     Build it with ``load_settings`` (flags over the environment over the defaults). Its fields,

@@ -435,3 +435,21 @@ def test_redis_and_webhook_ca_files_reach_sink_options_as_paths(tmp_path: Path):
 def test_an_unreadable_amqp_password_file_is_a_config_error_naming_the_option(tmp_path: Path):
     with pytest.raises(ConfigError, match="--amqp-password-file: cannot read"):
         load_settings(amqp_password_file=tmp_path / "missing")
+
+
+def test_the_type_checker_sees_every_core_options_class_in_order() -> None:
+    """``Settings``'s fields come from ``CORE_OPTIONS`` at run time; what mypy reads is the list of
+    bases written under ``TYPE_CHECKING``: a class added to one and not the other fails here."""
+    import ast
+    import inspect
+
+    import relayd.config.settings as settings_module
+    from relayd.config.core import CORE_OPTIONS
+
+    tree = ast.parse(inspect.getsource(settings_module))
+    (declared,) = [
+        node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == "_Declared"
+    ]
+    bases = [base.id for base in declared.bases if isinstance(base, ast.Name)]
+
+    assert bases == ["_SettingsBase", *(cls.__name__ for cls in CORE_OPTIONS)]
