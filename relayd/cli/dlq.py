@@ -88,7 +88,8 @@ def _as_dict(letter: Any) -> dict[str, Any]:
     return dict(letter)
 
 
-def _when(epoch_s: object) -> str:
+def utc_time(epoch_s: object) -> str:
+    """An epoch time as the tables show it (``2026-01-02 03:04:05 UTC``); ``-`` when not a number."""
     if not isinstance(epoch_s, int | float):
         return "-"
     return datetime.fromtimestamp(epoch_s, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -118,8 +119,8 @@ def dead_letter_table(rows: Sequence[dict[str, Any]]) -> Table:
             str(row["id"]),
             reason,
             str(row["attempts"]),
-            _when(row.get("first_attempt_at")),
-            _when(row.get("last_attempt_at")),
+            utc_time(row.get("first_attempt_at")),
+            utc_time(row.get("last_attempt_at")),
         )
     return table
 

@@ -78,7 +78,7 @@ def retrying_table(entries: list[RetryingEntry], now: float) -> Table:
     from rich import box
     from rich.table import Table
 
-    from relayd.cli.dlq import _when
+    from relayd.cli.dlq import utc_time
 
     table = Table(
         title="retrying", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
@@ -103,8 +103,8 @@ def retrying_table(entries: list[RetryingEntry], now: float) -> Table:
             e.id,
             e.key or "-",
             str(e.attempts),
-            _when(e.first_attempt_at),
-            _when(e.last_attempt_at),
+            utc_time(e.first_attempt_at),
+            utc_time(e.last_attempt_at),
             next_in,
             e.last_error or "-",
         )
