@@ -25,6 +25,7 @@ from typer.core import TyperGroup
 from relayd import __version__
 from relayd.cli import acl, bench, console, demo, dlq, pause, status, sweep
 from relayd.errors import RedisUnreachable, RelaydError
+from relayd.runtime.gc_tuning import skip_collection_at_exit
 from relayd.runtime.lean_imports import import_structlog_without_rich
 
 
@@ -129,4 +130,5 @@ for command in COMMANDS:
 
 def main(argv: list[str] | None = None) -> None:
     """The ``relayd`` console script."""
+    skip_collection_at_exit()
     app(args=argv, prog_name="relayd")
