@@ -11,7 +11,7 @@ them, so a pass reads as read (``take_read_ahead`` first), deliver, settle (``se
 
 The ack of the last window of a pass that was not full may instead be carried to the lane's
 next read (``carried``): under a steady writer the next pass comes within milliseconds, and its
-read takes the HDEL along in the same round-trip (``Intake.read``, unless it takes a window
+read takes the HDEL along in the same round-trip (``Window.read``, unless it takes a window
 read ahead), one round-trip less per pass. The loop says when to carry: only
 when a write was noticed during the pass (another pass is coming); else, and on a stop or
 hand-back, it is sent on its own. A carried ack outlives one pass at most: one the next pass's
@@ -62,6 +62,8 @@ class Lane:
     acking: tuple[asyncio.Task[None], int] | None = None
     # The fields of the last window delivered whole, to be deleted by the lane's next read.
     carried: list[str] | None = None
+    # Timers: when the first timer not yet due is (epoch s), from the lane's last read or probe.
+    next_due_at: float | None = None
     # The carried ack as the pass under way found it (``begin_pass``).
     _carried_before: list[str] | None = field(default=None, init=False, repr=False)
 

@@ -8,12 +8,19 @@ idle prefix costs at most two cheap commands per pass instead of a read per kind
   exists, both quiet hash lanes are read;
 - ZRANGE of the first timer: no timer is due while the first score lies ahead, and that score
   tells the loop when to wake.
+
+With a live wake-up subscription the loop says which kinds were written since the last pass
+(``notified``): those quiet lanes are read without a probe, and the other quiet lanes are left
+alone (nothing was written to them) except for a timer coming due, and for one full probe per
+``poll_interval_s``, the same safety net as polling (``QuietLanes``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
+from collections.abc import Set as AbstractSet
 
+from relayd.engine.lane import Lane
 from relayd.envelope import Kind
 from relayd.state import RedisClient
 from store import Keyspace
@@ -43,3 +50,46 @@ async def probe_quiet(
         if first_timer_at is None or first_timer_at > now:
             idle.add("timer")
     return idle, first_timer_at
+
+
+class QuietLanes:
+    """One sweeper's quiet lanes: which to probe or leave alone each pass, and the probe."""
+
+    def __init__(self, client: RedisClient, keyspace: Keyspace, *, poll_interval_s: float) -> None:
+        self.client = client
+        self.keyspace = keyspace
+        self.poll_interval_s = poll_interval_s
+        # Lanes whose last run read, attempted and held nothing: the next pass probes them first.
+        self.quiet: set[Kind] = set()
+        self._probed_all_s = float("-inf")  # when every quiet lane was last probed (monotonic s)
+
+    def split(
+        self, notified: frozenset[Kind] | None, now_s: float, parked: AbstractSet[Kind], *, timer_due: bool
+    ) -> tuple[set[Kind], set[Kind]]:
+        """The quiet lanes (not parked) to leave alone this pass, and those to probe.
+
+        Without ``notified`` every quiet lane is probed. With it, a quiet lane nobody wrote to
+        has nothing new (its hash or zset only changes by a write, and every write is noticed),
+        unless its next timer is due (``timer_due``); once per ``poll_interval_s`` they are
+        probed all the same.
+        """
+        quiet = self.quiet - parked  # a parked lane is neither probed nor read
+        if notified is None or now_s - self._probed_all_s >= self.poll_interval_s:
+            self._probed_all_s = now_s
+            return set(), quiet - (notified or frozenset())
+        return quiet - notified - ({"timer"} if timer_due else set()), set()
+
+    def note_run(self, kind: Kind, *, quiet: bool) -> None:
+        """Whether a lane's run read, attempted and held nothing: the next pass probes it first."""
+        if quiet:
+            self.quiet.add(kind)
+        else:
+            self.quiet.discard(kind)
+
+    async def probe(self, quiet: set[Kind], timer_lane: Lane, *, now: float) -> set[Kind]:
+        """Which of the ``quiet`` lanes have nothing to read; a probed timer lane learns when its
+        next timer is due (``Lane.next_due_at``)."""
+        idle, first_timer_at = await probe_quiet(self.client, self.keyspace, quiet, now=now)
+        if "timer" in quiet:
+            timer_lane.next_due_at = first_timer_at
+        return idle

@@ -1,60 +1,53 @@
-"""One prefix's delivery passes: read, build, deliver, judge, settle, report.
+"""One prefix's delivery passes: the lanes in order, each one window, then checkpoint and report.
 
-A pass goes spawns → outbox → due timers (a child must exist before events reach it). Per kind,
-a window (``_run_window``): entries waiting in memory (``Held``: a retry backoff, behind a failing
-head of their target, or with attempts from before a restart) go first, picked by ``plan.choose``;
-then up to ``batch`` new entries are read and built (``engine.intake``, the lane's carried ack
-deleted in the same round-trip); both go to the sink in one call, are judged and settled
-(``engine.delivery``). While more than ``max_held`` entries of a kind wait in memory, no new ones
-are read. A full window's delivery starts as a task while the next window is read ahead. What a
-lane keeps from window to window and pass to pass is its ``Lane``'s (``engine.lane``). Any Redis
-error propagates: the loop counts it and starts a fresh ``Sweeper`` (everything unacked is read
-again; attempt counts live in Redis).
+A pass goes spawns → outbox → due timers (a child must exist before events reach it; events to
+a child whose spawn is still pending wait: ``engine.late_spawns``). Each lane runs one window
+(``engine.window``: read, build, deliver, judge, settle, straight through, with the held
+entries, the waiting line and the rest as named steps beside it). While more than ``max_held``
+entries of a kind wait in memory, no new ones are read. What a lane keeps from window to window
+and pass to pass is its ``Lane``'s (``engine.lane``). Any Redis error propagates: the loop counts
+it and starts a fresh ``Sweeper`` (everything unacked is read again; attempt counts live in
+Redis).
 
 Idle cost: a quiet lane (its last run read and held nothing) is probed before it is read, or
-left alone when the wake-up subscription saw no write to it (``Intake.quiet_lanes``), and the
+left alone when the wake-up subscription saw no write to it (``probe.QuietLanes``), and the
 gauges are refreshed on a time budget (``engine.gauges``). Timers: the score of the next timer
-not yet due comes back with each timer read or probe, and ``PassResult.next_retry_in_s`` lets
-the loop sleep only until it is due (at least ``TIMER_GATHER_S``). Reader cursors are
-checkpointed at most once a second while passes find work, and by a pass that found none.
+not yet due comes back with each timer read or probe (``Lane.next_due_at``), and
+``PassResult.next_retry_in_s`` lets the loop sleep only until it is due (at least
+``TIMER_GATHER_S``). Reader cursors are checkpointed at most once a second while passes find
+work, and by a pass that found none.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Final
 
-import orjson
 import structlog
 
 from relayd.engine.clock import Clock
-from relayd.engine.delivery import Delivery
 from relayd.engine.fencing import FenceGuard
-from relayd.engine.fresh import FreshBatch
 from relayd.engine.gauges import PrefixGauges
-from relayd.engine.intake import Intake, more_to_read
 from relayd.engine.key_types import RECHECK_EVERY_S, describe, read_key_types, wrong_types
 from relayd.engine.lane import Lane
+from relayd.engine.late_spawns import PendingSpawns
 from relayd.engine.options import SweepOptions
 from relayd.engine.passes import PassResult, Tally
 from relayd.engine.pause_watch import PauseWatch
-from relayd.engine.plan import Dead, Held, choose, pick_probe
+from relayd.engine.plan import choose
+from relayd.engine.probe import QuietLanes
 from relayd.engine.settle import Settlement
 from relayd.engine.sink_guard import SinkGuard, guards_for
 from relayd.engine.sink_health import SinkHealthPublisher
+from relayd.engine.window import Window
 from relayd.envelope import Kind
 from relayd.observability.metrics import RelayMetrics
 from relayd.runtime.packing import use_hiredis_packing
 from relayd.sinks.base import Sink
 from relayd.state import RedisClient
-from relayd.state.attempts import forget_attempts
-from relayd.state.keys import RelayKeys
-from store import AsyncRedisStore, Fence, RawTimer
-from store.codec import parse_seq
-from store.round_trip import Command
+from store import AsyncRedisStore, Fence
 
 log = structlog.get_logger(__name__)
 
@@ -65,10 +58,6 @@ TIMER_GATHER_S: Final = 0.005
 CHECKPOINT_EVERY_S: Final = 1.0
 #: Operator pauses are read again at most this often (seconds; the poll interval when shorter).
 PAUSES_READ_EVERY_S: Final = 0.5
-#: While spawns are pending beyond the spawn lane's memory, a pass names their children from the
-#: spawns hash (one HVALS) only while it holds at most this many spawns; above it every outbox
-#: event waits for the spawns to drain (a read of a hash of any size each pass would grow with it).
-PENDING_SPAWNS_NAMED: Final = 10_000
 
 
 class Sweeper:
@@ -107,33 +96,23 @@ class Sweeper:
         self.lanes: list[Lane] = []
         self._checkpointed: dict[Kind, int] = {}  # low-water marks written by this sweeper
         self._checkpointed_s = float("-inf")  # when they were last written (monotonic s)
-        # Whether spawns may be pending in Redis beyond what the spawn lane holds in memory (its
-        # reader behind the counter, a window read ahead, its breaker open, paused), and the
-        # children named by pending spawns as the last pass saw them: events to them wait.
-        self._spawns_behind = False
-        self._spawns_read = False
-        self._pending_children: set[str] = set()
-        # More spawns pending in Redis than one pass may name: every outbox event waits.
-        self._events_wait = False
-        # The spawns counter this pass has looked at (the spawn reader's, or the one read to
-        # name pending children): events read after it check for spawns above it.
-        self._spawns_seen = 0
-        # The children the spawns hash named when last read, and its (size, counter) then.
-        self._named: set[str] = set()
-        self._named_at: tuple[int, Any] | None = None
         # ``may_deliver`` is the lease's local deadline, ``fence`` its token checked by Redis:
         # nothing is sent or acked once either says the lease may be gone (``engine.fencing``).
         self.guard = FenceGuard(may_deliver, fence)
         self.settle = Settlement(store, metrics=metrics, clock=clock, guard=self.guard)
-        self.intake = Intake(store, clock=clock, poll_interval_s=options.poll_interval_s, guard=self.guard)
-        self.delivery = Delivery(
-            prefix=self.prefix,
+        # Spawns still pending in Redis, and children named by them: events to them wait.
+        self.spawns = PendingSpawns(store.client, store.keyspace)
+        self.quiet = QuietLanes(store.client, store.keyspace, poll_interval_s=options.poll_interval_s)
+        self.window = Window(
+            store,
             settle=self.settle,
+            spawns=self.spawns,
             options=options,
             metrics=metrics,
             clock=clock,
             rng=self.rng,
             guard=self.guard,
+            may_deliver=may_deliver,
         )
         self.gauges = PrefixGauges(store.client, store.keyspace, metrics)
         # Each sink's breaker and retries, written for ``relayd status`` (``engine.sink_health``).
@@ -158,6 +137,7 @@ class Sweeper:
                     reconcile_interval_s=min(1.0, options.poll_interval_s),
                 )
             self.lanes.append(Lane(kind, sinks[kind], guards[kind], reader))
+        self._timer_lane = self.lanes[-1]
 
     @property
     def client(self) -> RedisClient:
@@ -185,22 +165,28 @@ class Sweeper:
         for kind in self.parked.keys() - parked.keys():
             log.info("key_type_fixed", prefix=self.prefix, kind=kind)
         self.parked = parked
+        self.spawns.live = "spawn" not in parked  # a parked spawn lane names no late spawns
 
     def has_eligible(self) -> bool:
         """Whether some held entry may be attempted now (not waiting, not behind a waiting head)."""
         now, blocked = self.clock.now(), set[str]()
         for lane in self.lanes:
             hold = self.pauses.hold(lane.kind)
-            if lane.kind in self.parked or hold.whole or (lane.kind == "outbox" and self._events_wait):
+            if lane.kind in self.parked or hold.whole or (lane.kind == "outbox" and self.spawns.events_wait):
                 continue
             picked, _ = choose(lane.held.values(), now=now, limit=1, blocked=blocked | hold.keys)
             if picked and lane.guard.wait_s() is None:
                 return True
             if lane.kind == "spawn":
-                blocked = self._pending_children | {
+                blocked = self.spawns.children | {
                     k for h in lane.held.values() if (k := h.envelope.ordering_key)
                 }
         return False
+
+    def _timer_due(self) -> bool:
+        """Whether the first timer not yet due at the last read or probe is due now."""
+        next_due_at = self._timer_lane.next_due_at
+        return next_due_at is not None and next_due_at <= self.clock.now()
 
     def held_count(self) -> int:
         return sum(len(lane.held) for lane in self.lanes)
@@ -243,7 +229,7 @@ class Sweeper:
         """
         started_s = self.clock.monotonic()
         result = Tally(noticed=notified is not None)
-        self.delivery.may_carry = carry_acks is not None
+        self.window.may_carry = carry_acks is not None
         # Carried by the last pass: a lane that reads this pass takes it along; one that does not
         # (a breaker open, too many held, a window read ahead) sends it at the end of this pass.
         for lane in self.lanes:
@@ -251,7 +237,9 @@ class Sweeper:
         if self.parked and self.clock.monotonic() - self._types_checked_s >= RECHECK_EVERY_S:
             await self._check_key_types()
         await self.pauses.refresh(self.lanes)
-        skipped, to_probe = self.intake.quiet_lanes(notified, started_s, self.parked.keys())
+        skipped, to_probe = self.quiet.split(
+            notified, started_s, self.parked.keys(), timer_due=self._timer_due()
+        )
         idle_kinds = skipped | (await self._probe(to_probe) if to_probe else set())
         await self._run_lanes(result, idle_kinds, stop, skipped=skipped)
         stopping = stop is not None and stop.is_set()
@@ -259,10 +247,10 @@ class Sweeper:
             # The loop waits, stops or hands back after this pass: nothing stays in flight, and a
             # carried ack only when the next pass comes at once.
             keep = carry_acks is not None and not stopping and carry_acks()
-            await self.delivery.settle_pending(self.lanes, result, carried=not keep)
+            await self.window.settle_pending(self.lanes, result, carried=not keep)
         for lane in self.lanes:
             if lane.carried_from_last_pass():  # not taken by a read this pass
-                await self.delivery.send_carried(lane, result)
+                await self.window.send_carried(lane, result)
         # At most once a second while passes find work; a pass that found none (the loop may go
         # idle after it) writes the mark if it moved.
         await self.checkpoint(busy=result.full or result.read > 0)
@@ -273,126 +261,25 @@ class Sweeper:
     ) -> None:
         """Each lane not idle nor parked, in order, until ``stop`` is set or the lease may be gone."""
         blocked_children: set[str] = set()
-        self._spawns_read = False
+        self.spawns.begin_pass()
         for lane in self.lanes:
             if self._stopping(stop):
                 result.interrupted = True
                 break
             hold = self.pauses.hold(lane.kind)
-            waits = lane.kind == "outbox" and self._events_wait  # spawns too many to name are pending
+            waits = lane.kind == "outbox" and self.spawns.events_wait  # spawns too many to name are pending
             if not (lane.kind in idle_kinds or lane.kind in self.parked or hold.whole or waits):
                 # a paused lane is neither read nor delivered; a paused target is blocked
                 before = (result.read, result.attempted)
                 await self._run_lane(lane, result, blocked_children | hold.keys)
                 quiet = before == (result.read, result.attempted) and not lane.held
-                self.intake.note_run(lane.kind, quiet=quiet)
+                self.quiet.note_run(lane.kind, quiet=quiet)
             if lane.kind == "spawn":
                 # Events to a child whose spawn is still pending wait for it, wherever that spawn
                 # is (docs/internals.md#where-features-meet).
-                blocked_children = await self._children_pending(lane, idle_kinds, skipped=skipped)
-
-    async def _children_pending(self, lane: Lane, idle_kinds: set[Kind], *, skipped: set[Kind]) -> set[str]:
-        """The children named by spawns still pending: those the spawn lane holds, or, while
-        spawns may be pending beyond its memory, every child the spawns hash names (one HVALS
-        when the hash's size or counter moved since the last, while it holds at most
-        ``PENDING_SPAWNS_NAMED`` spawns; above that, every event waits).
-
-        The lane is behind unless it read this pass and its reader examined every seq the
-        counter allocated with no window read ahead, or the probe found no spawns hash; a lane
-        skipped for lack of writes keeps what the last pass knew.
-        """
-        held = {k for h in lane.held.values() if (k := h.envelope.ordering_key)}
-        self._spawns_seen = lane.reader.window.counter if lane.reader is not None else 0
-        if lane.kind in self.parked:
-            self._spawns_behind = False  # not a hash: nothing a read could return
-        elif self._spawns_read and lane.reader is not None:
-            self._spawns_behind = not lane.reader.window.caught_up or lane.read_ahead is not None
-        elif lane.kind in idle_kinds and lane.kind not in skipped:
-            self._spawns_behind = False  # the probe found no spawns hash
-        elif lane.kind not in idle_kinds:
-            self._spawns_behind = True  # not read: its breaker is open, it is paused, or full
-        self._events_wait = False
-        if not self._spawns_behind:
-            self._pending_children = held
-            return held
-        ks = self.store.keyspace
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hlen(ks.spawns)
-        pipe.get(ks.spawns_seq)
-        size, counter = await pipe.execute()
-        self._spawns_seen = max(self._spawns_seen, _counter(counter))
-        if size > PENDING_SPAWNS_NAMED:
-            # Naming every child would cost a read of the whole hash each pass: events wait
-            # until the spawns drain below the bound (spawns first, as the pass orders them).
-            self._events_wait = True
-            self._pending_children, self._named_at = held, None
-            return held
-        if self._named_at != (size, counter):
-            # No spawn added (the counter is where it was) and none removed (the size too):
-            # the children named last time are still the pending ones, so no read is needed.
-            values = await self.client.hvals(ks.spawns)
-            self._named = {child for raw in values if (child := child_named(raw)) is not None}
-            self._named_at = (size, counter)
-        self._pending_children = held | self._named
-        return self._pending_children
-
-    def _late_spawn_check(self, lane: Lane) -> tuple[Command, ...]:
-        """What an outbox read runs after it for ``_hold_for_late_spawns``: the spawns counter's
-        GET, so that check costs no round-trip of its own."""
-        if lane.kind != "outbox" or not self._spawn_lane_live():
-            return ()
-        return (("GET", self.store.keyspace.spawns_seq),)
-
-    async def _hold_for_late_spawns(
-        self, lane: Lane, picked: list[Held], fast: FreshBatch, now: float, counter: int | None = None
-    ) -> tuple[list[Held], FreshBatch]:
-        """What of the outbox entries about to go may go: not those to a child whose spawn was
-        committed after this pass looked at the spawns; they join the waiting line.
-
-        ``counter``: the spawns counter as the outbox read's round-trip found it after the read
-        (``_late_spawn_check``); None: read it now."""
-        late = await self._children_of_late_spawns(counter)
-        if late is not None and not late:
-            return picked, fast
-
-        def waits(key: str | None) -> bool:
-            return key is not None and (late is None or key in late)
-
-        held_back = FreshBatch.of(f for f in fast if waits(f[2].ordering_key))
-        if not held_back and not any(waits(h.envelope.ordering_key) for h in picked):
-            return picked, fast
-        lane.hold(held_back, now)
-        keep = FreshBatch.of(f for f in fast if not waits(f[2].ordering_key))
-        return [h for h in picked if not waits(h.envelope.ordering_key)], keep
-
-    def _spawn_lane_live(self) -> bool:
-        """Whether this sweeper relays spawns from a hash it can read (not parked)."""
-        return any(lane.kind == "spawn" and lane.reader is not None for lane in self.lanes) and (
-            "spawn" not in self.parked
-        )
-
-    async def _children_of_late_spawns(self, counter: int | None = None) -> set[str] | None:
-        """Children named by spawns committed after this pass looked at the spawns (seqs above
-        the counter it saw): an event the outbox read just returned may go to one of them.
-
-        The counter is read after that read (``counter``, from the read's own round-trip, or a
-        ``GET`` now): a spawn committed before any event it returned has its seq by then; one
-        HMGET of the new seqs names their children. None: more new spawns than a pass may name,
-        so every event to an execution waits.
-        """
-        ks = self.store.keyspace
-        if counter is None:
-            counter = _counter(await self.client.get(ks.spawns_seq))
-        if counter <= self._spawns_seen:
-            return set()
-        if counter - self._spawns_seen > PENDING_SPAWNS_NAMED:
-            self._events_wait = True
-            return None
-        seqs = [str(seq) for seq in range(self._spawns_seen + 1, counter + 1)]
-        values = await self.client.hmget(ks.spawns, seqs)
-        late = {child for raw in values if raw is not None and (child := child_named(raw))}
-        self._pending_children |= late  # ``has_eligible`` sees them wait too
-        return late
+                blocked_children = await self.spawns.children_pending(
+                    lane, idle_kinds, skipped=skipped, parked=lane.kind in self.parked
+                )
 
     def _stopping(self, stop: asyncio.Event | None) -> bool:
         """Whether to start no more work: ``stop`` is set, or the lease may be gone."""
@@ -449,14 +336,15 @@ class Sweeper:
         waits = [w for lane in self.lanes for h in lane.held.values() if (w := h.not_before - now) > 0]
         # A sink whose breaker is open: sleep until its probe may go.
         waits += [wait_s for lane in self.lanes if (wait_s := lane.guard.wait_s()) is not None]
-        if self.intake.next_timer_at is not None:  # it may have come due during this pass
+        next_due_at = self._timer_lane.next_due_at
+        if next_due_at is not None:  # it may have come due during this pass
             # Sleep only until the next timer is due, gathering those due within a few ms.
-            waits.append(max(self.intake.next_timer_at - now, TIMER_GATHER_S))
+            waits.append(max(next_due_at - now, TIMER_GATHER_S))
         return waits
 
     async def _probe(self, quiet: set[Kind]) -> set[Kind]:
-        """Which of the ``quiet`` lanes have nothing to read (``Intake.probe``)."""
-        idle = await self.intake.probe(quiet)
+        """Which of the ``quiet`` lanes have nothing to read (``QuietLanes.probe``)."""
+        idle = await self.quiet.probe(quiet, self._timer_lane, now=self.clock.now())
         if len(idle) == len(self.lanes):
             self.gauges.note_empty()
         return idle
@@ -471,192 +359,16 @@ class Sweeper:
             if most is not None:
                 batch = min(batch, most)
         try:
-            await self._run_window(lane, tally, blocked, batch, probing=probing)
+            await self.window.run(lane, tally, blocked, batch, probing=probing)
         finally:
             if probing and lane.guard.breaker.probing:  # the probe had nothing to send
                 lane.guard.cancel_probe()
 
-    async def _run_window(
-        self, lane: Lane, tally: Tally, blocked: set[str], batch: int, *, probing: bool
-    ) -> None:
-        """One window of a lane: read and build (``_read``), deliver, judge and settle
-        (``Delivery.deliver_and_settle``); a full window is delivered while the next one is read
-        ahead (``_deliver_reading_ahead``).
-
-        The slow paths are steps beside it: the held entries that may go now go first
-        (``_held_to_send``); entries with attempts or a blocked key join the waiting line at the
-        read (``Intake.read``), malformed ones go to dead letters with the settlement; outbox
-        events to a child whose spawn came late wait (``_hold_for_late_spawns``); what the lease
-        or the batch leaves out waits too (``_fit``).
-        """
-        now = self.clock.now()
-        picked = await self._held_to_send(lane, now, batch, blocked, probing=probing)
-        room = min(batch - len(picked), self.options.max_held - len(lane.held))
-        fast, malformed, read_n, counter = FreshBatch(), list[Dead](), 0, None
-        if room > 0:
-            before = len(lane.held)
-            fast, malformed, read_n, counter = await self._read(lane, tally, room, blocked)
-            if len(lane.held) > before:  # some joined the line (a history): they may go now too
-                picked = self._pick(lane, now, batch - len(fast), blocked, probing=probing)
-        if (picked or fast) and lane.kind == "outbox" and self._spawn_lane_live():
-            picked, fast = await self._hold_for_late_spawns(lane, picked, fast, now, counter)
-        picked, fast = self._fit(lane, picked, fast, batch, now)
-        if probing or not (fast and read_n >= room and len(lane.held) < self.options.max_held):
-            await self.delivery.deliver_and_settle(
-                lane, tally, picked, fast, malformed=malformed, now=now, batch=batch
-            )
-            return
-        await self._deliver_reading_ahead(
-            lane, tally, picked, fast, malformed=malformed, now=now, batch=batch
-        )
-
-    async def _held_to_send(
-        self, lane: Lane, now: float, batch: int, blocked: set[str], *, probing: bool
-    ) -> list[Held]:
-        """The held entries that go in this window, first: they are older than anything new
-        (``_pick``; a held timer only if Redis still has it armed as read: ``_recheck_timers``)."""
-        if not lane.held:
-            return []
-        picked = self._pick(lane, now, batch, blocked, probing=probing)
-        if picked and lane.reader is None:
-            picked = await self._recheck_timers(lane, picked, now)
-        return picked
-
-    async def _read(
-        self, lane: Lane, tally: Tally, room: int, blocked: set[str]
-    ) -> tuple[FreshBatch, list[Dead], int, int | None]:
-        """Read and build up to ``room`` new entries (``Intake.read``): the fast ones, the
-        malformed ones, how many were read, and for an outbox read the spawns counter as its
-        round-trip found it after the read (``_late_spawn_check``; None: not read with it)."""
-        self._spawns_read |= lane.kind == "spawn"
-        then = self._late_spawn_check(lane)
-        waiting = {k for h in lane.held.values() if (k := h.envelope.ordering_key) is not None}
-        read = await self.intake.read(lane, room, waiting | blocked, then=then)
-        if read.acked:  # the lane's carried ack went first in the read's round-trip
-            self.delivery.count_carried(lane, read.acked, tally)
-        tally.read += read.read_n
-        tally.full |= more_to_read(lane, read.read_n, room, noticed=tally.noticed)
-        # Only a read that went to Redis with the check has its reply (every read sets the
-        # reader's replies; one read ahead has none).
-        replies = lane.reader.then_replies if read.read_n and lane.reader is not None else []
-        counter = _counter(replies[0]) if len(replies) == len(then) == 1 else None
-        return read.fast, read.malformed, read.read_n, counter
-
-    async def _deliver_reading_ahead(
-        self,
-        lane: Lane,
-        tally: Tally,
-        picked: list[Held],
-        fast: FreshBatch,
-        *,
-        malformed: list[Dead],
-        now: float,
-        batch: int,
-    ) -> None:
-        """Deliver a full window while the next one is read ahead."""
-        # A full window: the next one is read ahead and its envelopes built while the sink works
-        # on this one, and this one's ack may run while the next one is delivered (``Lane``).
-        # The delivery starts as a task, so the read goes out first and the relay packs
-        # and sends the sink's calls while Redis answers it, instead of reading first and
-        # delivering after (``relayd bench --kinds outbox``, old and new alternating).
-        delivering = asyncio.create_task(
-            self.delivery.deliver_and_settle(
-                lane, tally, picked, fast, malformed=malformed, now=now, batch=batch, defer_ack=True
-            )
-        )
-        try:
-            await self.intake.read_ahead(lane, batch, in_flight=fast)
-        except Exception:
-            # The read failed: the delivery in flight still finishes and acks what it can (fewer
-            # redeliveries from the next sweeper); then the read's error goes to the loop.
-            with contextlib.suppress(Exception):
-                await delivering
-                await self.delivery.settled(lane, tally)  # the ack it left in flight, too
-            raise
-        except BaseException:  # cancelled (the shutdown grace ran out): so is the delivery
-            delivering.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await delivering
-            raise
-        await delivering
-
-    async def _recheck_timers(self, lane: Lane, picked: list[Held], now: float) -> list[Held]:
-        """The held timers about to be sent again that are due by Redis's clock and that the
-        engine still has armed as read.
-
-        One not due (the clock stepped back since it was read) waits for its ``fire_at`` again.
-        One ``ZMSCORE`` for the others: a timer the engine cancelled since it was read is
-        dropped, one it moved is dropped too and read again at its new score when due
-        (docs/internals.md#delivery-semantics); their attempt records go with them.
-        """
-        for held in picked:
-            if isinstance(held.raw, RawTimer) and held.raw.fire_at > now:
-                held.not_before = max(held.not_before, held.raw.fire_at)
-        picked = [h for h in picked if isinstance(h.raw, RawTimer) and h.raw.fire_at <= now]
-        if not picked:
-            return picked
-        members: list[Any] = [h.raw.member for h in picked if isinstance(h.raw, RawTimer)]
-        scores = await self.client.zmscore(self.store.keyspace.timers, members)
-        keep: list[Held] = []
-        gone: list[str] = []
-        for held, score in zip(picked, scores, strict=True):
-            if score is not None and isinstance(held.raw, RawTimer) and float(score) == held.raw.fire_at:
-                keep.append(held)
-                continue
-            del lane.held[held.ref]
-            gone.append(held.ref)
-        if gone:
-            self._log.info("held_timers_changed", prefix=self.prefix, count=len(gone))
-            key = RelayKeys(self.store.keyspace).attempts(lane.kind)
-            await self.settle.bookkeeping(lane.kind, "attempts", forget_attempts(self.client, key, gone))
-        return keep
-
-    def _fit(
-        self, lane: Lane, picked: list[Held], fast: FreshBatch, batch: int, now: float
-    ) -> tuple[list[Held], FreshBatch]:
-        """What of a window goes now: nothing once the lease may be gone, at most ``batch``; the
-        fresh entries left out join the waiting line."""
-        if (picked or fast) and not self.may_deliver():
-            # The lease was lost while reading: another replica delivers now.
-            lane.hold(fast, now)
-            return [], FreshBatch()
-        if len(picked) + len(fast) > batch:  # a window read ahead before the batch shrank (a probe)
-            fresh = list(fast)
-            keep = max(batch - len(picked), 0)
-            lane.hold(FreshBatch.of(fresh[keep:]), now)
-            fast = FreshBatch.of(fresh[:keep])
-        return picked, fast
-
-    def _pick(self, lane: Lane, now: float, limit: int, blocked: set[str], *, probing: bool) -> list[Held]:
-        """Held entries that may go now (``plan.choose``); for a probe, one head per key, rotating
-        (``plan.pick_probe``), leaving room for a fresh entry when more wait."""
-        if not probing:
-            picked, _ = choose(lane.held.values(), now=now, limit=limit, blocked=blocked)
-            return picked
-        heads, _ = choose(lane.held.values(), now=now, limit=len(lane.held), blocked=blocked)
-        return pick_probe(heads, limit - 1 if len(heads) >= limit > 1 else limit)
-
     async def settle_pending(self, tally: Tally | None = None) -> None:
         """Wait for every ack still in flight and send the carried ones (stop; hand-back)."""
-        await self.delivery.settle_pending(self.lanes, tally)
+        await self.window.settle_pending(self.lanes, tally)
 
     def abandon(self) -> None:
         """Let the acks in flight of a sweeper given up (a Redis error, a lost lease) finish on
-        their own (``Delivery.abandon``)."""
-        self.delivery.abandon(self.lanes)
-
-
-def _counter(reply: bytes | str | None) -> int:
-    """A counter's reply as an int; 0 when absent or not a number."""
-    return (parse_seq(reply) if reply is not None else None) or 0
-
-
-def child_named(raw: bytes | str) -> str | None:
-    """The child id a stored spawn value names (``{"c": child_id, ...}``); None for a value that
-    names none (a malformed entry: the spawn lane dead-letters it)."""
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    child = doc.get("c") if isinstance(doc, dict) else None
-    return child if isinstance(child, str) else None
+        their own (``Window.abandon``)."""
+        self.window.abandon(self.lanes)

@@ -14,7 +14,7 @@ requests in turn (the webhook: a batch of a thousand entries, sixteen at a time;
 lanes of requests) calls ``progressed()`` as each request ends, which starts its deadline
 again: a long batch of slow but answered requests stays live.
 
-The engine wraps each call in ``DELIVERIES.track(sink, prefix, kind)`` (``engine.delivery``);
+The engine wraps each call in ``DELIVERIES.track(sink, prefix, kind)`` (``engine.window``);
 the HTTP thread reads ``overruns``. One registry per process, like the metrics registry: any
 number of prefixes and sinks share it.
 """
@@ -112,5 +112,5 @@ class InFlight:
         return [why for call in calls if (why := overrun(call, now_s=now_s, grace_s=grace_s))]
 
 
-#: The process's registry (``relayd.engine.delivery`` tracks each ``deliver`` in it).
+#: The process's registry (``relayd.engine.window`` tracks each ``deliver`` in it).
 DELIVERIES: Final = InFlight()

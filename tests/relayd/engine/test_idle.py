@@ -7,7 +7,7 @@ import random
 import pytest
 from prometheus_client import CollectorRegistry
 
-from relayd.engine import intake as intake_module
+from relayd.engine import probe as probe_module
 from relayd.engine.gauges import BUSY_REFRESH_S, IDLE_REFRESH_S, refresh_due
 from relayd.engine.options import SweepOptions
 from relayd.engine.sweeper import Sweeper
@@ -100,13 +100,13 @@ async def test_with_notices_a_quiet_lane_is_read_only_when_written_to_and_probed
     no probe, no read; the kind a notice names is read without a probe; and once per poll
     interval every quiet lane is probed all the same (a notice that never came)."""
     probes: list[set] = []
-    real_probe = intake_module.probe_quiet  # type: ignore[attr-defined]  # patched where the intake looks it up
+    real_probe = probe_module.probe_quiet
 
     async def counting_probe(client, keyspace, quiet, *, now):
         probes.append(set(quiet))
         return await real_probe(client, keyspace, quiet, now=now)
 
-    monkeypatch.setattr(intake_module, "probe_quiet", counting_probe)
+    monkeypatch.setattr(probe_module, "probe_quiet", counting_probe)
     sink = MemorySink()
     sweeper = _sweeper(async_client, prefix, clock, sink, poll_interval_s=1.0)
     await sweeper.start()

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from relayd.engine import sweeper as sweeper_module
+from relayd.engine import late_spawns as late_spawns_module
 from relayd.engine.options import SweepOptions
 from relayd.engine.sweeper import Sweeper
 from relayd.observability.metrics import RelayMetrics
@@ -485,7 +485,7 @@ async def test_every_event_waits_while_more_spawns_are_pending_than_a_pass_may_n
     """Spawn sink down, more spawns pending than ``PENDING_SPAWNS_NAMED``: no event goes (none is
     charged), since naming every child would read the whole hash each pass; once the spawns
     flow, they go first and the events follow."""
-    monkeypatch.setattr(sweeper_module, "PENDING_SPAWNS_NAMED", 8)
+    monkeypatch.setattr(late_spawns_module, "PENDING_SPAWNS_NAMED", 8)
     for n in range(9):
         await seeder.spawn("parent", f"kid{n}")
     await seeder.outbox("other", "to-other")
