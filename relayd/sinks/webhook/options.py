@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -9,13 +10,14 @@ from typing import Any, ClassVar, Literal
 from relayd.security.material import Material, WatchedFile, pem_file, secret_lines_file, text_file
 from relayd.security.material import secret_file as one_secret_file
 from relayd.sinks.own_options import SECURITY, STRIPPED_WATCHED, content_of, option, watched
-from relayd.sinks.webhook import standard_webhooks
 
 
 def _secrets_file(option: str, path: Path, values: dict[str, Any]) -> WatchedFile[tuple[str, ...]]:
     """The signing secrets, one a line: ``whsec_<base64>`` each under the standard scheme."""
     if values["signature"] == "standard":
-        return text_file(option, path, standard_webhooks.parse_secret_lines)
+        from relayd.sinks.webhook.standard_webhooks import parse_secret_lines  # only when signing
+
+        return text_file(option, path, parse_secret_lines)
     return secret_lines_file(option, path)
 
 
@@ -34,17 +36,19 @@ class SigningKeys:
     relayd scheme a line's key is its UTF-8 bytes.
     """
 
-    __slots__ = ("_lines", "_scheme")
+    __slots__ = ("_decode", "_lines")
 
     def __init__(self, lines: Material[tuple[str, ...]], scheme: str) -> None:
         self._lines = lines
-        self._scheme = scheme
+        self._decode: Callable[[str], bytes] = str.encode  # the relayd scheme: the line's bytes
+        if scheme == "standard":
+            from relayd.sinks.webhook.standard_webhooks import decode_secret  # only when signing
+
+            self._decode = decode_secret
 
     @property
     def value(self) -> tuple[bytes, ...]:
-        if self._scheme == "standard":
-            return tuple(standard_webhooks.decode_secret(line) for line in self._lines.value)
-        return tuple(line.encode() for line in self._lines.value)
+        return tuple(self._decode(line) for line in self._lines.value)
 
 
 def _keys(lines: Material[tuple[str, ...]], values: dict[str, Any]) -> SigningKeys:

@@ -463,9 +463,18 @@ finally:
 """
 
 
+#: What a sweep into ``null`` never needs: other commands' code (their option declarations aside,
+#: which the command line is built from), and the client libraries of sinks it does not use.
+_NOT_FOR_A_SWEEP = ("relayd.console.", "relayd.bench.", "relayd.demo", "relayd.sinks.webhook.")
+_DECLARATIONS = {"relayd.console.options", "relayd.bench.options", "relayd.sinks.webhook.options"}
+_CLIENTS = {"aiohttp", "aiokafka", "confluent_kafka", "nats", "aio_pika", "aiormq", "aiobotocore", "botocore"}
+
+
 @pytest.mark.slow
-def test_a_sweep_loads_no_help_renderer(redis_url: str, prefix: str):
-    """``sweep --once`` runs without rich: Typer loads its rich help rendering only for help."""
+def test_a_sweep_loads_no_help_renderer_nor_what_other_commands_and_sinks_use(redis_url: str, prefix: str):
+    """``sweep --once`` runs without rich (Typer loads its rich help rendering only for help),
+    without the console's, the bench's or the demo's code, a sink it does not use, or the
+    OpenTelemetry tracing SDK (tracing was not asked for)."""
     args = ["sweep", "--once", "--redis-url", redis_url, "--prefix", prefix, "--sink", "null"]
     done = subprocess.run(
         [sys.executable, "-c", _MODULES_AFTER, *args],
@@ -481,6 +490,9 @@ def test_a_sweep_loads_no_help_renderer(redis_url: str, prefix: str):
     assert "relayd.engine.loop" in loaded  # the relay really ran
     assert "typer" in loaded  # the command line really is Typer's
     assert {"rich", "typer.rich_utils"} & loaded == set()
+    assert {m for m in loaded if m.startswith(_NOT_FOR_A_SWEEP)} - _DECLARATIONS == set()
+    assert {m.partition(".")[0] for m in loaded} & _CLIENTS == set()
+    assert "opentelemetry.sdk.trace" not in loaded
 
 
 def _dead_letter_outbox(redis_url: str, prefix: str, seqs: list[str]) -> subprocess.CompletedProcess[str]:
