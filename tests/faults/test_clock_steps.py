@@ -14,12 +14,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import os
 import re
-import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +25,7 @@ import redis
 import standardwebhooks
 from aiohttp import web
 from faults.harness import RelayProcess, sample
+from support.faketime import faked_clock, faked_offset_s
 from support.http_receiver import serve_in_thread
 from support.redis_server import RedisServer
 from support.seeding import Entries
@@ -38,7 +35,6 @@ from store import Keyspace, timer_member
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
-LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"  # the faketime package's
 PREFIX = "clk"
 STEP_S = 300
 POLL_INTERVAL_S = 0.5
@@ -139,25 +135,13 @@ def test_case_8_a_step_of_redis_s_clock_is_taken_at_once(redis_process: RedisSer
     assert fire_at <= arrived_at <= fire_at + POLL_INTERVAL_S + SLACK_S
 
 
-def _faked_offset_s(faking: dict[str, str]) -> float:
-    """How far a child Python's ``time.time()`` is moved under ``faking`` (the relay's variables)."""
-    before = time.time()
-    out = subprocess.run(
-        [sys.executable, "-c", "import time; print(time.time())"],
-        env={**os.environ, **faking},
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return float(out) - before
-
-
 def test_case_8_signatures_use_redis_s_clock_not_the_host_s(
     redis_process: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The relay host's clock is 10 minutes ahead (libfaketime): a receiver verifying Standard
     Webhooks signatures with the usual 5-minute tolerance accepts every request."""
-    ahead_s = _faked_offset_s({"LD_PRELOAD": LIBFAKETIME, "FAKETIME": "+600s"})
+    faking = faked_clock("+600s")
+    ahead_s = faked_offset_s(faking)
     assert abs(ahead_s - 600) < 10, f"libfaketime moves a child's clock by 600 s, not {ahead_s:.0f} s"
     secret = "whsec_" + base64.b64encode(b"k" * 32).decode()
     secret_file = tmp_path / "secret"
@@ -191,8 +175,8 @@ def test_case_8_signatures_use_redis_s_clock_not_the_host_s(
             tmp_path / "relay.log",
         )  # fmt: skip
         with monkeypatch.context() as env:  # only the relay runs under libfaketime
-            env.setenv("LD_PRELOAD", LIBFAKETIME)
-            env.setenv("FAKETIME", "+600s")
+            for name, value in faking.items():
+                env.setenv(name, value)
             relay.start()
         try:
             wait_until(lambda: len(verified) >= 5, 60, "five requests")

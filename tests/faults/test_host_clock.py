@@ -1,12 +1,12 @@
 """The relay host's clock two minutes off (libfaketime): timers still come due by Redis's clock.
 
-``relayd sweep`` runs under ``faketime -f '+120s'`` (and ``'-120s'``); redis-server and this test
-do not. libfaketime moves ``time.time()`` and, by default, ``time.monotonic()`` too (by a constant:
-intervals stay true), so both of the relay's clocks are off. Timers are armed to fire a few
-seconds ahead by Redis ``TIME``; a local HTTP receiver asks Redis ``TIME`` when each arrives.
-None may arrive before its ``fire_at``, nor later than the poll interval plus ``SLACK_S`` (room
-for a loaded two-core machine: the relay sleeps until the next timer is due, so on a quiet
-machine each arrives within milliseconds).
+``relayd sweep`` runs with libfaketime preloaded, ``FAKETIME=+120s`` (and ``-120s``;
+``support.faketime``); redis-server and this test do not. libfaketime moves ``time.time()`` and,
+by default, ``time.monotonic()`` too (by a constant: intervals stay true), so both of the relay's
+clocks are off. Timers are armed to fire a few seconds ahead by Redis ``TIME``; a local HTTP
+receiver asks Redis ``TIME`` when each arrives. None may arrive before its ``fire_at``, nor later
+than the poll interval plus ``SLACK_S`` (room for a loaded two-core machine: the relay sleeps
+until the next timer is due, so on a quiet machine each arrives within milliseconds).
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -27,7 +25,7 @@ from typing import Any
 import orjson
 import pytest
 from faults.harness import RecordProperty, scrape
-from support.binaries import require_binaries
+from support.faketime import faked_clock, faked_offset_s
 from support.ports import free_port
 from support.processes import end_process
 from support.redis_server import RedisServer
@@ -95,18 +93,6 @@ def _redis_now(client: Any) -> float:
     return float(seconds + micros / 1_000_000)
 
 
-def _faked_offset_s(shift: str) -> float:
-    """How far ``faketime -f shift`` moves ``time.time()`` in a child Python (checks it works)."""
-    before = time.time()
-    out = subprocess.run(
-        ["faketime", "-f", shift, sys.executable, "-c", "import time; print(time.time())"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return float(out) - before
-
-
 @pytest.mark.parametrize("shift", [f"+{SHIFT_S}s", f"-{SHIFT_S}s"])
 def test_timers_fire_by_redis_time_whatever_the_relay_hosts_clock_says(
     shift: str,
@@ -115,19 +101,18 @@ def test_timers_fire_by_redis_time_whatever_the_relay_hosts_clock_says(
     tmp_path: Path,
     record_property: RecordProperty,
 ) -> None:
-    require_binaries("faketime")
-    assert abs(_faked_offset_s(shift) - float(shift[:-1])) < 10, "libfaketime moves the child's clock"
+    faking = faked_clock(shift)
+    assert abs(faked_offset_s(faking) - float(shift[:-1])) < 10, "libfaketime moves the child's clock"
     client = redis_process.client()
     metrics_port = free_port()
     argv = [
-        "faketime", "-f", shift, shutil.which("relayd") or "relayd", "sweep",
+        shutil.which("relayd") or "relayd", "sweep",
         "--redis-url", redis_process.url, "--prefix", PREFIX, "--sink", f"webhook:{receiver.url}",
         "--poll-interval", str(POLL_INTERVAL_S), "--lease-ttl", "3",
         "--metrics-addr", f"127.0.0.1:{metrics_port}", "--log-format", "json",
     ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYD_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYD_")} | faking
     with (tmp_path / "relay.log").open("wb") as log:
-        # faketime forks the relay and does not pass signals on: stop the whole group.
         relay = subprocess.Popen(argv, stdout=log, stderr=log, env=env, start_new_session=True)
     try:
         wait_until(
