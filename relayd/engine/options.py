@@ -67,6 +67,16 @@ class TuningOptions:
         shown="on",
         negatable=True,
     )
+    # Under a steady writer a pass costs about the same for one entry as for ten, so how often
+    # passes start sets the relay's CPU; the linger is what the pass before left of this period.
+    linger: float = option(
+        0.008,
+        "While commits keep coming, how long after a pass began the next may wait, in seconds, to "
+        "take the commits of that moment too (0: at once). Longer: fewer passes, less CPU; shorter: "
+        "lower latency.",
+        panel=TUNING,
+        constraints={"ge": 0, "le": 1.0},
+    )
     shutdown_grace: float = option(
         10.0,
         "Seconds a shutdown may take after SIGTERM/SIGINT.",
@@ -139,6 +149,9 @@ class SweepOptions:
     #: Subscribe to keyspace notifications and wake an idle prefix at once on new work, when the
     #: server publishes them (``engine.wake``). Off here, on by default in ``TuningOptions``.
     wake: bool = False
+    #: While commits keep coming, the next pass starts this long after the last one began (the
+    #: wait is what that pass left of it; ``engine.prefix_relay``). 0: at once.
+    linger_s: float = 0.008
     #: When each sink's circuit breaker opens and how long it stays open (``engine.breaker``).
     breaker: BreakerPolicy = field(default_factory=_default_breaker)
     #: Most entries a second delivered to each sink (0: unlimited; ``engine.rate``).
@@ -168,6 +181,7 @@ class SweepOptions:
             shutdown_grace_s=tuning.shutdown_grace,
             once=once,
             wake=tuning.wake,
+            linger_s=tuning.linger,
             breaker=BreakerPolicy(
                 threshold=pacing.breaker_threshold, cooldown_cap_s=pacing.breaker_cooldown_cap
             ),

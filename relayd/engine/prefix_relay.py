@@ -58,14 +58,6 @@ _ERROR_BACKOFF_BASE_S: Final = 0.2
 _ERROR_BACKOFF_CAP_S: Final = 10.0
 #: Idle polls start this fraction of ``poll_interval_s`` and double up to all of it.
 _FIRST_IDLE_FRACTION: Final = 1 / 16
-#: After a pass that read something, a write noticed during it makes the next pass start this
-#: long (s) after the one that ended started: the linger is what the pass left of it, so that
-#: pass takes the writes of that moment too (as ``linger.ms`` does for a Kafka producer). A pass
-#: costs about the same whether it takes one entry or ten, so under a steady writer the period,
-#: not the rate, sets the relay's CPU; and a pass slowed by a busy machine lingers less instead
-#: of adding its delay to the next commit's latency. An idle relay woken by one commit does not
-#: wait it.
-BUSY_PERIOD_S: Final = 0.008
 #: A linger shorter than this is not waited (less than the event loop's own timer slack; a pass
 #: that took the whole period leaves a float's rounding of it).
 _MIN_LINGER_S: Final = 0.0005
@@ -227,6 +219,14 @@ class PrefixRelay:
 
         None at all when more is waiting; a linger when writes are coming one after another;
         else until a wake-up, at most the idle delay.
+
+        The linger: after a pass that read something, a write noticed during it makes the next
+        pass start ``SweepOptions.linger_s`` (``--linger``) after the one that ended started, so
+        that pass takes the writes of that moment too (as ``linger.ms`` does for a Kafka
+        producer). A pass costs about the same whether it takes one entry or ten, so under a
+        steady writer the period, not the rate, sets the relay's CPU; a pass slowed by a busy
+        machine lingers less instead of adding its delay to the next commit's latency. An idle
+        relay woken by one commit does not wait it.
         """
         if result.full:
             await asyncio.sleep(0)  # more is waiting: poll again at once
@@ -238,7 +238,7 @@ class PrefixRelay:
         # Written during the pass. When that pass read something too, commits are coming one
         # after another: gather those of the rest of the period into one pass (fewer passes,
         # each costing the same round-trips).
-        linger_s = started_s + BUSY_PERIOD_S - self.clock.monotonic()
+        linger_s = started_s + self.options.linger_s - self.clock.monotonic()
         if result.read and self.notices_live() and linger_s > _MIN_LINGER_S:
             await self._wait(linger_s)
         else:

@@ -15,7 +15,7 @@ alternating round by round:
 It prints each way's CPU and wall time per pass (medians of the rounds) and what they allow: at
 one pass every ``P`` ms a commit waits ``P / 2`` on average for the next pass to start, so a
 median commit-to-delivery of 2 ms needs a pass at least every ~3 ms (about 330 passes a second),
-and 10 % of one core then leaves ``0.1 / 330`` s, about 300 µs, of CPU for everything a pass does.
+and a tenth of one core then leaves ``0.1 / 330`` s of CPU for everything a pass does (printed).
 
 Run: ``flock /tmp/relayd-bench.lock python tests/benchmarks/bench_pass_floor.py [--passes 3000]
 [--entries 10] [--rounds 5]``.

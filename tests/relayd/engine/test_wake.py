@@ -27,7 +27,7 @@ from relayd.engine.notify import (
 )
 from relayd.engine.options import SweepOptions
 from relayd.engine.passes import PassResult
-from relayd.engine.prefix_relay import BUSY_PERIOD_S, PrefixRelay
+from relayd.engine.prefix_relay import PrefixRelay
 from relayd.engine.wake import WakeSubscriber, WakeTarget
 from relayd.observability.health import Health
 from relayd.observability.metrics import RelayMetrics
@@ -357,10 +357,16 @@ class _StubSweeper:
         pass
 
 
-def _stub_relay(async_client, prefix, *, live: bool):
+#: The engine's default linger (``--linger``).
+DEFAULT_LINGER_S = SweepOptions().linger_s
+
+
+def _stub_relay(async_client, prefix, *, live: bool, linger_s: float = DEFAULT_LINGER_S):
     """A ``PrefixRelay`` holding its lease, its passes scripted, its waits recorded, not slept."""
     stop = asyncio.Event()
-    options = SweepOptions(prefixes=(prefix,), poll_interval_s=5.0, lease_ttl_s=5.0, wake=True)
+    options = SweepOptions(
+        prefixes=(prefix,), poll_interval_s=5.0, lease_ttl_s=5.0, wake=True, linger_s=linger_s
+    )
     relay = PrefixRelay(
         prefix,
         options=options,
@@ -439,15 +445,41 @@ async def test_after_a_pass_that_read_something_a_noticed_write_waits_only_the_l
 
     await relay._loop()
 
-    assert waits[:2] == [pytest.approx(BUSY_PERIOD_S - 0.001)] * 2
+    assert waits[:2] == [pytest.approx(relay.options.linger_s - 0.001)] * 2
     assert sweeper.notified[1:3] == [frozenset({"outbox"})] * 2
+
+
+async def test_with_no_linger_a_noticed_write_starts_the_next_pass_at_once(async_client, prefix):
+    """``--linger 0``: commits one after another start each pass as soon as the last one ends
+    (lower latency, more passes): no wait at all between the busy passes."""
+    relay, stop, waits = _stub_relay(async_client, prefix, live=True, linger_s=0.0)
+    clock = _SteppingClock(step_s=0.001)
+    relay.clock = clock
+    subscriber = WakeSubscriber(async_client, {prefix: relay.wake})
+
+    def working_pass_noticing_a_write():
+        clock.advance()
+        subscriber._wake(prefix, "outbox")
+        return PassResult(read=3, attempted=3, delivered={"outbox": 3})
+
+    def last_pass():
+        stop.set()
+        return PassResult()
+
+    sweeper = _StubSweeper([working_pass_noticing_a_write, working_pass_noticing_a_write, last_pass])
+    relay._new_sweeper = lambda: sweeper  # type: ignore[method-assign]
+
+    await relay._loop()
+
+    assert sweeper.notified[1:3] == [frozenset({"outbox"})] * 2
+    assert len(waits) == 1  # only after the last pass
 
 
 async def test_a_pass_that_took_the_whole_period_is_followed_by_the_next_at_once(async_client, prefix):
     """A slow pass (a busy machine) adds no linger: its commits have waited long enough."""
     relay, stop, waits = _stub_relay(async_client, prefix, live=True)
     subscriber = WakeSubscriber(async_client, {prefix: relay.wake})
-    clock = _SteppingClock(step_s=BUSY_PERIOD_S)  # each pass takes a whole period
+    clock = _SteppingClock(step_s=DEFAULT_LINGER_S)  # each pass takes a whole period
     relay.clock = clock
 
     def slow_working_pass():
