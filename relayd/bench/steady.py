@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -120,9 +120,17 @@ async def steady_suite(bench: Bench) -> dict[str, Any]:
 
 
 def measure(
-    url: str, prefix: str, rate: int, *, warmup_s: float, seconds: float, root: Path | None = None
+    url: str,
+    prefix: str,
+    rate: int,
+    *,
+    warmup_s: float,
+    seconds: float,
+    root: Path | None = None,
+    relay_args: Sequence[str] = (),
 ) -> SteadyRun:
-    """Run a relay and the writer at ``rate`` on ``prefix``; the relay's code from ``root`` if given.
+    """Run a relay and the writer at ``rate`` on ``prefix``; the relay's code from ``root`` if given,
+    ``relay_args`` added to its command line.
 
     Blocking: the suite runs it in a thread. The stream it fills is under ``prefix``.
     """
@@ -130,7 +138,7 @@ def measure(
     stream = f"{prefix}:steady:stream"
     metrics_port = free_port()
     try:
-        with _relay(url, prefix, stream, metrics_port, root) as relay_pid:
+        with _relay(url, prefix, stream, metrics_port, root, relay_args=relay_args) as relay_pid:
             _wait(lambda: bool(client.exists(f"{prefix}:relay:lease")), 15, "the relay's lease")
             argv = [sys.executable, "-m", "relayd.bench.writer", url, prefix, str(rate)]
             writer = subprocess.Popen([*argv, str(warmup_s + seconds)], stdout=subprocess.PIPE)
@@ -170,13 +178,23 @@ def measure(
 
 
 @contextlib.contextmanager
-def _relay(url: str, prefix: str, stream: str, metrics_port: int, root: Path | None) -> Iterator[int]:
-    """``relayd sweep`` over ``prefix`` into ``stream``, default settings; yields its pid."""
+def _relay(
+    url: str,
+    prefix: str,
+    stream: str,
+    metrics_port: int,
+    root: Path | None,
+    *,
+    relay_args: Sequence[str] = (),
+) -> Iterator[int]:
+    """``relayd sweep`` over ``prefix`` into ``stream``, default settings but ``relay_args``; yields
+    its pid."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYD_")}
     if root is not None:
         env["PYTHONPATH"] = str(root)
     argv = [sys.executable, "-m", "relayd", "sweep", "--redis-url", url, "--prefix", prefix]
     argv += ["--sink", f"redis-stream:{url}?stream={stream}", "--metrics-addr", f"127.0.0.1:{metrics_port}"]
+    argv += relay_args
     with tempfile.TemporaryFile() as errors:
         relay = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=errors)
         try:

@@ -8,7 +8,8 @@ sweep`` from the version's checkout as its own process, the figures read from th
 Run: ``python tests/benchmarks/bench_steady.py [--old PATH] [--rates 1000,5000,20000]
 [--seconds 8] [--warmup 2] [--rounds 1]``, ``PATH`` a checkout of the other version, e.g.
 ``git worktree add --detach /tmp/steady-base main``. With ``--old`` the versions alternate
-(the order flips from rate to rate and round to round).
+(the order flips from rate to rate and round to round). ``--linger`` and ``--old-linger`` set
+each version's ``--linger`` (``--old .`` with both compares two lingers of one checkout).
 """
 
 from __future__ import annotations
@@ -52,8 +53,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="measured stretch per run")
     parser.add_argument("--warmup", type=float, default=2.0, help="unmeasured start of each run")
     parser.add_argument("--rounds", type=int, default=1, help="runs per rate and version")
+    parser.add_argument("--linger", type=float, help="the new version's --linger (its default if not given)")
+    parser.add_argument(
+        "--old-linger", type=float, help="the old version's --linger (its default if not given)"
+    )
     args = parser.parse_args()
     roots = {"new": HERE} | ({"old": args.old.resolve()} if args.old else {})
+    lingers = {"new": args.linger, "old": args.old_linger}
     rates = [int(r) for r in args.rates.split(",")]
     loadavg = os.getloadavg()
     print(
@@ -77,8 +83,15 @@ def main() -> None:
                 turn += 1
                 for version in versions:
                     prefix = f"steady{turn}{version}{round_}"
+                    linger = lingers[version]
                     run = measure(
-                        url, prefix, rate, warmup_s=args.warmup, seconds=args.seconds, root=roots[version]
+                        url,
+                        prefix,
+                        rate,
+                        warmup_s=args.warmup,
+                        seconds=args.seconds,
+                        root=roots[version],
+                        relay_args=() if linger is None else ("--linger", str(linger)),
                     )
                     client.flushall()
                     results.setdefault((rate, version), []).append(run)
