@@ -40,7 +40,8 @@ frontier jumps there instead of walking the burned range.
 
 Below the frontier: each read also asks the hash's size (HLEN, first in the same round-trip, so
 a commit during it is not counted). When the hash holds more entries than the reader has open
-plus every seq left up to the counter, and the hash lists cheaply, one HKEYS tells whether some
+plus every seq left up to the counter (or, after a read that was not full yet fell short of the
+counter, more than it has open), and the hash lists cheaply, one HKEYS tells whether some
 lie below the frontier unknown to it (the engine's counter was reset or restored from a
 backup): the frontier then moves back to the lowest of them (``rewind``), this read's later
 entries are taken back and the window is read again from there at once, so everything comes in
@@ -144,6 +145,9 @@ class SeqWindow:
         # The frontier before the last rewind: window reads below it skip the open entries.
         self._rewound_until = 0
         self._listed_in_vain: float | None = None  # when the hash was last listed for no rewind
+        # The last read was not full yet left seqs up to the counter unexamined: the counter moved
+        # by more than its window (a jump, or a reset and then a jump).
+        self._fell_short = False
 
     # --- state ------------------------------------------------------------------------------
     def restore(self, cursor: int | None) -> None:
@@ -220,6 +224,7 @@ class SeqWindow:
         self._track_catch_up(counter)
         self.open.update(zip(map(_field_of, out), map(_seq_of, out), strict=True))
         self._found_nothing = not out
+        self._fell_short = len(out) < read.budget and self.frontier <= counter
         self.scan_found = 0
         return out
 
@@ -328,9 +333,15 @@ class SeqWindow:
         restore, a late commit) or above the counter.
 
         ``hash_size`` is read before the window, so a commit during the read is not counted.
+        A read that was not full yet left seqs up to the counter unexamined (the counter moved by
+        more than its window: a jump, or a reset and then a jump) cannot tell where the entries
+        it did not see are: any entry it does not have open may then be below the frontier.
         After a listing that found nothing below the frontier (an entry above the counter,
         a malformed field: the reconcile's), the next waits a reconcile interval."""
-        if hash_size <= len(self.open) + max(self.counter + 1 - self.frontier, 0):
+        seen = len(self.open)
+        if hash_size <= seen:
+            return False
+        if not self._fell_short and hash_size <= seen + max(self.counter + 1 - self.frontier, 0):
             return False
         last = self._listed_in_vain
         return last is None or now - last >= self.reconcile_interval_s

@@ -248,3 +248,18 @@ def test_case_1_a_permanent_answer_inside_a_batch_parks_only_its_own_entry() -> 
     state.commit_spawn()
     state.run_pass(replica="A")
     state.teardown()
+
+
+def test_case_5_a_counter_reset_then_jumped_keeps_the_order_below_the_frontier() -> None:
+    """The counter is reset with the outbox drained, two events to t1 reuse seqs 1 and 2, then
+    the counter jumps: the reader, its frontier past seq 1, must not deliver seq 2 before seq 1."""
+    state = Schedules()
+    state.first_replica_active()
+    state.commit_outbox(to="t1")
+    state.run_pass(replica="A")
+    state.lose_lease()
+    state.reset_counter()
+    state.commit_outbox(to="t1")
+    state.commit_outbox(to="t1")
+    state.jump_counter(by=40)
+    state.teardown()
