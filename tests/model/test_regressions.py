@@ -7,7 +7,6 @@ Each fails on the code before its fix.
 
 from __future__ import annotations
 
-import pytest
 from model.machine import Schedules
 
 
@@ -266,10 +265,10 @@ def test_case_5_a_counter_reset_then_jumped_keeps_the_order_below_the_frontier()
     state.teardown()
 
 
-@pytest.mark.xfail(strict=True, reason="open: found by fresh model schedules, not fixed yet")
-def test_case_7_a_spawn_left_unsent_for_the_lease_while_another_replica_holds_it_is_charged_nothing() -> None:
+def test_case_7_an_attempt_charged_by_the_replica_that_sent_is_not_blamed_on_the_one_that_did_not() -> None:
     """A loses its lease and B takes it; A's next request hangs and its lease lapses with nothing
-    sent, the spawn's answer a retry: no attempt may be charged to the spawn A never sent."""
+    sent; B sends the spawn and its answer is a retry. B's attempt is B's: the model once blamed
+    it on A, whose unsent entry shares the attempt record (the engine charged nothing for A)."""
     state = Schedules()
     state.first_replica_active()
     state.commit_spawn()

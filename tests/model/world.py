@@ -646,7 +646,9 @@ class World:
                 f"{name}'s breaker opened at step {self.step} with no failure of the sink"
                 f" (entries not sent for the lease counted): {breaker.reason}"
             )
-        sent = {r.id for r in receiver.ledger[ledger_from:] if r.replica == name}
+        # The attempt records are shared: one charged while another replica's pass sent the
+        # entry (a hung pass resumed beside it) is that replica's, and may be.
+        sent = {r.id for r in receiver.ledger[ledger_from:]}
         attempts_after = await self.attempt_counts()
         for who, unsent, ref, entry_id in receiver.not_sent[not_sent_from:]:
             record = (unsent, ref)
