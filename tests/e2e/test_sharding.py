@@ -45,12 +45,15 @@ class LeaseSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            pipe = self.client.pipeline(transaction=False)
-            for shard in SHARDS:
-                pipe.get(f"{shard}:relay:lease")
-            tokens = pipe.execute()
-            self.samples.append((time.time(), tuple(holder_pid(t) for t in tokens)))
+            self.samples.append((time.time(), self.now()))
             self._stop.wait(self.interval_s)
+
+    def now(self) -> tuple[int | None, ...]:
+        """Every shard's lease holder, read now (not the last sample, which may be older)."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in SHARDS:
+            pipe.get(f"{shard}:relay:lease")
+        return tuple(holder_pid(t) for t in pipe.execute())
 
     def latest(self) -> tuple[int | None, ...]:
         return self.samples[-1][1] if self.samples else (None,) * len(SHARDS)
@@ -155,7 +158,7 @@ def test_three_processes_share_sixteen_prefixes_and_survive_a_sigkill(own_redis_
         drained_after_kill_s = time.monotonic() - killed_at
         for replica in survivors:
             replica.stop()
-        released = sampler.latest()
+        released = sampler.now()
 
     delivered = [i for r in replicas for i in _ids(r)]
     foreign = {
