@@ -163,8 +163,9 @@ def replay(
 ) -> None:
     """Put dead letters back (outbox and spawns under a new seq, timers at their score), attempts reset.
 
-    An id that is a dead letter of no prefix, or one whose place is taken (it stays parked), is
-    named on stderr and the exit code is 1; the others are replayed all the same.
+    An id that is a dead letter of no prefix, or one that cannot go back (its place is taken, or
+    its timer's execution committed since: it stays parked), is named on stderr and the exit code
+    is 1; the others are replayed all the same.
     """
     from relayd.state.deadletters import Replayed, replay
 
@@ -190,7 +191,11 @@ def replay(
     failed = False
     kept = [i for done in outcomes for i in done.kept]
     if kept:
-        typer.echo(f"relayd: not replayed, their place is taken (still parked): {' '.join(kept)}", err=True)
+        typer.echo(
+            "relayd: not replayed, their place is taken or their execution moved on (still parked): "
+            + " ".join(kept),
+            err=True,
+        )
         failed = True
     found = set().union(*(done.parked for done in outcomes))
     unknown = [i for i in named or () if i not in found]

@@ -32,7 +32,13 @@ from relayd.observability import events
 from relayd.observability.metrics import RelayMetrics, observe_many
 from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, forget_attempts, save_attempts
-from relayd.state.deadletters import DeadMove, encode_dead_letter, move_to_dead_letters
+from relayd.state.deadletters import (
+    DeadMove,
+    ExecutionVersion,
+    encode_dead_letter,
+    execution_versions,
+    move_to_dead_letters,
+)
 from relayd.state.keys import RelayKeys
 from store import AsyncRedisStore, RawTimer
 
@@ -200,7 +206,11 @@ class Settlement:
         return True
 
     async def _bury(self, kind: Kind, dead: list[Dead], now: float) -> bool:
-        moves = [self._dead_move(kind, d, now) for d in dead]
+        versions: list[ExecutionVersion | None] = [None] * len(dead)
+        if kind == "timer":  # what a replay compares (relayd.state.deadletters)
+            members = [d.held.raw.member if isinstance(d.held.raw, RawTimer) else b"" for d in dead]
+            versions = await execution_versions(self.client, self.store.keyspace, members)
+        moves = [self._dead_move(kind, d, now, v) for d, v in zip(dead, versions, strict=True)]
         if not await self.bookkeeping(
             kind, "dead letters", move_to_dead_letters(self.client, self.keys, kind, moves, fence=self.fence)
         ):
@@ -240,7 +250,7 @@ class Settlement:
         else:
             await self.store.ack_spawns_many(refs, fence=self.fence)
 
-    def _dead_move(self, kind: Kind, dead: Dead, now: float) -> DeadMove:
+    def _dead_move(self, kind: Kind, dead: Dead, now: float, version: ExecutionVersion | None) -> DeadMove:
         held, raw = dead.held, dead.held.raw
         id_ = dead_letter_id(self.prefix, kind, held.ref)
         doc = encode_dead_letter(
@@ -258,6 +268,7 @@ class Settlement:
             value=None if isinstance(raw, RawTimer) else raw.value,
             member=raw.member if isinstance(raw, RawTimer) else None,
             fire_at=raw.fire_at if isinstance(raw, RawTimer) else None,
+            execution_version=version,
         )
         if isinstance(raw, RawTimer):
             return DeadMove(raw.member, raw.fire_at, id_, doc, field_bytes(held.ref))

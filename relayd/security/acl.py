@@ -33,7 +33,9 @@ from store import Keyspace, glob_escape
 COMMANDS: Final[Mapping[str, str]] = {
     "ping": "connect: the first PING",
     "time": "the engine's clock; members registry (scripts)",
-    "get": "lease holder; the lease check of every fenced ack (scripts); reader cursors; status",
+    "get": "lease holder; the lease check of every fenced ack (scripts); reader cursors; status; "
+    "dlq replay of a timer: its execution's version (script)",
+    "mget": "dead-lettering a timer: its execution's version",
     "set": "lease: SET NX PX; reader cursors; the sinks' health for status",
     "del": "lease release (script); dlq purge (script)",
     "pexpire": "lease renewal; members registry (scripts)",

@@ -6,6 +6,13 @@ label a metric), ``reason`` (free text), ``attempts``, ``first_attempt_at``, ``l
 back exactly: ``field``/``seq`` and the raw ``value`` for outbox and spawns, ``member`` and
 ``fire_at`` (the original score) for timers. Bytes that are not UTF-8 are kept as base64 in
 ``field_b64`` / ``value_b64`` / ``member_b64``.
+
+A timer's letter also records ``execution_version``: the ``version`` of its execution
+(``P:exe:{id}``) read before the timer left the zset, ``"none"`` when there was no execution,
+``"unreadable"`` when its JSON had no version. The engine commits an execution and its timers in
+one step, so a replay puts a timer back only while that version is unchanged: a timer the engine
+re-armed or cancelled since is stale and stays parked. Read before the move, the version is never
+newer than the one the timer left with; a commit in between only keeps a timer parked.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 import orjson
 
@@ -21,7 +28,7 @@ from relayd.envelope import KINDS, Kind
 from relayd.state import RedisClient, scripts
 from relayd.state.fencing import refused_as_fenced
 from relayd.state.keys import RelayKeys
-from store import MALFORMED_REASONS, Fence, Keyspace
+from store import MALFORMED_REASONS, Fence, Keyspace, MalformedEntry, parse_timer_member
 from store.fence import fenced_call
 
 #: Every dead-letter reason code (bounded metric label values).
@@ -29,6 +36,10 @@ REASON_CODES: Final = frozenset({"permanent", "max_attempts"} | MALFORMED_REASON
 
 #: Most entries per script call, so one call never blocks Redis for long.
 _CHUNK: Final = 500
+
+
+#: A timer's execution version as its dead letter records it (see the module docstring).
+ExecutionVersion = int | Literal["none", "unreadable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +106,9 @@ def encode_dead_letter(
     value: bytes | None = None,
     member: bytes | None = None,
     fire_at: float | None = None,
+    execution_version: ExecutionVersion | None = None,
 ) -> bytes:
-    """Build the stored dead-letter JSON (pure)."""
+    """Build the stored dead-letter JSON (pure); ``execution_version`` None records none."""
     if reason_code not in REASON_CODES:
         raise ValueError(f"unknown dead-letter reason code {reason_code!r}")
     doc: dict[str, object] = {
@@ -114,6 +126,8 @@ def encode_dead_letter(
         if member is None or fire_at is None:
             raise ValueError("a timer dead letter needs member and fire_at")
         doc.update(_bytes_fields("member", member), fire_at=fire_at)
+        if execution_version is not None:
+            doc["execution_version"] = execution_version
     else:
         if field is None or value is None:
             raise ValueError("an outbox or spawn dead letter needs field and value")
@@ -169,6 +183,34 @@ async def move_to_dead_letters(
         with refused_as_fenced(fence):
             moved += int(await client.eval(scripts.DEAD_LETTER, len(keys_), *keys_, *args))
     return moved
+
+
+async def execution_versions(
+    client: RedisClient, keyspace: Keyspace, members: Sequence[bytes | str]
+) -> list[ExecutionVersion | None]:
+    """The version of each timer's execution, to record in its dead letter: one MGET.
+
+    None for a member that names no execution (malformed: nothing to compare at replay).
+    """
+    ids: list[str | None] = []
+    for member in members:
+        try:
+            ids.append(parse_timer_member(member)[0])
+        except MalformedEntry:
+            ids.append(None)
+    keys = [keyspace.exe(i) for i in ids if i is not None]
+    found = iter(await client.mget(keys) if keys else ())
+    return [None if i is None else _version_of(next(found)) for i in ids]
+
+
+def _version_of(raw: bytes | str | None) -> ExecutionVersion:
+    if raw is None:
+        return "none"
+    try:
+        version = orjson.loads(raw).get("version")
+    except (orjson.JSONDecodeError, AttributeError):
+        return "unreadable"
+    return version if type(version) is int else "unreadable"
 
 
 def _kinds(kind: Kind | None) -> tuple[Kind, ...]:
@@ -264,7 +306,8 @@ async def replay(
     committed meanwhile at their old seq); timers with their original score; attempts reset.
     A live entry is never overwritten, and a dead letter is deleted only once its entry is
     back: one whose place is taken (a timer the engine re-armed, a new seq someone wrote above
-    the counter) stays parked and is named in ``kept``. Named ids are read with HMGET, so
+    the counter) or a timer whose execution committed since it was parked (it may have been
+    re-armed or cancelled) stays parked and is named in ``kept``. Named ids are read with HMGET, so
     replaying a few costs the same however many are parked.
     """
     keys = RelayKeys(keyspace)
@@ -280,23 +323,28 @@ async def replay(
         else:
             parked = {}
         seen.update(parked)
-        groups: list[list[bytes | str]] = []
+        groups: list[tuple[list[bytes | str], str | None]] = []
         for dead_id, raw in parked.items():
             doc = orjson.loads(raw)
             payload: bytes | str
+            exe_key = None
             if k == "timer":
                 ref, payload = _bytes_from(doc, "member"), repr(float(doc["fire_at"]))
+                expected = "" if "execution_version" not in doc else str(doc["execution_version"])
+                if expected:
+                    exe_key = keyspace.exe(parse_timer_member(ref)[0])
             else:
-                ref, payload = _bytes_from(doc, "field"), _bytes_from(doc, "value")
+                ref, payload, expected = _bytes_from(doc, "field"), _bytes_from(doc, "value"), ""
             attempts_field = doc["id"] if k == "timer" else ref
-            groups.append([dead_id, raw, ref, payload, attempts_field])
+            groups.append(([dead_id, raw, ref, payload, attempts_field, expected], exe_key))
         counter = keyspace.outbox_seq if k == "outbox" else keyspace.spawns_seq
         for start in range(0, len(groups), _CHUNK):
             args: list[bytes | str] = ["zset" if k == "timer" else "hash"]
-            for group in groups[start : start + _CHUNK]:
+            keys_ = [keys.dead(k), keys.live(k), keys.attempts(k), counter]
+            for group, exe_key in groups[start : start + _CHUNK]:
                 args += group
-            keys_ = (keys.dead(k), keys.live(k), keys.attempts(k), counter)
-            answer = await client.eval(scripts.REPLAY, 4, *keys_, *args)
+                keys_ += [exe_key] if exe_key else []
+            answer = await client.eval(scripts.REPLAY, len(keys_), *keys_, *args)
             replayed += int(answer[0])
             kept += [_as_bytes(i).decode("utf-8", "backslashreplace") for i in answer[1:]]
     named = frozenset(i.decode("utf-8", "backslashreplace") for i in seen)

@@ -280,3 +280,18 @@ def test_case_7_an_attempt_charged_by_the_replica_that_sent_is_not_blamed_on_the
     state.run_pass(replica="A")
     state.run_pass(replica="B")
     state.teardown()
+
+
+def test_case_11_a_timer_replayed_after_the_engine_cancelled_it_stays_parked() -> None:
+    """x1's timer is refused and parked; the engine arms x1's timer again and cancels it; an
+    operator replays the dead letters. The parked timer is stale now: the replay once put it
+    back and it fired after its cancellation."""
+    state = Schedules()
+    state.first_replica_active()
+    state.sink_refuses(refusing=True)
+    state.arm_timer(execution="x1", in_s=-1.0)
+    state.run_pass(replica="A")
+    state.arm_timer(execution="x1", in_s=-1.0)
+    state.cancel_timer(execution="x1")
+    state.replay()
+    state.teardown()

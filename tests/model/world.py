@@ -423,6 +423,8 @@ class World:
         self.retired_timers: dict[str, int] = {}
         #: every timer id the engine ever armed, with its fire_at
         self.armed_timers: dict[str, float] = {}
+        #: each execution's version, bumped by every commit of its timers
+        self.versions: dict[str, int] = {}
         #: ids ever seen in a dead-letter hash, and ids an operator purged
         self.ever_dead: set[str] = set()
         self.purged: set[str] = set()
@@ -537,7 +539,9 @@ class World:
         state = self.timers.get((execution, path))
         if state is not None and state.fire_at is not None and state.fire_at != fire_at:
             self.retired_timers.setdefault(timer_id(execution, path, state.fire_at), self.step)
-        await self.client.zadd(self.ks.timers, {timer_member(execution, path): fire_at})
+        async with self.client.pipeline(transaction=True) as commit:
+            commit.zadd(self.ks.timers, {timer_member(execution, path): fire_at})
+            await self._commit_execution(commit, execution)
         self.timers[(execution, path)] = TimerState(execution, path, fire_at)
         self.armed_timers[timer_id(execution, path, fire_at)] = fire_at
         # Armed again at a fire_at it had before: the same id is live again.
@@ -545,10 +549,20 @@ class World:
 
     async def cancel_timer(self, execution: str, path: str) -> None:
         state = self.timers.get((execution, path))
-        removed = await self.client.zrem(self.ks.timers, timer_member(execution, path))
+        async with self.client.pipeline(transaction=True) as commit:
+            commit.zrem(self.ks.timers, timer_member(execution, path))
+            removed = (await self._commit_execution(commit, execution))[0]
         if state is not None and state.fire_at is not None and removed:
             self.retired_timers.setdefault(timer_id(execution, path, state.fire_at), self.step)
         self.timers[(execution, path)] = TimerState(execution, path, None)
+
+    async def _commit_execution(self, commit: Any, execution: str) -> list[Any]:
+        """Run ``commit`` with the execution's next version, as the engine commits an execution
+        and its timers in one step (what a timer's replay compares)."""
+        self.versions[execution] = self.versions.get(execution, 0) + 1
+        body = orjson.dumps({"id": execution, "version": self.versions[execution]})
+        commit.set(self.ks.exe(execution), body)
+        return list(await commit.execute())
 
     async def reset_counter(self) -> None:
         """The engine's counter set back to 0, only with the outbox drained (docs/runbook.md:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from relayd.state.deadletters import (
     DeadMove,
     encode_dead_letter,
+    execution_versions,
     get_dead_letters,
     list_dead_letters,
     move_to_dead_letters,
@@ -152,3 +155,83 @@ async def test_case_6_a_new_dead_letter_for_a_reused_seq_keeps_the_old_one(async
     assert [(d.id, d.reason) for d in letters] == [(outbox_id, "http 400"), (f"{outbox_id}#2", "http 422")]
     assert await replay_dead_letters(async_client, keyspace, ids=[f"{outbox_id}#2"]) == 1
     assert await async_client.hget(keyspace.outbox, "8") == b'{"t":"again"}'
+
+
+_TIMER = timer_member("exe", "p")
+
+
+async def _park_timer_as_the_engine_does(client, keyspace: Keyspace) -> str:
+    """Record the execution's version, then park the timer with it (``Settlement._bury``)."""
+    (version,) = await execution_versions(client, keyspace, [_TIMER.encode()])
+    doc = encode_dead_letter(
+        id_="timeout:exe:p:5.5", kind="timer", reason_code="permanent", reason="http 400", attempts=1,
+        first_attempt_at=1.0, last_attempt_at=1.0, dead_at=2.0, envelope=None,
+        member=_TIMER.encode(), fire_at=5.5, execution_version=version,
+    )  # fmt: skip
+    await client.zadd(keyspace.timers, {_TIMER: 5.5})
+    move = DeadMove(_TIMER.encode(), 5.5, "timeout:exe:p:5.5", doc, "timeout:exe:p:5.5")
+    assert await move_to_dead_letters(client, RelayKeys(keyspace), "timer", [move]) == 1
+    return "timeout:exe:p:5.5"
+
+
+@pytest.mark.parametrize(
+    ("parked_with", "at_replay", "put_back"),
+    [
+        pytest.param(b'{"id":"exe","version":3}', b'{"id":"exe","version":3}', True, id="unchanged"),
+        pytest.param(b'{"id":"exe","version":3}', b'{"id":"exe","version":4}', False, id="committed-since"),
+        pytest.param(b'{"id":"exe","version":3}', None, False, id="execution-gone"),
+        pytest.param(None, None, True, id="never-an-execution"),
+        pytest.param(None, b'{"id":"exe","version":1}', False, id="execution-created-since"),
+        pytest.param(b"\xff{not json", b"\xff{not json", False, id="unreadable"),
+    ],
+)
+async def test_a_timer_goes_back_only_while_its_execution_has_not_committed_since_it_was_parked(
+    async_client, prefix, parked_with, at_replay, put_back
+):
+    """The engine re-arms or cancels a timer in a commit of its execution: a version that moved
+    means the parked timer may be stale, and a stale timer must not fire."""
+    keyspace = Keyspace(prefix)
+    if parked_with is not None:
+        await async_client.set(keyspace.exe("exe"), parked_with)
+    timer_id = await _park_timer_as_the_engine_does(async_client, keyspace)
+    await async_client.delete(keyspace.exe("exe"))
+    if at_replay is not None:
+        await async_client.set(keyspace.exe("exe"), at_replay)
+
+    done = await replay(async_client, keyspace)
+
+    assert (done.count, done.kept) == ((1, ()) if put_back else (0, (timer_id,)))
+    assert await async_client.zscore(keyspace.timers, _TIMER) == (5.5 if put_back else None)
+    assert bool(await list_dead_letters(async_client, keyspace)) is not put_back
+
+
+async def test_a_timer_whose_execution_key_has_another_type_stays_parked(async_client, prefix):
+    keyspace = Keyspace(prefix)
+    await async_client.set(keyspace.exe("exe"), b'{"version":3}')
+    timer_id = await _park_timer_as_the_engine_does(async_client, keyspace)
+    await async_client.delete(keyspace.exe("exe"))
+    await async_client.rpush(keyspace.exe("exe"), b"x")
+
+    assert (await replay(async_client, keyspace)).kept == (timer_id,)
+
+
+async def test_execution_versions_reads_each_execution_once_and_names_what_it_cannot_read(
+    async_client, prefix
+):
+    keyspace = Keyspace(prefix)
+    await async_client.set(keyspace.exe("a"), b'{"version":7}')
+    await async_client.set(keyspace.exe("b"), b"[" * 5000 + b"]" * 5000)
+    await async_client.set(keyspace.exe("c"), b'{"version":true}')
+    members = [timer_member(e, "p").encode() for e in "abcd"] + [b"no separator", b"\xff\x00p"]
+
+    versions = await execution_versions(async_client, keyspace, members)
+
+    assert versions == [7, "unreadable", "unreadable", "none", None, None]
+
+
+async def test_a_timer_letter_from_before_versions_were_recorded_replays_as_before(async_client, prefix):
+    keyspace = Keyspace(prefix)
+    await async_client.set(keyspace.exe("exe"), b'{"version":9}')
+    _outbox_id, _timer_id = await _park(async_client, keyspace)  # no execution_version in it
+
+    assert await replay_dead_letters(async_client, keyspace, kind="timer") == 1
