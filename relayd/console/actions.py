@@ -24,7 +24,7 @@ from relayd.state.deadletters import (
     decode_dead_letter,
     get_dead_letters,
     purge_dead_letters,
-    replay_dead_letters,
+    replay,
 )
 from relayd.state.keys import RelayKeys
 from store import Keyspace
@@ -154,8 +154,9 @@ class ActionRunner:
         pace: bool = True,
     ) -> None:
         started = self._monotonic()
-        job.replayed += await replay_dead_letters(self._client, keyspace, ids=chunk, kind=job.wanted.kind)
-        replayed_ids += chunk
+        done = await replay(self._client, keyspace, ids=chunk, kind=job.wanted.kind)
+        job.replayed += done.count
+        replayed_ids += [i for i in chunk if i in done.parked and i not in done.kept]
         if pace:
             # One chunk per second at most: the rate limit that keeps a sink from being flooded.
             await self._sleep(max(0.0, 1.0 - (self._monotonic() - started)))

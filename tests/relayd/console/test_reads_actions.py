@@ -121,6 +121,20 @@ async def test_a_filtered_replay_goes_at_the_rate_and_is_audited(async_client, s
     assert record.command.startswith(f"relayd dlq replay --prefix {prefix} {prefix}:outbox:")
 
 
+async def test_the_audit_of_a_replay_names_only_the_letters_put_back(async_client, sync, prefix) -> None:
+    keyspace = Keyspace(prefix)
+    ids = park_timers(sync, prefix, 3)
+    sync.zadd(keyspace.timers, {b"exe-1wait": 99.0})  # the engine armed that member again: kept
+    runner = ActionRunner(async_client, rate_per_s=100, clock=lambda: 1234.0)
+
+    runner.start_replay(prefix, DeadLetterFilter(kind="timer"), [], planned=3, source="127.0.0.1")
+    await runner.wait_idle()
+
+    [record] = await read_actions(async_client, keyspace)
+    assert (record.count, sorted(record.ids)) == (2, sorted([ids[0], ids[2]]))
+    assert sync.hkeys(RelayKeys(keyspace).dead("timer")) == [ids[1].encode()]
+
+
 async def test_a_purge_deletes_one_kind_and_is_audited(async_client, sync, prefix) -> None:
     keyspace = Keyspace(prefix)
     park_outbox(sync, prefix, range(4))
