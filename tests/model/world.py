@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+from collections import Counter
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -660,15 +661,19 @@ class World:
                 f"{name}'s breaker opened at step {self.step} with no failure of the sink"
                 f" (entries not sent for the lease counted): {breaker.reason}"
             )
-        # The attempt records are shared: one charged while another replica's pass sent the
-        # entry (a hung pass resumed beside it) is that replica's, and may be.
-        sent = {r.id for r in receiver.ledger[ledger_from:]}
+        # The attempt records are shared: a charge while another replica's pass sent the entry
+        # (a hung pass resumed beside it) is that replica's, and may be; one send is charged at
+        # most once, so more charges than sends in the window include one for the unsent entry.
+        sends = Counter(r.id for r in receiver.ledger[ledger_from:])
         attempts_after = await self.attempt_counts()
         for who, unsent, ref, entry_id in receiver.not_sent[not_sent_from:]:
             record = (unsent, ref)
-            charged = attempts_after.get(record, 0) > attempts_before.get(record, 0)
-            if who == name and entry_id not in sent and charged:
-                self.violations.append(f"an attempt charged to {unsent} {entry_id}, not sent for the lease")
+            charges = attempts_after.get(record, 0) - attempts_before.get(record, 0)
+            if who == name and charges > sends[entry_id]:
+                self.violations.append(
+                    f"an attempt charged to {unsent} {entry_id}, not sent for the lease"
+                    f" ({charges} charges, {sends[entry_id]} sends)"
+                )
         for entry_id in sorted(after - before):
             kind, key = self.scope_of(entry_id)
             if (held := self.paused(kind, key, since_s=started_s)) is not None:

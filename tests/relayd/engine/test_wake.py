@@ -423,10 +423,20 @@ async def test_a_notice_during_a_pass_starts_the_next_pass_without_an_idle_wait(
     assert min(waits) >= 0.85 * relay.options.poll_interval_s
 
 
-async def test_after_a_pass_that_read_something_a_noticed_write_waits_only_the_linger(async_client, prefix):
+@pytest.mark.parametrize(
+    ("linger_s", "between_busy_passes"),
+    [
+        pytest.param(DEFAULT_LINGER_S, [pytest.approx(DEFAULT_LINGER_S - 0.001)] * 2, id="default-linger"),
+        pytest.param(0.0, [], id="no-linger"),
+    ],
+)
+async def test_after_a_pass_that_read_something_a_noticed_write_waits_only_the_linger(
+    async_client, prefix, linger_s, between_busy_passes
+):
     """Commits one after another: the next pass is put off by the linger (so it takes several),
-    never by an idle wait; passes start a period apart, the linger being what a pass left of it."""
-    relay, stop, waits = _stub_relay(async_client, prefix, live=True)
+    never by an idle wait; passes start a period apart, the linger being what a pass left of it.
+    ``--linger 0`` starts each pass as soon as the last one ends: no wait between them at all."""
+    relay, stop, waits = _stub_relay(async_client, prefix, live=True, linger_s=linger_s)
     clock = _SteppingClock(step_s=0.001)
     relay.clock = clock
     subscriber = WakeSubscriber(async_client, {prefix: relay.wake})
@@ -445,34 +455,8 @@ async def test_after_a_pass_that_read_something_a_noticed_write_waits_only_the_l
 
     await relay._loop()
 
-    assert waits[:2] == [pytest.approx(relay.options.linger_s - 0.001)] * 2
+    assert waits[:-1] == between_busy_passes  # the last wait is the idle one after the last pass
     assert sweeper.notified[1:3] == [frozenset({"outbox"})] * 2
-
-
-async def test_with_no_linger_a_noticed_write_starts_the_next_pass_at_once(async_client, prefix):
-    """``--linger 0``: commits one after another start each pass as soon as the last one ends
-    (lower latency, more passes): no wait at all between the busy passes."""
-    relay, stop, waits = _stub_relay(async_client, prefix, live=True, linger_s=0.0)
-    clock = _SteppingClock(step_s=0.001)
-    relay.clock = clock
-    subscriber = WakeSubscriber(async_client, {prefix: relay.wake})
-
-    def working_pass_noticing_a_write():
-        clock.advance()
-        subscriber._wake(prefix, "outbox")
-        return PassResult(read=3, attempted=3, delivered={"outbox": 3})
-
-    def last_pass():
-        stop.set()
-        return PassResult()
-
-    sweeper = _StubSweeper([working_pass_noticing_a_write, working_pass_noticing_a_write, last_pass])
-    relay._new_sweeper = lambda: sweeper  # type: ignore[method-assign]
-
-    await relay._loop()
-
-    assert sweeper.notified[1:3] == [frozenset({"outbox"})] * 2
-    assert len(waits) == 1  # only after the last pass
 
 
 async def test_a_pass_that_took_the_whole_period_is_followed_by_the_next_at_once(async_client, prefix):
