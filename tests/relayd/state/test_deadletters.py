@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from harel.engine.aio_store import AsyncRedisStore
+from harel.engine.execution import Execution
+from harel.engine.store import TimerOp
 
 from relayd.state.deadletters import (
     DeadMove,
@@ -235,3 +238,41 @@ async def test_a_timer_letter_from_before_versions_were_recorded_replays_as_befo
     _outbox_id, _timer_id = await _park(async_client, keyspace)  # no execution_version in it
 
     assert await replay_dead_letters(async_client, keyspace, kind="timer") == 1
+
+
+@pytest.mark.parametrize(
+    ("harel_commits", "live_after"),
+    [
+        pytest.param([], 5.5, id="waiting-for-its-timer"),  # put back
+        pytest.param([TimerOp("cancel", "Armed")], None, id="left-the-state"),
+        pytest.param([TimerOp("cancel", "Armed"), TimerOp("schedule", "Armed", 9.5)], 9.5, id="re-entered"),
+        pytest.param([None], None, id="another-event-handled"),
+    ],
+)
+async def test_harel_s_own_commits_are_what_a_timer_replay_compares(
+    async_client, prefix, harel_commits, live_after
+):
+    """harel arms, cancels and re-arms a timer in a commit of its execution, with its version: a
+    timer parked before any such commit may be stale and stays parked; one whose execution is
+    still waiting for it goes back."""
+    keyspace = Keyspace(prefix)
+    harel = AsyncRedisStore(async_client, prefix=prefix)
+    exe = Execution(id="exe", definition_id="timed")
+    await harel.commit(exe, [], timers=(TimerOp("schedule", "Armed", 5.5),))
+    member = timer_member("exe", "Armed")
+    (version,) = await execution_versions(async_client, keyspace, [member.encode()])
+    doc = encode_dead_letter(
+        id_="timeout:exe:Armed:5.5", kind="timer", reason_code="permanent", reason="http 400", attempts=1,
+        first_attempt_at=1.0, last_attempt_at=1.0, dead_at=2.0, envelope=None,
+        member=member.encode(), fire_at=5.5, execution_version=version,
+    )  # fmt: skip
+    move = DeadMove(member.encode(), 5.5, "timeout:exe:Armed:5.5", doc, "timeout:exe:Armed:5.5")
+    assert await move_to_dead_letters(async_client, RelayKeys(keyspace), "timer", [move]) == 1
+    for op in harel_commits:
+        await harel.commit(exe, [], timers=() if op is None else (op,))
+
+    done = await replay(async_client, keyspace)
+
+    assert version == 1
+    assert done.count == (1 if live_after == 5.5 else 0)
+    assert await async_client.zscore(keyspace.timers, member) == live_after
