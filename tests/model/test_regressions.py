@@ -295,3 +295,20 @@ def test_case_11_a_timer_replayed_after_the_engine_cancelled_it_stays_parked() -
     state.cancel_timer(execution="x1")
     state.replay()
     state.teardown()
+
+
+def test_case_7_a_charge_for_a_request_to_a_sink_that_is_down_is_the_sender_s() -> None:
+    """A's request lapses with the spawn unsent; then the sink is down and B, holding the lease
+    now, sends it: the request fails whole, unanswered, and B charges the attempt. That charge is
+    B's: the model once counted only answered sends and blamed it on A's unsent entry."""
+    state = Schedules()
+    state.lease_lapses_in_request(replica="A", sent=0)
+    state.hang_next_request(replica="A")
+    state.keeper(replica="A")
+    state.commit_spawn()
+    state.run_pass(replica="A")
+    state.sink_down(down=True)
+    state.lose_lease()
+    state.keeper(replica="B")
+    state.run_pass(replica="B")
+    state.teardown()

@@ -145,6 +145,9 @@ class Receiver:
         self.lapse: dict[str, int] = {}
         #: every entry a sink left unsent for the lease: (replica, kind, attempt ref, entry id)
         self.not_sent: list[tuple[str, Kind, str, str]] = []
+        #: ids of the entries of every request that failed whole (the sink down): sent, never
+        #: answered, so not in the ledger, and each may be charged an attempt
+        self.unanswered: list[str] = []
         #: replica -> requests of its sink that failed for the sink's own reasons (down, a retry
         #: answered, a refusal)
         self.failures: dict[str, int] = {}
@@ -205,6 +208,7 @@ class ModelSink(ReadyByReason):
         lapse = receiver.lapse.pop(name, None)
         if receiver.down:
             receiver.failures[name] = receiver.failures.get(name, 0) + 1
+            receiver.unanswered += [world.entry_id(envelope) for envelope in batch]
             raise ConnectionError("model: the sink is down")
         if receiver.batched > 1 and lapse is None and not receiver.refusing:
             whole = await self._deliver_in_requests(batch, receiver.batched)
@@ -647,6 +651,7 @@ class World:
         down, refusing = receiver.down, receiver.refusing
         closed, failures = breaker.state == "closed", receiver.failures.get(name, 0)
         ledger_from, not_sent_from = len(receiver.ledger), len(receiver.not_sent)
+        unanswered_from = len(receiver.unanswered)
         replica.pass_started_s = started_s = self.clock.monotonic()
         await replica.one_pass()
         after = await self.dead_ids()
@@ -662,9 +667,11 @@ class World:
                 f" (entries not sent for the lease counted): {breaker.reason}"
             )
         # The attempt records are shared: a charge while another replica's pass sent the entry
-        # (a hung pass resumed beside it) is that replica's, and may be; one send is charged at
-        # most once, so more charges than sends in the window include one for the unsent entry.
+        # (a hung pass resumed beside it; a request to a sink that is down counts, unanswered)
+        # is that replica's, and may be; one send is charged at most once, so more charges than
+        # sends in the window include one for the unsent entry.
         sends = Counter(r.id for r in receiver.ledger[ledger_from:])
+        sends.update(receiver.unanswered[unanswered_from:])
         attempts_after = await self.attempt_counts()
         for who, unsent, ref, entry_id in receiver.not_sent[not_sent_from:]:
             record = (unsent, ref)
