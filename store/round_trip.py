@@ -15,10 +15,12 @@ Clients without a connection pool (a cluster) use a pipeline.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 #: One command: its name and arguments, as ``execute_command`` takes them.
 Command = Sequence[Any]
@@ -37,13 +39,7 @@ async def round_trip(client: Any, commands: Sequence[Command]) -> list[Any]:
 
         async def send_and_read() -> list[Any]:
             await connection.send_packed_command(connection.pack_commands(commands))
-            replies: list[Any] = []
-            for _ in commands:
-                try:
-                    replies.append(await connection.read_response())
-                except ResponseError as exc:  # an error reply: read in full, the next ones follow
-                    replies.append(exc)
-            return replies
+            return await _read_replies(connection, len(commands))
 
         async def drop(_error: Exception) -> None:
             await connection.disconnect()  # the next attempt connects afresh
@@ -57,4 +53,29 @@ async def round_trip(client: Any, commands: Sequence[Command]) -> list[Any]:
     for reply in replies:
         if isinstance(reply, ResponseError):
             raise reply
+    return replies
+
+
+async def _read_replies(connection: Any, count: int) -> list[Any]:
+    """``count`` replies in order, error replies among them, bounded as one read.
+
+    redis-py bounds each reply by the connection's ``socket_timeout`` (a timer armed and
+    cancelled per reply); here one bound covers them all, with the same error when it runs out
+    (``redis.exceptions.TimeoutError``, the connection dropped). Clearing the timeout for the
+    block is safe: the connection is checked out of the pool, used by this task alone.
+    """
+    timeout = connection.socket_timeout
+    connection.socket_timeout = None
+    replies: list[Any] = []
+    try:
+        async with asyncio.timeout(timeout):
+            for _ in range(count):
+                try:
+                    replies.append(await connection.read_response())
+                except ResponseError as exc:  # an error reply: read in full, the next ones follow
+                    replies.append(exc)
+    except TimeoutError:  # the bound: redis-py dropped the connection on the cancel
+        raise RedisTimeoutError("Timeout reading from the server") from None
+    finally:
+        connection.socket_timeout = timeout
     return replies

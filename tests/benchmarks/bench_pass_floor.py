@@ -34,6 +34,7 @@ import hiredis
 import redis.asyncio as aioredis
 
 from relayd.bench.server import throwaway_redis_server
+from relayd.connect import SOCKET_TIMEOUT_S
 from relayd.runtime.packing import use_hiredis_packing
 from store.round_trip import round_trip
 
@@ -54,7 +55,7 @@ Close = Callable[[], Awaitable[None]]
 
 
 async def _redis_py(url: str, shas: tuple[str, str], entries: int) -> tuple[Pass, Close]:
-    client = aioredis.Redis.from_url(url)
+    client = aioredis.Redis.from_url(url, socket_timeout=SOCKET_TIMEOUT_S)  # as relayd connects
     use_hiredis_packing(client)
     ack, append = shas
     fields = [str(n) for n in range(entries)]

@@ -12,6 +12,7 @@ from redis.asyncio.retry import Retry as RedisRetry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from support.redis_server import RedisServer
 from support.waiting import until
 
@@ -90,6 +91,25 @@ async def test_a_cancelled_round_trip_drops_its_connection(redis_server: RedisSe
     assert not connection.is_connected
     await client.rpush(key, "x")  # a reply a reused connection would have read next
     assert await round_trip(client, [("LPOP", key), ("PING",)]) == [b"x", b"PONG"]
+    await client.aclose()
+
+
+async def test_replies_late_past_the_socket_timeout_raise_its_error_and_drop_the_connection(
+    redis_server: RedisServer,
+) -> None:
+    """One bound for all the replies of a round-trip: the connection's ``socket_timeout``, with
+    redis-py's error; the connection is dropped and keeps its timeout for the next use."""
+    client = aioredis.Redis(port=redis_server.port, socket_timeout=0.3, retry=RedisRetry(NoBackoff(), 0))
+    key = f"rt:{uuid.uuid4().hex}"
+    await client.ping()
+    connection: Any = next(iter(client.connection_pool._available_connections))
+
+    with pytest.raises(RedisTimeoutError):
+        await round_trip(client, [("PING",), ("BLPOP", key, 60)])  # the first reply comes, the second not
+
+    assert not connection.is_connected
+    assert connection.socket_timeout == 0.3
+    assert await round_trip(client, [("PING",)]) == [b"PONG"]
     await client.aclose()
 
 
