@@ -163,18 +163,21 @@ async def test_case_6_a_new_dead_letter_for_a_reused_seq_keeps_the_old_one(async
 _TIMER = timer_member("exe", "p")
 
 
-async def _park_timer_as_the_engine_does(client, keyspace: Keyspace) -> str:
-    """Record the execution's version, then park the timer with it (``Settlement._bury``)."""
-    (version,) = await execution_versions(client, keyspace, [_TIMER.encode()])
+async def _park_timer_as_the_engine_does(client, keyspace: Keyspace, path: str = "p") -> str:
+    """Record the execution's version, then park its timer at ``path`` (due at 5.5) with it, as
+    ``Settlement._bury`` does; returns the dead letter's id."""
+    member = timer_member("exe", path).encode()
+    id_ = f"timeout:exe:{path}:5.5"
+    (version,) = await execution_versions(client, keyspace, [member])
     doc = encode_dead_letter(
-        id_="timeout:exe:p:5.5", kind="timer", reason_code="permanent", reason="http 400", attempts=1,
+        id_=id_, kind="timer", reason_code="permanent", reason="http 400", attempts=1,
         first_attempt_at=1.0, last_attempt_at=1.0, dead_at=2.0, envelope=None,
-        member=_TIMER.encode(), fire_at=5.5, execution_version=version,
+        member=member, fire_at=5.5, execution_version=version,
     )  # fmt: skip
-    await client.zadd(keyspace.timers, {_TIMER: 5.5})
-    move = DeadMove(_TIMER.encode(), 5.5, "timeout:exe:p:5.5", doc, "timeout:exe:p:5.5")
+    await client.zadd(keyspace.timers, {member: 5.5})
+    move = DeadMove(member, 5.5, id_, doc, id_)
     assert await move_to_dead_letters(client, RelayKeys(keyspace), "timer", [move]) == 1
-    return "timeout:exe:p:5.5"
+    return id_
 
 
 @pytest.mark.parametrize(
@@ -260,19 +263,13 @@ async def test_harel_s_own_commits_are_what_a_timer_replay_compares(
     exe = Execution(id="exe", definition_id="timed")
     await harel.commit(exe, [], timers=(TimerOp("schedule", "Armed", 5.5),))
     member = timer_member("exe", "Armed")
-    (version,) = await execution_versions(async_client, keyspace, [member.encode()])
-    doc = encode_dead_letter(
-        id_="timeout:exe:Armed:5.5", kind="timer", reason_code="permanent", reason="http 400", attempts=1,
-        first_attempt_at=1.0, last_attempt_at=1.0, dead_at=2.0, envelope=None,
-        member=member.encode(), fire_at=5.5, execution_version=version,
-    )  # fmt: skip
-    move = DeadMove(member.encode(), 5.5, "timeout:exe:Armed:5.5", doc, "timeout:exe:Armed:5.5")
-    assert await move_to_dead_letters(async_client, RelayKeys(keyspace), "timer", [move]) == 1
+    await _park_timer_as_the_engine_does(async_client, keyspace, "Armed")
+    [letter] = await list_dead_letters(async_client, keyspace)
+    assert letter.document["execution_version"] == 1  # harel's first commit
     for op in harel_commits:
         await harel.commit(exe, [], timers=() if op is None else (op,))
 
     done = await replay(async_client, keyspace)
 
-    assert version == 1
     assert done.count == (1 if live_after == 5.5 else 0)
     assert await async_client.zscore(keyspace.timers, member) == live_after
