@@ -17,7 +17,7 @@ alone (nothing was written to them) except for a timer coming due, and for one f
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from collections.abc import Set as AbstractSet
 
 from relayd.engine.lane import Lane
@@ -64,20 +64,28 @@ class QuietLanes:
         self._probed_all_s = float("-inf")  # when every quiet lane was last probed (monotonic s)
 
     def split(
-        self, notified: frozenset[Kind] | None, now_s: float, parked: AbstractSet[Kind], *, timer_due: bool
+        self,
+        notified: frozenset[Kind] | None,
+        now_s: float,
+        parked: AbstractSet[Kind],
+        *,
+        timer_due: Callable[[], bool],
     ) -> tuple[set[Kind], set[Kind]]:
         """The quiet lanes (not parked) to leave alone this pass, and those to probe.
 
         Without ``notified`` every quiet lane is probed. With it, a quiet lane nobody wrote to
         has nothing new (its hash or zset only changes by a write, and every write is noticed),
-        unless its next timer is due (``timer_due``); once per ``poll_interval_s`` they are
-        probed all the same.
+        unless its next timer is due (``timer_due``, asked only then); once per
+        ``poll_interval_s`` they are probed all the same.
         """
         quiet = self.quiet - parked  # a parked lane is neither probed nor read
         if notified is None or now_s - self._probed_all_s >= self.poll_interval_s:
             self._probed_all_s = now_s
             return set(), quiet - (notified or frozenset())
-        return quiet - notified - ({"timer"} if timer_due else set()), set()
+        left = quiet - notified
+        if "timer" in left and timer_due():
+            left.discard("timer")
+        return left, set()
 
     def note_run(self, kind: Kind, *, quiet: bool) -> None:
         """Whether a lane's run read, attempted and held nothing: the next pass probes it first."""

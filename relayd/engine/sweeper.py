@@ -238,7 +238,7 @@ class Sweeper:
             await self._check_key_types()
         await self.pauses.refresh(self.lanes)
         skipped, to_probe = self.quiet.split(
-            notified, started_s, self.parked.keys(), timer_due=self._timer_due()
+            notified, started_s, self.parked.keys(), timer_due=self._timer_due
         )
         idle_kinds = skipped | (await self._probe(to_probe) if to_probe else set())
         await self._run_lanes(result, idle_kinds, stop, skipped=skipped)
