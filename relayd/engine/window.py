@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import functools
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any, Final, NamedTuple
 
 import structlog
@@ -135,14 +135,17 @@ class Window:
         if (picked or fast) and lane.kind == "outbox" and self.spawns.live:
             picked, fast = await self.spawns.hold_late(lane, picked, fast, now, read.counter)
         picked, fast = self._fit(lane, picked, fast, batch, now)
-        if probing or not (fast and read.read_n >= room and len(lane.held) < self.options.max_held):
-            await self.deliver_and_settle(
-                lane, tally, picked, fast, malformed=read.malformed, now=now, batch=batch
-            )
-            return
-        await self._deliver_reading_ahead(
-            lane, tally, picked, fast, malformed=read.malformed, now=now, batch=batch
+        # A full window of fresh entries: more is waiting, read it while this one is delivered.
+        read_ahead = (
+            not probing and bool(fast) and read.read_n >= room and len(lane.held) < self.options.max_held
         )
+        delivery = self.deliver_and_settle(
+            lane, tally, picked, fast, malformed=read.malformed, now=now, batch=batch, defer_ack=read_ahead
+        )
+        if read_ahead:
+            await self._deliver_reading_ahead(delivery, lane, tally, fast, batch)
+        else:
+            await delivery
 
     # --- read and build ------------------------------------------------------------------------
     async def _read(self, lane: Lane, tally: Tally, room: int, blocked: set[str]) -> Read:
@@ -355,17 +358,10 @@ class Window:
 
     # --- a full window: the next one read ahead ------------------------------------------------
     async def _deliver_reading_ahead(
-        self,
-        lane: Lane,
-        tally: Tally,
-        picked: list[Held],
-        fast: FreshBatch,
-        *,
-        malformed: list[Dead],
-        now: float,
-        batch: int,
+        self, delivery: Coroutine[Any, Any, None], lane: Lane, tally: Tally, fast: FreshBatch, batch: int
     ) -> None:
-        """Deliver a full window while the next one is read ahead.
+        """Run ``delivery`` (``deliver_and_settle`` of a full window, its ack deferred) while the
+        next window is read ahead.
 
         The next window is read and its envelopes built while the sink works on this one, and
         this one's ack may run while the next one is delivered (``Lane``). The delivery starts
@@ -373,11 +369,7 @@ class Window:
         while Redis answers it, instead of reading first and delivering after (``relayd bench
         --kinds outbox``, old and new alternating).
         """
-        delivering = asyncio.create_task(
-            self.deliver_and_settle(
-                lane, tally, picked, fast, malformed=malformed, now=now, batch=batch, defer_ack=True
-            )
-        )
+        delivering = asyncio.create_task(delivery)
         try:
             raws, read_at = await self._read_raw(lane, batch, in_flight=fast)
             lane.read_ahead = await self._build_yielding(lane, raws, read_at)
