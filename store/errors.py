@@ -35,11 +35,13 @@ class StoreUnavailable(StoreError):
 
 
 class StoreFenced(StoreError):
-    """A fenced write (``store.Fence``) was refused by Redis: nothing was written."""
+    """A fenced write or read (``store.Fence``) was refused: nothing was written, and a read
+    handed over nothing (``withheld``: the entries it found and kept back)."""
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, withheld: int = 0) -> None:
         super().__init__(f"refused: {key!r} no longer holds this writer's token")
         self.key = key
+        self.withheld = withheld
 
 
 class MalformedEntry(StoreError):

@@ -18,6 +18,7 @@ from typing import Any, Literal, cast
 from redis.exceptions import NoScriptError, ResponseError
 
 from store.backlog import RawEntry, SeqWindow, WindowRead, merge
+from store.errors import StoreFenced
 from store.fence import Fence, fenced_call, fenced_refusal
 from store.keys import Keyspace
 from store.plans import ack_fields
@@ -185,12 +186,19 @@ class AsyncBacklogReader(_ReaderBase):
         deleted), then resolved. A reader under a steady writer thus acks one pass's entries
         with the next pass's read instead of a round-trip of its own.
 
+        ``fence`` without ``ack``: a fenced read. A ``GET`` of the guard key goes first in the
+        same round-trip; when it holds another token (or none), ``StoreFenced`` and the read
+        hands over nothing (the entries it found stay unread, for the guard's holder).
+
         ``then``: commands that run after the read in the same round-trip (Redis runs a
         connection's commands in order); their replies are left in ``then_replies``.
         """
         read = self.window.plan(limit - (self.window.reconcile_share(limit, now) if reconcile else 0))
         names = ack_fields(ack)
+        guard = None if names else fence  # with an ack, its script checks the fence
         commands: list[Command] = [self._ack_command(names, fence)] if names else []
+        if guard is not None:
+            commands.append(("GET", guard.key))
         # HLEN first: an entry committed during the round-trip then cannot look unknown.
         commands += [
             ("HLEN", self.keys.hash),
@@ -209,6 +217,8 @@ class AsyncBacklogReader(_ReaderBase):
                 raise fenced from exc
             raise
         size, counter, values = replies[len(replies) - len(then) - 3 : len(replies) - len(then)]
+        if guard is not None and (replies[0] is None or _as_text(replies[0]) != guard.token):
+            raise StoreFenced(guard.key, withheld=sum(v is not None for v in values))
         self.then_replies = replies[len(replies) - len(then) :]
         if names:
             self.resolve(names)

@@ -4,7 +4,9 @@ Two checks, one guard, one failure (``FenceGuard``). Locally, before a batch goe
 before its settlement is written, the lease term's monotonic deadline must lie ahead
 (``Lease.holds``); in Redis, every ack, dead-letter move and attempts write checks the lease
 token in the same script call (``store.Fence``), so a replica resumed from a pause after a
-standby took over is refused even when its local check passed just before the pause. Either way
+standby took over is refused even when its local check passed just before the pause; and a
+backlog read checks it in its own round-trip, so a replica whose lease key was lost (a failover)
+and taken by another sends nothing more though its deadline lies ahead. Either way
 the pass stops with ``Fenced``; the prefix loop reports it (``report_fenced``: one log line and
 ``relayd_fenced_total``), drops its sweeper and goes back to standby. The entries stay in Redis
 for the current holder.
@@ -27,9 +29,10 @@ log = structlog.get_logger(__name__)
 
 #: Why a send or a write was not made: ``send_expired`` / ``ack_expired``, the local deadline
 #: had passed before the sink call or the settlement; ``ack_refused``, Redis refused the script
-#: because the lease holds another token (or none).
+#: because the lease holds another token (or none); ``read_refused``, a read found the lease
+#: holding another token (or none) in its own round-trip and handed over nothing to send.
 #: (``relayd.observability.metrics.FENCE_REASONS`` lists them for the metric's label.)
-FenceReason = Literal["send_expired", "ack_expired", "ack_refused"]
+FenceReason = Literal["send_expired", "ack_expired", "ack_refused", "read_refused"]
 
 
 class Fenced(Exception):
@@ -42,8 +45,8 @@ class Fenced(Exception):
 
 def report_fenced(metrics: RelayMetrics, prefix: str, fenced: Fenced) -> None:
     """One warning line (``send_fenced`` or ``ack_fenced``) and the counter, per refusal."""
-    event = "send_fenced" if fenced.reason == "send_expired" else "ack_fenced"
-    outcome = "refused" if fenced.reason == "ack_refused" else "lease_expired"
+    event = "ack_fenced" if fenced.reason.startswith("ack_") else "send_fenced"
+    outcome = "refused" if fenced.reason.endswith("_refused") else "lease_expired"
     metrics.fenced.labels(prefix, fenced.kind, fenced.reason).inc(fenced.count)
     log.warning(event, prefix=prefix, kind=fenced.kind, count=fenced.count, outcome=outcome)
 

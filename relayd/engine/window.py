@@ -63,7 +63,7 @@ from relayd.sinks.sending import sending_while
 from relayd.state import RedisClient
 from relayd.state.attempts import AttemptRecord, forget_attempts, load_attempts
 from relayd.state.keys import RelayKeys
-from store import AsyncRedisStore, RawEntry, RawTimer
+from store import AsyncRedisStore, RawEntry, RawTimer, StoreFenced
 from store.round_trip import Command
 
 log = structlog.get_logger(__name__)
@@ -208,11 +208,18 @@ class Window:
         """
         now = self.clock.now()
         if lane.reader is not None:
+            # Fenced: the carried ack's script checks the lease, or else the read itself does, so a
+            # replica whose lease was taken over (a failover that lost the key) sends nothing more.
             reading_s, reconcile = self.clock.monotonic(), not in_flight
-            fence = self.guard.fence if ack else None
-            return await lane.reader.read_new(
-                limit, now=reading_s, reconcile=reconcile, ack=ack, fence=fence, then=then
-            ), now
+            try:
+                raws = await lane.reader.read_new(
+                    limit, now=reading_s, reconcile=reconcile, ack=ack, fence=self.guard.fence, then=then
+                )
+            except StoreFenced as refused:
+                if ack:
+                    raise  # the ack's refusal: ``FenceGuard.writing`` names it
+                raise Fenced(lane.kind, refused.withheld, "read_refused") from refused
+            return raws, now
         flying = [raw for raw in in_flight.raws if isinstance(raw, RawTimer)] if in_flight else []
         return await self._read_timers(lane, now, limit, flying), now
 

@@ -27,7 +27,7 @@ LEASE_EVENTS: Final = ("acquired", "lost", "released")
 #: A sink's circuit breaker states (``relayd.engine.breaker``).
 BREAKER_STATES: Final = ("closed", "open", "half_open")
 #: Why entries were not sent or not acked for a lease that may be gone (``engine.fencing``).
-FENCE_REASONS: Final = ("send_expired", "ack_expired", "ack_refused")
+FENCE_REASONS: Final = ("send_expired", "ack_expired", "ack_refused", "read_refused")
 
 # Sub-second sinks up to a slow webhook at its timeout.
 _LATENCY_BUCKETS_S: Final = (

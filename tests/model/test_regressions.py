@@ -312,3 +312,20 @@ def test_case_7_a_charge_for_a_request_to_a_sink_that_is_down_is_the_sender_s() 
     state.keeper(replica="B")
     state.run_pass(replica="B")
     state.teardown()
+
+
+def test_case_12_a_replica_whose_lease_key_was_lost_sends_nothing_after_the_new_holder() -> None:
+    """The lease key is lost and B takes it; B sends e1 and e2 (its request hangs). A, its own
+    deadline still ahead, once read and sent e1 again, after B's e2 (its request lapsed after one
+    entry): t2's last copies out of order. A's read now checks the lease and sends nothing."""
+    state = Schedules()
+    state.first_replica_active()
+    state.commit_outbox(to="t2")
+    state.commit_outbox(to="t2")
+    state.hang_next_request(replica="B")
+    state.lose_lease()
+    state.keeper(replica="B")
+    state.run_pass(replica="B")
+    state.lease_lapses_in_request(replica="A", sent=1)
+    state.run_pass(replica="A")
+    state.teardown()
