@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relayd.state import RedisClient
-from store import RawTimer
+from store import Fence, RawTimer, StoreFenced
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,17 +130,29 @@ async def read_due_timers(
     limit: int,
     held: Collection[RawTimer] = (),
     in_flight: Sequence[RawTimer] = (),
+    fence: Fence | None = None,
 ) -> tuple[list[RawTimer], float | None]:
     """Due timers per ``plan_timer_read``, and the fire_at of the first timer not yet due.
 
-    One round-trip: the planned ranges and ``ZRANGEBYSCORE (now +inf LIMIT 0 1``.
+    One round-trip: the planned ranges and ``ZRANGEBYSCORE (now +inf LIMIT 0 1``; with
+    ``fence``, a ``GET`` of its key first, and ``StoreFenced`` (the due timers found as
+    ``withheld``) when it holds another token or none, as a fenced backlog read.
     """
     read = plan_timer_read(now=now, limit=limit, held=held, in_flight=in_flight)
     pipe = client.pipeline(transaction=False)
+    if fence is not None:
+        pipe.get(fence.key)
     for part in read.ranges:
         pipe.execute_command("ZRANGEBYSCORE", key, part.min, part.max, "LIMIT", 0, part.count, "WITHSCORES")
     pipe.execute_command("ZRANGEBYSCORE", key, f"({float(now)!r}", "+inf", "LIMIT", 0, 1, "WITHSCORES")
     replies = await pipe.execute()
+    holder = replies.pop(0) if fence is not None else None
     after = timer_rows(replies[-1])
     due = merge_timer_rows(read, [timer_rows(reply) for reply in replies[:-1]])
+    if fence is not None and _text(holder) != fence.token:
+        raise StoreFenced(fence.key, withheld=len(due))
     return due, after[0].fire_at if after else None
+
+
+def _text(value: bytes | str | None) -> str | None:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value

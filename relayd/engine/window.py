@@ -207,21 +207,20 @@ class Window:
         in flight.
         """
         now = self.clock.now()
-        if lane.reader is not None:
-            # Fenced: the carried ack's script checks the lease, or else the read itself does, so a
-            # replica whose lease was taken over (a failover that lost the key) sends nothing more.
-            reading_s, reconcile = self.clock.monotonic(), not in_flight
-            try:
-                raws = await lane.reader.read_new(
+        # Fenced: the carried ack's script checks the lease, or else the read itself does, so a
+        # replica whose lease was taken over (a failover that lost the key) sends nothing more.
+        try:
+            if lane.reader is not None:
+                reading_s, reconcile = self.clock.monotonic(), not in_flight
+                return await lane.reader.read_new(
                     limit, now=reading_s, reconcile=reconcile, ack=ack, fence=self.guard.fence, then=then
-                )
-            except StoreFenced as refused:
-                if ack:
-                    raise  # the ack's refusal: ``FenceGuard.writing`` names it
-                raise Fenced(lane.kind, refused.withheld, "read_refused") from refused
-            return raws, now
-        flying = [raw for raw in in_flight.raws if isinstance(raw, RawTimer)] if in_flight else []
-        return await self._read_timers(lane, now, limit, flying), now
+                ), now
+            flying = [raw for raw in in_flight.raws if isinstance(raw, RawTimer)] if in_flight else []
+            return await self._read_timers(lane, now, limit, flying), now
+        except StoreFenced as refused:
+            if ack:
+                raise  # the ack's refusal: ``FenceGuard.writing`` names it
+            raise Fenced(lane.kind, refused.withheld, "read_refused") from refused
 
     async def _read_timers(
         self, lane: Lane, now: float, limit: int, in_flight: Sequence[RawTimer]
@@ -233,7 +232,13 @@ class Window:
         """
         held = [h.raw for h in lane.held.values() if isinstance(h.raw, RawTimer)]
         raws, lane.next_due_at = await read_due_timers(
-            self.client, self.keyspace.timers, now=now, limit=limit, held=held, in_flight=in_flight
+            self.client,
+            self.keyspace.timers,
+            now=now,
+            limit=limit,
+            held=held,
+            in_flight=in_flight,
+            fence=self.guard.fence,
         )
         return raws
 

@@ -29,7 +29,7 @@ from relayd.envelope.batch import Batch
 from relayd.observability.metrics import RelayMetrics
 from relayd.sinks.base import Outcome
 from relayd.sinks.memory import MemorySink
-from store import AsyncRedisStore
+from store import AsyncRedisStore, Fence, StoreFenced
 from store.backlog import RawTimer
 from store.keys import Keyspace, timer_member
 
@@ -112,6 +112,28 @@ async def test_a_prefetch_skips_the_timers_in_flight_and_finds_an_earlier_one_ar
     due, _ = await read_due_timers(async_client, key, now=NOW, limit=3, in_flight=timers[:2])
 
     assert due == [early, timers[2], timers[3]]
+
+
+@pytest.mark.usefixtures("backend")
+@pytest.mark.parametrize(("holder", "refused"), [("me", False), ("another", True), (None, True)])
+async def test_a_fenced_read_hands_over_no_timer_unless_the_fence_holds(
+    async_client, prefix, holder, refused
+):
+    key, guard = Keyspace(prefix).timers, f"{prefix}:relay:lease"
+    timers = [_t(f"e{n}", NOW - 10 + n) for n in range(3)]
+    await async_client.zadd(key, {t.member: t.fire_at for t in timers})
+    if holder is not None:
+        await async_client.set(guard, holder)
+    fence = Fence(guard, "me")
+
+    if refused:
+        with pytest.raises(StoreFenced) as withheld:
+            await read_due_timers(async_client, key, now=NOW, limit=10, fence=fence)
+        assert withheld.value.withheld == 3
+    else:
+        due, _ = await read_due_timers(async_client, key, now=NOW, limit=10, fence=fence)
+        assert due == timers
+    assert await async_client.zcard(key) == 3
 
 
 # --- the sweeper's timer prefetch ------------------------------------------------------------
