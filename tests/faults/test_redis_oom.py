@@ -53,7 +53,10 @@ def test_out_of_memory_redis_keeps_delivering_and_acking(tmp_path: Path, redis_p
         def delivered() -> int:
             return len({envelope["id"] for envelope in read_jsonl(out)})
 
-        wait_until(lambda: delivered() == ENTRIES, 90, f"{ENTRIES} deliveries under OOM")
+        try:
+            wait_until(lambda: delivered() == ENTRIES, 90, f"{ENTRIES} deliveries under OOM")
+        except AssertionError as exc:  # say where it stalled: the relay's own account
+            raise AssertionError(f"{exc}; {delivered()} delivered; relay log: {relay.log_tail()}") from None
         wait_until(lambda: client.hlen(keyspace.outbox) == 1, 30, "every delivered entry acked")
         assert relay.alive, relay.log_tail()
     finally:
