@@ -220,30 +220,33 @@ class PrefixRelay:
         None at all when more is waiting; a linger when writes are coming one after another;
         else until a wake-up, at most the idle delay.
 
-        The linger: after a pass that read something, a write noticed during it makes the next
-        pass start ``SweepOptions.linger_s`` (``--linger``) after the one that ended started, so
-        that pass takes the writes of that moment too (as ``linger.ms`` does for a Kafka
-        producer). A pass costs about the same whether it takes one entry or ten, so under a
-        steady writer the period, not the rate, sets the relay's CPU; a pass slowed by a busy
-        machine lingers less instead of adding its delay to the next commit's latency. An idle
-        relay woken by one commit does not wait it.
+        The linger: after a pass that read something, a write noticed during it or after it
+        makes the next pass start ``SweepOptions.linger_s`` (``--linger``) after the one that
+        ended started, so that pass takes the writes of that moment too (as ``linger.ms`` does
+        for a Kafka producer). A pass costs about the same whether it takes one entry or ten, so
+        under a steady writer the period, not the rate nor how fast a pass runs, sets the
+        relay's CPU; a pass slowed by a busy machine lingers less instead of adding its delay to
+        the next commit's latency. An idle relay woken by one commit does not wait it, nor does
+        a write that comes a whole period after the last pass began.
         """
         if result.full:
             await asyncio.sleep(0)  # more is waiting: poll again at once
             return 0
-        if not self.loop_wake.is_set():
+        noticed = self.loop_wake.is_set()  # written during the pass
+        if not noticed:
             idle_streak += 1
             await self._wait(self._idle_delay(idle_streak, result, live=self.notices_live()), self.loop_wake)
-            return idle_streak
-        # Written during the pass. When that pass read something too, commits are coming one
-        # after another: gather those of the rest of the period into one pass (fewer passes,
+            if not (result.read and self.loop_wake.is_set()):
+                return idle_streak
+        # The pass read something and a write came during it or since: commits are coming one
+        # after another. Gather those of the rest of the period into one pass (fewer passes,
         # each costing the same round-trips).
         linger_s = started_s + self.options.linger_s - self.clock.monotonic()
         if result.read and self.notices_live() and linger_s > _MIN_LINGER_S:
             await self._wait(linger_s)
         else:
             await asyncio.sleep(0)
-        return 0
+        return 0 if noticed else idle_streak
 
     async def _held_elsewhere(self) -> bool:
         """Whether another replica holds the lease (a one-shot run then leaves the prefix to it);

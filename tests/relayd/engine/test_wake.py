@@ -459,6 +459,45 @@ async def test_after_a_pass_that_read_something_a_noticed_write_waits_only_the_l
     assert sweeper.notified[1:3] == [frozenset({"outbox"})] * 2
 
 
+async def test_a_write_after_a_pass_that_read_something_waits_the_rest_of_the_period(async_client, prefix):
+    """A pass faster than the commits: it read something, nothing was written while it ran, and
+    the next commit comes a millisecond later. The next pass still starts a period after this
+    one began (the linger): how often passes start does not grow as a pass gets faster."""
+    relay, stop, waits = _stub_relay(async_client, prefix, live=True)
+    clock = _SteppingClock(step_s=0.001)
+    relay.clock = clock
+    subscriber = WakeSubscriber(async_client, {prefix: relay.wake})
+    woken_by_a_write: list[float] = []
+
+    async def wait(timeout_s, wake=None):
+        waits.append(timeout_s)
+        if wake is not None and not stop.is_set():  # the idle wait: a commit ends it
+            clock.advance()
+            subscriber._wake(prefix, "outbox")
+            woken_by_a_write.append(timeout_s)
+
+    relay._wait = wait  # type: ignore[method-assign]
+
+    def working_pass():
+        clock.advance()  # the pass took a millisecond
+        return PassResult(read=1, attempted=1, delivered={"outbox": 1})
+
+    def last_pass():
+        stop.set()
+        return PassResult()
+
+    sweeper = _StubSweeper([working_pass, working_pass, last_pass])
+    relay._new_sweeper = lambda: sweeper  # type: ignore[method-assign]
+
+    await relay._loop()
+
+    # After each working pass: the idle wait (a write ends it), then the rest of the period.
+    lingers = [wait_s for wait_s in waits if wait_s not in woken_by_a_write]
+    assert len(woken_by_a_write) == 2
+    assert lingers[:2] == [pytest.approx(DEFAULT_LINGER_S - 0.002)] * 2
+    assert sweeper.notified[1:3] == [frozenset({"outbox"})] * 2
+
+
 async def test_a_pass_that_took_the_whole_period_is_followed_by_the_next_at_once(async_client, prefix):
     """A slow pass (a busy machine) adds no linger: its commits have waited long enough."""
     relay, stop, waits = _stub_relay(async_client, prefix, live=True)
