@@ -8,7 +8,9 @@ The store does not know what the guard key means; the caller names it.
 
 Every fenced script, the store's and relayd's (``relayd/state/scripts``), keeps one convention,
 so one place here builds its call (``fenced_call``) and one recognises its refusal
-(``fenced_refusal``):
+(``fenced_refusal``). A *fenced read* hands over what it found only while the guard holds the
+token: it sends ``guard_read`` first in its round-trip and passes that reply to
+``check_guard``. The fenced scripts' convention:
 
 - the guard key is the **last** of KEYS, present only when the call is fenced;
 - the caller's token is **ARGV[1]**, present only when the call is fenced (the script's own
@@ -52,3 +54,16 @@ def fenced_refusal(exc: BaseException, fence: Fence | None) -> StoreFenced | Non
     if fence is not None and FENCED_TAG in str(exc):
         return StoreFenced(fence.key)
     return None
+
+
+def guard_read(fence: Fence) -> tuple[str, str]:
+    """The command a fenced read sends first in its round-trip: ``GET`` of the guard key."""
+    return ("GET", fence.key)
+
+
+def check_guard(fence: Fence, holder: bytes | str | None, *, withheld: int) -> None:
+    """Raise ``StoreFenced`` naming the ``withheld`` entries a fenced read found, unless
+    ``holder`` (the reply of ``guard_read``) is ``fence``'s token."""
+    token = holder.decode("utf-8", "surrogateescape") if isinstance(holder, bytes) else holder
+    if token != fence.token:
+        raise StoreFenced(fence.key, withheld=withheld)

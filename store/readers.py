@@ -18,8 +18,7 @@ from typing import Any, Literal, cast
 from redis.exceptions import NoScriptError, ResponseError
 
 from store.backlog import RawEntry, SeqWindow, WindowRead, merge
-from store.errors import StoreFenced
-from store.fence import Fence, fenced_call, fenced_refusal
+from store.fence import Fence, check_guard, fenced_call, fenced_refusal, guard_read
 from store.keys import Keyspace
 from store.plans import ack_fields
 from store.round_trip import Command, round_trip
@@ -198,7 +197,7 @@ class AsyncBacklogReader(_ReaderBase):
         guard = None if names else fence  # with an ack, its script checks the fence
         commands: list[Command] = [self._ack_command(names, fence)] if names else []
         if guard is not None:
-            commands.append(("GET", guard.key))
+            commands.append(guard_read(guard))
         # HLEN first: an entry committed during the round-trip then cannot look unknown.
         commands += [
             ("HLEN", self.keys.hash),
@@ -217,8 +216,8 @@ class AsyncBacklogReader(_ReaderBase):
                 raise fenced from exc
             raise
         size, counter, values = replies[len(replies) - len(then) - 3 : len(replies) - len(then)]
-        if guard is not None and (replies[0] is None or _as_text(replies[0]) != guard.token):
-            raise StoreFenced(guard.key, withheld=sum(v is not None for v in values))
+        if guard is not None:
+            check_guard(guard, replies[0], withheld=sum(v is not None for v in values))
         self.then_replies = replies[len(replies) - len(then) :]
         if names:
             self.resolve(names)

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from relayd.state import RedisClient
-from store import Fence, RawTimer, StoreFenced
+from store import Fence, RawTimer
+from store.fence import check_guard, guard_read
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +142,7 @@ async def read_due_timers(
     read = plan_timer_read(now=now, limit=limit, held=held, in_flight=in_flight)
     pipe = client.pipeline(transaction=False)
     if fence is not None:
-        pipe.get(fence.key)
+        pipe.execute_command(*guard_read(fence))
     for part in read.ranges:
         pipe.execute_command("ZRANGEBYSCORE", key, part.min, part.max, "LIMIT", 0, part.count, "WITHSCORES")
     pipe.execute_command("ZRANGEBYSCORE", key, f"({float(now)!r}", "+inf", "LIMIT", 0, 1, "WITHSCORES")
@@ -149,10 +150,6 @@ async def read_due_timers(
     holder = replies.pop(0) if fence is not None else None
     after = timer_rows(replies[-1])
     due = merge_timer_rows(read, [timer_rows(reply) for reply in replies[:-1]])
-    if fence is not None and _text(holder) != fence.token:
-        raise StoreFenced(fence.key, withheld=len(due))
+    if fence is not None:
+        check_guard(fence, holder, withheld=len(due))
     return due, after[0].fire_at if after else None
-
-
-def _text(value: bytes | str | None) -> str | None:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
