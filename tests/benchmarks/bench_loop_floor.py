@@ -1,16 +1,22 @@
 """Benchmark: the least CPU a relay in Python pays under a steady writer, per event loop.
 
-A minimal relay, not relayd: one keyspace subscription wakes it; each pass starts at least
+A minimal relay, not relayd: a keyspace subscription wakes it; each pass starts at least
 ``--linger`` after the last began, reads the new outbox seqs with the last pass's ``HDEL``,
 ``GET`` of the counter and ``HMGET`` in one write, and appends each entry to a stream with
 ``XADD`` in a second; hiredis parses, nothing else runs (no fencing, metrics, lanes or sink
-interface). It runs as its own process against ``relayd.bench.writer`` (the steady suite's paced
-writer) on a throwaway redis-server, once per event loop and linger, alternating round by round,
-and prints its CPU (``getrusage`` after the warm-up), passes and commit-to-delivery median.
+interface). Its subscription is a plain socket, used one of two ways:
+
+- **woken**: the event loop watches it always, and every pass waits for a message;
+- **polled**: while passes find work the loop does not watch it; each pass reads what it holds
+  (one ``recv``) and starts on time without waiting for a message.
+
+It runs as its own process against ``relayd.bench.writer`` (the steady suite's paced writer) on a
+throwaway redis-server, once per event loop, mode and linger, alternating round by round, and
+prints its CPU (``getrusage`` after the warm-up), passes and commit-to-delivery median.
 
 The figures bound what relayd can reach on a host: a pass of relayd does all of this and more.
-The baseline is the standard library's loop; ``uvloop`` runs when it is installed (it is not a
-dependency of relayd: ``pip install uvloop``).
+The baseline is the standard library's loop, woken; ``uvloop`` runs when it is installed (it is
+not a dependency of relayd: ``pip install uvloop``).
 
 Run: ``flock /tmp/relayd-bench.lock python tests/benchmarks/bench_loop_floor.py [--rate 1000]
 [--lingers 0.002,0.003] [--seconds 8] [--rounds 2]``.
@@ -20,10 +26,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import importlib.util
 import json
 import resource
+import socket
 import statistics
 import subprocess
 import sys
@@ -35,23 +43,16 @@ import orjson
 import redis
 
 from relayd.bench.server import throwaway_redis_server
+from relayd.bench.writer import command as _command
 
 WARMUP_S = 2.0
 
 
-def _command(*parts: bytes) -> bytes:
-    out = [b"*%d\r\n" % len(parts)]
-    for part in parts:
-        out.append(b"$%d\r\n%s\r\n" % (len(part), part))
-    return b"".join(out)
-
-
 class _Connection(asyncio.Protocol):
-    """One Redis connection: pipelined calls answered through a future, or pushed messages."""
+    """One Redis connection: pipelined calls answered through a future."""
 
-    def __init__(self, on_push: Any = None) -> None:
+    def __init__(self) -> None:
         self.reader = hiredis.Reader()
-        self.on_push = on_push
         self.replies: list[Any] = []
         self.wanted = 0
         self.waiter: asyncio.Future[list[Any]] | None = None
@@ -62,12 +63,9 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
         while (reply := self.reader.gets()) is not False:
-            if self.on_push is not None:
-                self.on_push(reply)
-            else:
-                self.replies.append(reply)
-                if len(self.replies) == self.wanted and self.waiter is not None:
-                    self.waiter.set_result(self.replies)
+            self.replies.append(reply)
+            if len(self.replies) == self.wanted and self.waiter is not None:
+                self.waiter.set_result(self.replies)
 
     def call(self, payload: bytes, wanted: int) -> asyncio.Future[list[Any]]:
         self.replies, self.wanted = [], wanted
@@ -76,13 +74,51 @@ class _Connection(asyncio.Protocol):
         return self.waiter
 
 
-async def _relay(port: int, prefix: str, linger_s: float, seconds: float) -> dict[str, float]:
-    loop = asyncio.get_running_loop()
+async def _pass(
+    connection: _Connection, prefix: str, next_seq: int, acks: list[bytes], latencies: list[float]
+) -> list[bytes]:
+    """One pass: ack the last pass's entries and read the new ones, then append them to a stream;
+    returns the fields to ack next."""
     hash_key, seq_key = f"{prefix}:outbox".encode(), f"{prefix}:outbox:seq".encode()
+    fields = [b"%d" % seq for seq in range(next_seq, next_seq + 64)]
+    read = _command(b"HDEL", hash_key, *acks) if acks else b""
+    read += _command(b"GET", seq_key) + _command(b"HMGET", hash_key, *fields)
+    values = (await connection.call(read, 3 if acks else 2))[-1]
+    appends, read_fields = [], []
+    for field, value in zip(fields, values, strict=True):
+        if value is None:
+            break
+        outer = orjson.loads(value)
+        appends.append(
+            _command(b"XADD", b"bench:floor", b"*", b"t", outer["t"].encode(), b"e", outer["e"].encode())
+        )
+        read_fields.append(field)
+        latencies.append(time.time() - orjson.loads(outer["e"])["data"]["committed_at"])
+    if appends:
+        await connection.call(b"".join(appends), len(appends))
+    return read_fields
+
+
+async def _relay(port: int, prefix: str, linger_s: float, seconds: float, mode: str) -> dict[str, float]:
+    loop = asyncio.get_running_loop()
+    hash_key = f"{prefix}:outbox".encode()
     wake = asyncio.Event()
-    subscriber = _Connection(on_push=lambda _message: wake.set())
-    await loop.create_connection(lambda: subscriber, "127.0.0.1", port)
-    subscriber.transport.write(_command(b"SUBSCRIBE", b"__keyspace@0__:" + hash_key))
+    subscriber = socket.create_connection(("127.0.0.1", port))
+    subscriber.sendall(_command(b"SUBSCRIBE", b"__keyspace@0__:" + hash_key))
+    subscriber.setblocking(False)
+    messages = hiredis.Reader()
+
+    def read_messages() -> None:  # whatever the socket holds now
+        with contextlib.suppress(BlockingIOError):
+            while data := subscriber.recv(1 << 16):
+                messages.feed(data)
+        while messages.gets() is not False:
+            wake.set()
+
+    polled = mode == "polled"
+    busy = False
+    if not polled:
+        loop.add_reader(subscriber, read_messages)
     connection = _Connection()
     await loop.create_connection(lambda: connection, "127.0.0.1", port)
     next_seq, passes, started_s = 1, 0, 0.0
@@ -93,32 +129,24 @@ async def _relay(port: int, prefix: str, linger_s: float, seconds: float) -> dic
     while (now_s := time.monotonic()) < end_s:
         if measured is None and now_s > end_s - seconds:
             measured, latencies = (resource.getrusage(resource.RUSAGE_SELF), now_s, passes), []
-        if not wake.is_set():
+        if polled and busy:
+            read_messages()
+        elif not wake.is_set():
+            if polled:
+                loop.add_reader(subscriber, read_messages)
             try:
                 await asyncio.wait_for(wake.wait(), 0.1)
             except TimeoutError:
                 continue
+            finally:
+                if polled:
+                    loop.remove_reader(subscriber)
         wake.clear()
         if (wait_s := started_s + linger_s - time.monotonic()) > 0:
             await asyncio.sleep(wait_s)
         started_s, passes = time.monotonic(), passes + 1
-        fields = [b"%d" % seq for seq in range(next_seq, next_seq + 64)]
-        read = _command(b"HDEL", hash_key, *acks) if acks else b""
-        read += _command(b"GET", seq_key) + _command(b"HMGET", hash_key, *fields)
-        values = (await connection.call(read, 3 if acks else 2))[-1]
-        appends, acks = [], []
-        for field, value in zip(fields, values, strict=True):
-            if value is None:
-                break
-            outer = orjson.loads(value)
-            appends.append(
-                _command(b"XADD", b"bench:floor", b"*", b"t", outer["t"].encode(), b"e", outer["e"].encode())
-            )
-            acks.append(field)
-            latencies.append(time.time() - orjson.loads(outer["e"])["data"]["committed_at"])
-        if appends:
-            await connection.call(b"".join(appends), len(appends))
-            next_seq += len(appends)
+        acks = await _pass(connection, prefix, next_seq, acks, latencies)
+        busy, next_seq = bool(acks), next_seq + len(acks)
     assert measured is not None
     usage, since_s, passes_before = measured
     after = resource.getrusage(resource.RUSAGE_SELF)
@@ -133,16 +161,10 @@ async def _relay(port: int, prefix: str, linger_s: float, seconds: float) -> dic
 
 
 def _run_relay(argv: list[str]) -> None:
-    loop_name, port, prefix, linger_s, seconds = (
-        argv[0],
-        int(argv[1]),
-        argv[2],
-        float(argv[3]),
-        float(argv[4]),
-    )
+    loop_name, mode, port, prefix, linger, seconds = argv
     factory = importlib.import_module("uvloop").new_event_loop if loop_name == "uvloop" else None
     with asyncio.Runner(loop_factory=factory) as runner:
-        print(json.dumps(runner.run(_relay(port, prefix, linger_s, seconds))))
+        print(json.dumps(runner.run(_relay(int(port), prefix, float(linger), float(seconds), mode))))
 
 
 def main() -> None:
@@ -153,17 +175,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     loops = ["asyncio"] + (["uvloop"] if importlib.util.find_spec("uvloop") else [])
-    figures: dict[tuple[str, str], list[dict[str, float]]] = {}
+    ways = [(loop_name, mode) for loop_name in loops for mode in ("woken", "polled")]
+    figures: dict[tuple[str, str, str], list[dict[str, float]]] = {}
     with throwaway_redis_server() as (_server, port):
         redis.Redis(port=port).config_set("notify-keyspace-events", "Khz")
         url = f"redis://127.0.0.1:{port}/0"
         runs = 0
         for round_ in range(args.rounds):
             for linger in args.lingers.split(","):
-                for loop_name in loops if round_ % 2 == 0 else loops[::-1]:
+                for loop_name, mode in ways if round_ % 2 == 0 else ways[::-1]:
                     runs += 1
-                    prefix = f"floor{runs}"
-                    total_s = WARMUP_S + args.seconds
+                    prefix, total_s = f"floor{runs}", WARMUP_S + args.seconds
                     writer = subprocess.Popen(
                         [
                             sys.executable,
@@ -176,28 +198,25 @@ def main() -> None:
                         ],
                         stdout=subprocess.DEVNULL,
                     )
-                    relay = [
-                        sys.executable,
-                        __file__,
-                        "--relay",
-                        loop_name,
-                        str(port),
-                        prefix,
-                        linger,
-                        str(args.seconds),
-                    ]
-                    run = json.loads(subprocess.run(relay, check=True, capture_output=True, text=True).stdout)
+                    relay = [sys.executable, __file__, "--relay", loop_name, mode, str(port), prefix, linger]
+                    done = subprocess.run(
+                        [*relay, str(args.seconds)], check=True, capture_output=True, text=True
+                    )
+                    run = json.loads(done.stdout)
                     writer.wait()
-                    figures.setdefault((linger, loop_name), []).append(run)
-                    print(f"round {round_ + 1} linger {linger} {loop_name:<8} " + json.dumps(run), flush=True)
+                    figures.setdefault((linger, loop_name, mode), []).append(run)
+                    print(
+                        f"round {round_ + 1} linger {linger} {loop_name} {mode} " + json.dumps(run),
+                        flush=True,
+                    )
     print(f"\n{args.rate:,} commits/s, medians over {args.rounds} rounds:")
-    for (linger, loop_name), runs_of in figures.items():
+    for (linger, loop_name, mode), runs_of in sorted(figures.items()):
         cpu = statistics.median(run["cpu_pct"] for run in runs_of)
-        base = statistics.median(run["cpu_pct"] for run in figures[(linger, "asyncio")])
+        base = statistics.median(run["cpu_pct"] for run in figures[(linger, "asyncio", "woken")])
         per_pass = statistics.median(run["cpu_us_per_pass"] for run in runs_of)
         p50 = statistics.median(run["p50_ms"] for run in runs_of)
         print(
-            f"  linger {linger} {loop_name:<8} cpu {cpu:5.1f} % ({cpu / base:.2f}x asyncio), "
+            f"  linger {linger} {loop_name:<8} {mode:<7} cpu {cpu:5.1f} % ({cpu / base:.2f}x asyncio woken), "
             f"{per_pass:4.0f} µs per pass, p50 {p50:.2f} ms"
         )
 
