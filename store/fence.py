@@ -21,7 +21,7 @@ token: it sends ``guard_read`` first in its round-trip and passes that reply to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
@@ -61,9 +61,11 @@ def guard_read(fence: Fence) -> tuple[str, str]:
     return ("GET", fence.key)
 
 
-def check_guard(fence: Fence, holder: bytes | str | None, *, withheld: int) -> None:
-    """Raise ``StoreFenced`` naming the ``withheld`` entries a fenced read found, unless
-    ``holder`` (the reply of ``guard_read``) is ``fence``'s token."""
-    token = holder.decode("utf-8", "surrogateescape") if isinstance(holder, bytes) else holder
-    if token != fence.token:
-        raise StoreFenced(fence.key, withheld=withheld)
+def check_guard(fence: Fence, holder: bytes | str | None, *, found: Iterable[object]) -> None:
+    """Raise ``StoreFenced`` unless ``holder`` (the reply of ``guard_read``) is ``fence``'s token.
+
+    ``found``: what the read found (``None`` for a place it found empty); the refusal names how
+    many it withholds, counted only when it refuses.
+    """
+    if holder != fence.token and holder != fence.token.encode():
+        raise StoreFenced(fence.key, withheld=sum(entry is not None for entry in found))

@@ -217,7 +217,7 @@ class AsyncBacklogReader(_ReaderBase):
             raise
         size, counter, values = replies[len(replies) - len(then) - 3 : len(replies) - len(then)]
         if guard is not None:
-            check_guard(guard, replies[0], withheld=sum(v is not None for v in values))
+            check_guard(guard, replies[0], found=values)
         self.then_replies = replies[len(replies) - len(then) :]
         if names:
             self.resolve(names)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 import structlog
 
@@ -43,10 +43,18 @@ class Fenced(Exception):
         self.kind, self.count, self.reason = kind, count, reason
 
 
+#: Each reason's warning line and its ``outcome``: what was kept back, and who said no.
+REPORTED_AS: Final[dict[FenceReason, tuple[str, str]]] = {
+    "send_expired": ("send_fenced", "lease_expired"),
+    "ack_expired": ("ack_fenced", "lease_expired"),
+    "ack_refused": ("ack_fenced", "refused"),
+    "read_refused": ("send_fenced", "refused"),
+}
+
+
 def report_fenced(metrics: RelayMetrics, prefix: str, fenced: Fenced) -> None:
     """One warning line (``send_fenced`` or ``ack_fenced``) and the counter, per refusal."""
-    event = "ack_fenced" if fenced.reason.startswith("ack_") else "send_fenced"
-    outcome = "refused" if fenced.reason.endswith("_refused") else "lease_expired"
+    event, outcome = REPORTED_AS[fenced.reason]
     metrics.fenced.labels(prefix, fenced.kind, fenced.reason).inc(fenced.count)
     log.warning(event, prefix=prefix, kind=fenced.kind, count=fenced.count, outcome=outcome)
 

@@ -151,5 +151,5 @@ async def read_due_timers(
     after = timer_rows(replies[-1])
     due = merge_timer_rows(read, [timer_rows(reply) for reply in replies[:-1]])
     if fence is not None:
-        check_guard(fence, holder, withheld=len(due))
+        check_guard(fence, holder, found=due)
     return due, after[0].fire_at if after else None

@@ -16,7 +16,7 @@ def test_a_fenced_read_gets_the_guard_key():
 
 @pytest.mark.parametrize("holder", [b"token-a", "token-a"], ids=["bytes", "text"])
 def test_the_writer_s_own_token_lets_the_read_through(holder):
-    check_guard(FENCE, holder, withheld=3)  # no error
+    check_guard(FENCE, holder, found=[b"e1"])  # no error
 
 
 @pytest.mark.parametrize(
@@ -26,6 +26,6 @@ def test_the_writer_s_own_token_lets_the_read_through(holder):
 )
 def test_any_other_holder_refuses_the_read_and_names_what_it_withheld(holder):
     with pytest.raises(StoreFenced) as refused:
-        check_guard(FENCE, holder, withheld=3)
+        check_guard(FENCE, holder, found=[b"e1", None, b"e3", b"e4", None])  # two places empty
     assert refused.value.key == "p:lease"
     assert refused.value.withheld == 3

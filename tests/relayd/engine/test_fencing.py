@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import random
+from typing import get_args
 
 import pytest
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from relayd.engine.fencing import Fenced, FenceGuard, report_fenced
+from relayd.engine.fencing import REPORTED_AS, Fenced, FenceGuard, FenceReason, report_fenced
 from relayd.engine.options import SweepOptions
 from relayd.engine.sweeper import Sweeper
-from relayd.observability.metrics import RelayMetrics
+from relayd.observability.metrics import FENCE_REASONS, RelayMetrics
 from relayd.sinks.base import DELIVERED, Outcome
 from relayd.sinks.memory import MemorySink
 from relayd.sinks.per_key import deliver_in_key_order
@@ -194,6 +195,11 @@ async def test_a_per_key_loop_stops_sending_once_the_lease_may_be_gone():
     assert 2 not in sent
     assert outcomes[2] == outcomes[2].__class__(error=NOT_SENT)  # type: ignore[call-arg]  # a Retry
     assert may_send()  # outside a delivery
+
+
+def test_every_reason_has_its_line_and_its_metric_series():
+    """A reason added to ``FenceReason`` needs its warning line and its pre-made metric series."""
+    assert set(REPORTED_AS) == set(get_args(FenceReason)) == set(FENCE_REASONS)
 
 
 @pytest.mark.parametrize(
