@@ -190,7 +190,9 @@ class AsyncBacklogReader(_ReaderBase):
         hands over nothing (the entries it found stay unread, for the guard's holder).
 
         ``then``: commands that run after the read in the same round-trip (Redis runs a
-        connection's commands in order); their replies are left in ``then_replies``.
+        connection's commands in order); their replies are left in ``then_replies``, or none
+        when the read returns entries found after that round-trip (by its reconcile scan or a
+        rewind), which those replies say nothing of.
         """
         read = self.window.plan(limit - (self.window.reconcile_share(limit, now) if reconcile else 0))
         names = ack_fields(ack)
@@ -221,12 +223,22 @@ class AsyncBacklogReader(_ReaderBase):
         self.then_replies = replies[len(replies) - len(then) :]
         if names:
             self.resolve(names)
-        entries = self._fold_window(read, counter, values, now)
+        return await self._after_round_trip(
+            self._fold_window(read, counter, values, now), limit, int(size), now, reconcile=reconcile
+        )
+
+    async def _after_round_trip(
+        self, entries: list[RawEntry], limit: int, size: int, now: float, *, reconcile: bool
+    ) -> list[RawEntry]:
+        """What a read does after its round-trip found ``entries``: a rewind below the frontier,
+        the reconcile scan, a jump past a burned range. Returning entries found here leaves no
+        ``then_replies`` (those commands ran before these reads)."""
         listed: list[str] | None = None  # the hash's fields, when this read listed them
-        if reconcile and self._below_frontier(limit, int(size), now):
+        if reconcile and self._below_frontier(limit, size, now):
             listed = [_as_text(f) for f in await self.client.hkeys(self.keys.hash)]
             if (rewound := self.window.rewind(listed, entries, now)) is not None:
                 # The walk starts at once: what it finds joins this read (no reconcile this time).
+                self.then_replies = []
                 room = limit - len(rewound)
                 if room:
                     rewound = merge(rewound, await self.read_new(room, now=now, reconcile=False))
@@ -234,11 +246,13 @@ class AsyncBacklogReader(_ReaderBase):
         budget = limit - len(entries)
         if reconcile and budget > 0 and self.window.reconcile_due(now, bool(entries)):
             cursor, pairs = await self.client.hscan(self.keys.hash, self.window.scan_cursor, count=limit)
-            entries = merge(entries, self._fold_scan(cursor, pairs, budget, now))
+            if scanned := self._fold_scan(cursor, pairs, budget, now):
+                self.then_replies = []
+                entries = merge(entries, scanned)
         if not entries and self.window.burned_ahead(limit):
-            if listed is None and self.window.lists_cheaply(limit, int(size)):
+            if listed is None and self.window.lists_cheaply(limit, size):
                 listed = [_as_text(f) for f in await self.client.hkeys(self.keys.hash)]
-            self._skip(limit, int(size), listed)
+            self._skip(limit, size, listed)
         return entries
 
     async def checkpoint(self) -> None:

@@ -176,7 +176,8 @@ class Window:
         tally.read += read_n
         tally.full |= more_to_read(lane, read_n, room, noticed=tally.noticed)
         # Only a read that went to Redis with the check has its reply (every read sets the
-        # reader's replies; one read ahead has none).
+        # reader's replies; one read ahead has none, nor one whose reconcile scan or rewind
+        # found entries after the check ran: then the counter is read again, after them).
         replies = lane.reader.then_replies if read_n and lane.reader is not None else []
         counter = counter_value(replies[0]) if len(replies) == len(then) == 1 else None
         return Read(fast, malformed, read_n, counter)

@@ -14,11 +14,12 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 from model.invariants import check
-from model.world import REPLICAS, Answer, World
+from model.world import REPLICAS, Answer, MidPass, World
 
 TARGETS = ("t1", "t2")
 EXECUTIONS = ("x1", "x2")
 ANSWERS: tuple[Answer, ...] = ("retry", "retry_after", "permanent")
+MID_PASS: tuple[MidPass, ...] = ("spawn_and_child_event", "event")
 #: What an operator pauses as a whole: ``(kind, sink)`` selectors, ``None`` for each left out
 #: (the sink ``model`` is every kind's; both ``None``: the whole prefix).
 PAUSED_LANES: tuple[tuple[str | None, str | None], ...] = (
@@ -194,6 +195,15 @@ class Schedules(RuleBasedStateMachine):
     @rule(replica=st.sampled_from(REPLICAS))
     def run_pass(self, replica: str) -> None:
         self.world.step += 1
+        self.world.start_pass(replica)
+
+    @precondition(lambda self: self.allows("commit_during_pass"))
+    @rule(replica=st.sampled_from(REPLICAS), after=st.integers(0, 6), what=st.sampled_from(MID_PASS))
+    def commit_during_pass(self, replica: str, after: int, what: MidPass) -> None:
+        """The engine commits between two round-trips of a pass of ``replica``, which starts
+        now (or, if one is under way, when it sends again)."""
+        self.world.step += 1
+        self.world.commit_during(replica, after, what)
         self.world.start_pass(replica)
 
     @precondition(lambda self: self.allows("advance"))

@@ -329,3 +329,15 @@ def test_case_12_a_replica_whose_lease_key_was_lost_sends_nothing_after_the_new_
     state.lease_lapses_in_request(replica="A", sent=1)
     state.run_pass(replica="A")
     state.teardown()
+
+
+def test_case_3_a_spawn_committed_while_the_pass_reads_holds_back_its_child_s_event() -> None:
+    """A spawn and an event to its child are committed after the outbox read's round-trip read
+    the spawns counter and before the reconcile scan that then finds the event: the scan's
+    event waits for its spawn (it went out first, unchecked)."""
+    state = Schedules()
+    state.first_replica_active()
+    state.commit_during_pass(after=0, replica="A", what="spawn_and_child_event")
+    state.purge()
+    state.commit_during_pass(after=4, replica="A", what="spawn_and_child_event")
+    state.teardown()

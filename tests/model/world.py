@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import random
 from collections import Counter
 from collections.abc import Coroutine, Sequence
@@ -67,6 +68,10 @@ MAX_ATTEMPTS = 4
 REPLICAS = ("A", "B")
 
 Answer = Literal["ok", "retry", "retry_after", "permanent"]
+#: What the engine commits while a pass is between two of its round-trips (``World.commit_during``).
+MidPass = Literal["spawn_and_child_event", "event"]
+#: The replica whose pass is running in this task (a pass's Redis calls count toward its armed commit).
+PASSING: contextvars.ContextVar[str | None] = contextvars.ContextVar("passing", default=None)
 
 
 @dataclass
@@ -326,7 +331,7 @@ class Replica:
         self.relay = PrefixRelay(
             PREFIX,
             options=world.options,
-            redis=world.client,
+            redis=world.relay_client,
             sinks=sinks,
             guards=guards,
             metrics=metrics,
@@ -411,11 +416,22 @@ class World:
             poll_interval_s=1.0,
             breaker=BreakerPolicy(),
         )
+        #: replica -> (round-trips of its pass still to go, what the engine then commits)
+        self.mid_pass: dict[str, tuple[int, MidPass]] = {}
+        # The engine's client, and the replicas' one: the latter's every round-trip may first let
+        # an armed commit land (``commit_during``), as Redis runs other clients between a pass's.
+        hooked = _committing_first(self, fakeredis.FakeAsyncRedisConnection if redis_port is None else None)
         if redis_port is None:
             server = fakeredis.FakeServer()
             self.client: aioredis.Redis = fakeredis.FakeAsyncRedis(server=server)
+            self.relay_client: aioredis.Redis = fakeredis.FakeAsyncRedis(
+                server=server, connection_class=hooked
+            )
         else:
             self.client = aioredis.Redis(port=redis_port)
+            self.relay_client = aioredis.Redis.from_pool(
+                aioredis.ConnectionPool(port=redis_port, connection_class=hooked)
+            )
             self.run(self.client.flushall())
         self.ks = Keyspace(PREFIX)
         self.relay_keys = RelayKeys(self.ks)
@@ -471,6 +487,7 @@ class World:
                 replica.relay._stop_waiter.cancel()
         with contextlib.suppress(BaseException):
             self.settle()
+        self.run(self.relay_client.aclose())
         self.run(self.client.aclose())
         self.loop.close()
 
@@ -537,6 +554,26 @@ class World:
         await self.client.hset(self.ks.spawns, str(seq), spawn_value("root", child))
         self.committed.append(Committed("spawn", child, seq, child, self.step))
         return child
+
+    def commit_during(self, replica: str, after: int, what: MidPass) -> None:
+        """The engine commits ``what`` just before the ``after``-th next round-trip of
+        ``replica``'s next pass (0: before its first), between two of its round-trips."""
+        self.mid_pass[replica] = (after, what)
+
+    async def before_round_trip(self) -> None:
+        """A pass is about to send a round-trip: the commit armed for it lands first when due."""
+        name = PASSING.get()
+        if name is None or name not in self.mid_pass:
+            return
+        left, what = self.mid_pass[name]
+        if left > 0:
+            self.mid_pass[name] = (left - 1, what)
+            return
+        del self.mid_pass[name]
+        if what == "event":
+            await self.commit_outbox("t1")
+        else:  # one commit of the engine: the child's spawn and an event to it
+            await self.commit_outbox(await self.commit_spawn())
 
     async def arm_timer(self, execution: str, path: str, in_s: float) -> None:
         """ZADD a timer (new, or re-armed earlier or later: its old id is taken back)."""
@@ -653,7 +690,12 @@ class World:
         ledger_from, not_sent_from = len(receiver.ledger), len(receiver.not_sent)
         unanswered_from = len(receiver.unanswered)
         replica.pass_started_s = started_s = self.clock.monotonic()
-        await replica.one_pass()
+        PASSING.set(name)
+        try:
+            await replica.one_pass()
+        finally:
+            PASSING.set(None)
+            self.mid_pass.pop(name, None)  # not reached in this pass: not committed
         after = await self.dead_ids()
         self.ever_dead |= after
         if down and receiver.down and after - before:
@@ -723,3 +765,15 @@ class World:
         return not any(
             r.busy or (r.relay.sweeper and r.relay.sweeper.held_count()) for r in self.replicas.values()
         )
+
+
+def _committing_first(world: World, base: type[Any] | None) -> type[Any]:
+    """A connection class whose every send lets ``world`` commit first (``before_round_trip``)."""
+    parent: type[Any] = base if base is not None else aioredis.Connection
+
+    class CommittingFirst(parent):  # type: ignore[misc,valid-type]
+        async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+            await world.before_round_trip()
+            await super().send_packed_command(command, check_health)
+
+    return CommittingFirst

@@ -217,6 +217,37 @@ async def test_a_commit_later_than_the_grace_is_found_by_the_reconcile(store, se
     assert [e.field for e in late] == ["1"]
 
 
+async def test_a_read_whose_scan_finds_entries_leaves_no_replies_of_its_then(
+    async_client, prefix, seed, monkeypatch
+) -> None:
+    """The ``then`` commands run in the window's round-trip, before the reconcile scan: their
+    replies say nothing of an entry committed in between that the scan returns, so none are
+    left; a read whose scan finds nothing keeps them."""
+    store = AsyncRedisStore(async_client, prefix=prefix)
+    reader = store.backlog("outbox", grace_s=5.0, reconcile_interval_s=1.0)
+    then = [("GET", f"{prefix}:outbox:seq")]
+    await reader.start()
+    await reader.read_new(10, now=0.0)
+    seed(2, counter=2)
+    await reader.read_new(10, now=1.0)
+    await reader.read_new(10, now=1.0, ack=["2"])
+    await reader.read_new(10, now=100.0)  # the gap for 1 expires
+    await reader.read_new(10, now=101.0, then=then)  # the scan finds nothing
+    kept = list(reader.then_replies)
+    scan = async_client.hscan
+
+    async def commit_first(*args: Any, **kwargs: Any) -> Any:
+        seed(1)  # committed after the round-trip, before the scan
+        return await scan(*args, **kwargs)
+
+    monkeypatch.setattr(async_client, "hscan", commit_first)
+    scanned = await reader.read_new(10, now=102.0, then=then)
+
+    assert kept == [b"2"]
+    assert [e.field for e in scanned] == ["1"]
+    assert reader.then_replies == []
+
+
 async def test_a_read_without_reconcile_scans_nothing(store, seed) -> None:
     """A prefetch (reconcile=False) reads the window only; the late commit waits for a scan."""
     reader = store.backlog("outbox", grace_s=5.0, reconcile_interval_s=1.0)
