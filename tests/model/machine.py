@@ -9,6 +9,7 @@ as plain functions.
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 from hypothesis import strategies as st
@@ -19,7 +20,7 @@ from model.world import REPLICAS, Answer, MidPass, World
 TARGETS = ("t1", "t2")
 EXECUTIONS = ("x1", "x2")
 ANSWERS: tuple[Answer, ...] = ("retry", "retry_after", "permanent")
-MID_PASS: tuple[MidPass, ...] = ("spawn_and_child_event", "event")
+MID_PASS: tuple[MidPass, ...] = typing.get_args(MidPass)
 #: What an operator pauses as a whole: ``(kind, sink)`` selectors, ``None`` for each left out
 #: (the sink ``model`` is every kind's; both ``None``: the whole prefix).
 PAUSED_LANES: tuple[tuple[str | None, str | None], ...] = (

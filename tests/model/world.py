@@ -69,7 +69,7 @@ REPLICAS = ("A", "B")
 
 Answer = Literal["ok", "retry", "retry_after", "permanent"]
 #: What the engine commits while a pass is between two of its round-trips (``World.commit_during``).
-MidPass = Literal["spawn_and_child_event", "event"]
+MidPass = Literal["spawn_and_child_event", "event", "timer_due", "timer_later", "timer_cancelled"]
 #: The replica whose pass is running in this task (a pass's Redis calls count toward its armed commit).
 PASSING: contextvars.ContextVar[str | None] = contextvars.ContextVar("passing", default=None)
 
@@ -572,8 +572,12 @@ class World:
         del self.mid_pass[name]
         if what == "event":
             await self.commit_outbox("t1")
-        else:  # one commit of the engine: the child's spawn and an event to it
+        elif what == "spawn_and_child_event":  # one commit of the engine: a spawn, an event to it
             await self.commit_outbox(await self.commit_spawn())
+        elif what == "timer_cancelled":
+            await self.cancel_timer("x1", "p")
+        else:  # x1's timer armed (again) due now, or moved 20 s later
+            await self.arm_timer("x1", "p", -1.0 if what == "timer_due" else 20.0)
 
     async def arm_timer(self, execution: str, path: str, in_s: float) -> None:
         """ZADD a timer (new, or re-armed earlier or later: its old id is taken back)."""
