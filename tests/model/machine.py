@@ -198,13 +198,14 @@ class Schedules(RuleBasedStateMachine):
         self.world.step += 1
         self.world.start_pass(replica)
 
-    @precondition(lambda self: self.allows("commit_during_pass"))
+    @precondition(lambda self: self.allows("during_pass"))
     @rule(replica=st.sampled_from(REPLICAS), after=st.integers(0, 6), what=st.sampled_from(MID_PASS))
-    def commit_during_pass(self, replica: str, after: int, what: MidPass) -> None:
-        """The engine commits between two round-trips of a pass of ``replica``, which starts
-        now (or, if one is under way, when it sends again)."""
+    def during_pass(self, replica: str, after: int, what: MidPass) -> None:
+        """``what`` happens between two round-trips of a pass of ``replica`` (an engine commit,
+        an operator's replay, the lease key lost), which starts now (or, if one is under way,
+        when it sends again)."""
         self.world.step += 1
-        self.world.commit_during(replica, after, what)
+        self.world.happens_during(replica, after, what)
         self.world.start_pass(replica)
 
     @precondition(lambda self: self.allows("advance"))

@@ -337,7 +337,7 @@ def test_case_3_a_spawn_committed_while_the_pass_reads_holds_back_its_child_s_ev
     event waits for its spawn (it went out first, unchecked)."""
     state = Schedules()
     state.first_replica_active()
-    state.commit_during_pass(after=0, replica="A", what="spawn_and_child_event")
+    state.during_pass(after=0, replica="A", what="spawn_and_child_event")
     state.purge()
-    state.commit_during_pass(after=4, replica="A", what="spawn_and_child_event")
+    state.during_pass(after=4, replica="A", what="spawn_and_child_event")
     state.teardown()

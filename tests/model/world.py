@@ -68,9 +68,12 @@ MAX_ATTEMPTS = 4
 REPLICAS = ("A", "B")
 
 Answer = Literal["ok", "retry", "retry_after", "permanent"]
-#: What the engine commits while a pass is between two of its round-trips (``World.commit_during``).
-MidPass = Literal["spawn_and_child_event", "event", "timer_due", "timer_later", "timer_cancelled"]
-#: The replica whose pass is running in this task (a pass's Redis calls count toward its armed commit).
+#: What the engine commits (or an operator does, or a failover loses) while a pass is between two of
+#: its round-trips (``World.happens_during``).
+MidPass = Literal[
+    "spawn_and_child_event", "event", "timer_due", "timer_later", "timer_cancelled", "lease_lost", "replay"
+]
+#: The replica whose pass is running in this task (its round-trips count toward what is armed).
 PASSING: contextvars.ContextVar[str | None] = contextvars.ContextVar("passing", default=None)
 
 
@@ -416,11 +419,11 @@ class World:
             poll_interval_s=1.0,
             breaker=BreakerPolicy(),
         )
-        #: replica -> (round-trips of its pass still to go, what the engine then commits)
+        #: replica -> (round-trips of its pass still to go, what then happens)
         self.mid_pass: dict[str, tuple[int, MidPass]] = {}
         # The engine's client, and the replicas' one: the latter's every round-trip may first let
-        # an armed commit land (``commit_during``), as Redis runs other clients between a pass's.
-        hooked = _committing_first(self, fakeredis.FakeAsyncRedisConnection if redis_port is None else None)
+        # what is armed happen (``happens_during``), as Redis runs other clients between a pass's.
+        hooked = _acting_first(self, fakeredis.FakeAsyncRedisConnection if redis_port is None else None)
         if redis_port is None:
             server = fakeredis.FakeServer()
             self.client: aioredis.Redis = fakeredis.FakeAsyncRedis(server=server)
@@ -555,13 +558,13 @@ class World:
         self.committed.append(Committed("spawn", child, seq, child, self.step))
         return child
 
-    def commit_during(self, replica: str, after: int, what: MidPass) -> None:
-        """The engine commits ``what`` just before the ``after``-th next round-trip of
-        ``replica``'s next pass (0: before its first), between two of its round-trips."""
+    def happens_during(self, replica: str, after: int, what: MidPass) -> None:
+        """``what`` happens just before the ``after``-th next round-trip of ``replica``'s next
+        pass (0: before its first), between two of its round-trips."""
         self.mid_pass[replica] = (after, what)
 
     async def before_round_trip(self) -> None:
-        """A pass is about to send a round-trip: the commit armed for it lands first when due."""
+        """A pass is about to send a round-trip: what is armed for it happens first when due."""
         name = PASSING.get()
         if name is None or name not in self.mid_pass:
             return
@@ -576,6 +579,10 @@ class World:
             await self.commit_outbox(await self.commit_spawn())
         elif what == "timer_cancelled":
             await self.cancel_timer("x1", "p")
+        elif what == "lease_lost":
+            await self.lose_lease()
+        elif what == "replay":
+            await self.replay()
         else:  # x1's timer armed (again) due now, or moved 20 s later
             await self.arm_timer("x1", "p", -1.0 if what == "timer_due" else 20.0)
 
@@ -699,7 +706,7 @@ class World:
             await replica.one_pass()
         finally:
             PASSING.set(None)
-            self.mid_pass.pop(name, None)  # not reached in this pass: not committed
+            self.mid_pass.pop(name, None)  # not reached in this pass: it does not happen
         after = await self.dead_ids()
         self.ever_dead |= after
         if down and receiver.down and after - before:
@@ -771,13 +778,13 @@ class World:
         )
 
 
-def _committing_first(world: World, base: type[Any] | None) -> type[Any]:
-    """A connection class whose every send lets ``world`` commit first (``before_round_trip``)."""
+def _acting_first(world: World, base: type[Any] | None) -> type[Any]:
+    """A connection class whose every send lets ``world`` act first (``before_round_trip``)."""
     parent: type[Any] = base if base is not None else aioredis.Connection
 
-    class CommittingFirst(parent):  # type: ignore[misc,valid-type]
+    class ActingFirst(parent):  # type: ignore[misc,valid-type]
         async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
             await world.before_round_trip()
             await super().send_packed_command(command, check_health)
 
-    return CommittingFirst
+    return ActingFirst
