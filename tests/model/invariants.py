@@ -6,7 +6,9 @@ Each check returns the violations it found, one line each; none is the pass.
   was delivered, or is parked as a dead letter, or an operator purged it; nothing due is left in
   Redis.
 - ``key_order``: the last copies of one key arrive in seq order (pairs committed in seq order;
-  entries that were ever dead letters are left out: parking one lets its key move on).
+  entries that were ever dead letters are left out: parking one lets its key move on. One is
+  known parked when a pass ends with it parked, or when it reached the receiver again under a
+  replay's new seq).
 - ``none_parked_innocent``: every entry ever parked was refused itself at least once (never
   only for sharing a request with a refused entry: ``World.batched``).
 - ``spawn_first``: a spawn reaches the sink before any event to its child committed after it.
@@ -133,6 +135,7 @@ def terms(world: World, stray_attempts: int) -> list[str]:
 async def check(world: World) -> list[str]:
     """Every invariant, after ``World.drain``."""
     client, ks = world.client, world.ks
+    world.ever_dead |= world.replayed()
     dead = await world.dead_ids()
     live = {
         "the outbox": int(await client.hlen(ks.outbox)),

@@ -341,3 +341,18 @@ def test_case_3_a_spawn_committed_while_the_pass_reads_holds_back_its_child_s_ev
     state.purge()
     state.during_pass(after=4, replica="A", what="spawn_and_child_event")
     state.teardown()
+
+
+def test_the_model_knows_an_entry_parked_and_replayed_within_one_pass_was_parked() -> None:
+    """The model's own bookkeeping: e2 is refused for good and parked while the pass reads
+    ahead, and a replay that lands in that read-ahead's round-trip puts it back before the pass
+    ends. Its copy after e3-e6 is what a replay means, not an order broken: the model learns
+    it was parked from its new seq (``World.replayed``), not only at a pass's end."""
+    state = Schedules()
+    state.first_replica_active()
+    state.during_pass(after=0, replica="A", what="event")
+    for _ in range(5):
+        state.commit_outbox(to="t1")
+    state.answer_entry(answers=["permanent", "retry"], back=4)
+    state.during_pass(after=2, replica="A", what="replay")
+    state.teardown()

@@ -657,6 +657,17 @@ class World:
                 return wanted
         return None
 
+    def replayed(self) -> set[str]:
+        """Entries the receiver got under a seq other than their commit's: put back by a replay,
+        so parked once, also where no pass boundary saw them parked (parked by a pass and
+        replayed before it ended)."""
+        committed = {(e.kind, e.id): e.seq for e in self.committed}
+        return {
+            r.id
+            for r in self.receiver.ledger
+            if r.seq is not None and committed.get((r.kind, r.id), r.seq) != r.seq
+        }
+
     def scope_of(self, entry_id: str) -> tuple[str, str | None]:
         """The kind and ordering key of an entry by its id (as ``dead_ids`` names it)."""
         if entry_id.startswith("timeout:"):
