@@ -31,27 +31,28 @@ def test_committed_entries_carry_their_commit_time_and_harel_written_ones_the_re
     server = RedisServer(tmp_path / "redis")
     server.start()
     client = server.client()
-    relay = RelayProcess(
-        [
-            "--redis-url", server.url, "--prefix", PREFIX, "--sink", f"redis-stream:{server.url}?stream=out",
-            "--format", "cloudevents", "--poll-interval", "0.2", "--log-level", "warning",
-        ],
-        tmp_path / "relay.log",
-    )  # fmt: skip
-    relay.start()
+    args = [
+        "--redis-url", server.url, "--prefix", PREFIX, "--sink", f"redis-stream:{server.url}?stream=out",
+        "--format", "cloudevents", "--poll-interval", "0.2", "--log-level", "warning",
+    ]  # fmt: skip
     try:
-        wait_until(
-            lambda: sample(relay.metrics(), "relayd_active", prefix=PREFIX) == 1, 30, "the relay active"
-        )
-        seconds, micros = client.time()
-        before = dt.datetime.fromtimestamp(seconds + micros / 1e6, dt.UTC)
-        Entries(client.pipeline(), PREFIX).outbox(1, "t", "harel-written").spawn(
-            1, "harel-parent", "harel-child"
-        ).counters(outbox=1, spawns=1).pipe.execute()
-        wait_until(lambda: client.xlen("out") == 2, 30, "the harel-written entries delivered")
+        relay = RelayProcess(args, tmp_path / "relay.log")
+        relay.start()
+        try:
+            wait_until(
+                lambda: sample(relay.metrics(), "relayd_active", prefix=PREFIX) == 1, 30, "the relay active"
+            )
+            seconds, micros = client.time()
+            before = dt.datetime.fromtimestamp(seconds + micros / 1e6, dt.UTC)
+            Entries(client.pipeline(), PREFIX).outbox(1, "t", "harel-written").spawn(
+                1, "harel-parent", "harel-child"
+            ).counters(outbox=1, spawns=1).pipe.execute()
+            wait_until(lambda: client.xlen("out") == 2, 30, "the harel-written entries delivered")
+        finally:
+            relay.stop()
 
-        store = RedisStore(client, prefix=PREFIX)
-        store.commit(
+        # Committed and read back with no relay running: none can deliver and delete them first.
+        RedisStore(client, prefix=PREFIX).commit(
             Execution(definition_id="d", status=Status.RUNNING),
             [("t", Event(kind="Ping"))],
             spawns=[("child", "root", {})],
@@ -62,10 +63,14 @@ def test_committed_entries_carry_their_commit_time_and_harel_written_ones_the_re
             f"{PREFIX}:outbox:2": orjson.loads(outbox_value)["ct"],
             f"{PREFIX}:spawn:2": orjson.loads(spawn_value)["ct"],
         }
-        wait_until(lambda: client.xlen("out") == 4, 30, "the committed entries delivered")
+        relay = RelayProcess(args, tmp_path / "relay-again.log")
+        relay.start()
+        try:
+            wait_until(lambda: client.xlen("out") == 4, 30, "the committed entries delivered")
+        finally:
+            relay.stop()
         entries = client.xrange("out")
     finally:
-        relay.stop()
         server.kill()
 
     events = {fields[b"id"].decode(): JSONFormat().read(None, fields[b"envelope"]) for _, fields in entries}
