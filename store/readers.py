@@ -232,13 +232,14 @@ class AsyncBacklogReader(_ReaderBase):
     ) -> list[RawEntry]:
         """What a read does after its round-trip found ``entries``: a rewind below the frontier,
         the reconcile scan, a jump past a burned range. Returning entries found here leaves no
-        ``then_replies`` (those commands ran before these reads)."""
+        ``then_replies`` (those commands ran before these reads). A rewind keeps only entries of
+        the round-trip, and its walk's own read leaves none."""
         listed: list[str] | None = None  # the hash's fields, when this read listed them
         if reconcile and self._below_frontier(limit, size, now):
             listed = [_as_text(f) for f in await self.client.hkeys(self.keys.hash)]
             if (rewound := self.window.rewind(listed, entries, now)) is not None:
-                # The walk starts at once: what it finds joins this read (no reconcile this time).
-                self.then_replies = []
+                # The walk starts at once: what it finds joins this read (no reconcile this time);
+                # its own round-trip carries no ``then``, so it leaves no replies of them.
                 room = limit - len(rewound)
                 if room:
                     rewound = merge(rewound, await self.read_new(room, now=now, reconcile=False))

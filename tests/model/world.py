@@ -423,7 +423,8 @@ class World:
         self.mid_pass: dict[str, tuple[int, MidPass]] = {}
         # The engine's client, and the replicas' one: the latter's every round-trip may first let
         # what is armed happen (``happens_during``), as Redis runs other clients between a pass's.
-        hooked = _acting_first(self, fakeredis.FakeAsyncRedisConnection if redis_port is None else None)
+        connection = fakeredis.FakeAsyncRedisConnection if redis_port is None else aioredis.Connection
+        hooked = _acting_first(self, connection)
         if redis_port is None:
             server = fakeredis.FakeServer()
             self.client: aioredis.Redis = fakeredis.FakeAsyncRedis(server=server)
@@ -789,11 +790,10 @@ class World:
         )
 
 
-def _acting_first(world: World, base: type[Any] | None) -> type[Any]:
-    """A connection class whose every send lets ``world`` act first (``before_round_trip``)."""
-    parent: type[Any] = base if base is not None else aioredis.Connection
+def _acting_first(world: World, base: type[Any]) -> type[Any]:
+    """A ``base`` connection class whose every send lets ``world`` act first (``before_round_trip``)."""
 
-    class ActingFirst(parent):  # type: ignore[misc,valid-type]
+    class ActingFirst(base):  # type: ignore[misc,valid-type]
         async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
             await world.before_round_trip()
             await super().send_packed_command(command, check_health)
